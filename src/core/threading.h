@@ -1,16 +1,25 @@
-// Threading context, passed explicitly to every parallel kernel (no global pool).
+// Execution context, passed explicitly to every kernel (no global pool, no global ISA switch).
 //
 // Parallel loops only ever split disjoint outputs (rows, output columns, channel blocks),
-// never a reduction, so the result is bit-identical for any thread count.
+// never a reduction, so results are bit-identical for any thread count. The instruction set
+// is part of the context so tests can run the AVX-512, AVX2 and scalar kernels side by side;
+// all three produce the same bits (see src/ops/cpu/vec16.h).
 #pragma once
 
 namespace mb {
 
-struct ThreadContext {
+enum class Isa { Scalar, Avx2, Avx512 };
+
+const char* isa_name(Isa isa);
+Isa best_isa();                 // the widest instruction set this CPU supports
+bool isa_supported(Isa isa);
+
+struct ComputeContext {
   int n_threads = 1;
+  Isa isa = best_isa();
 };
 
-// The number of hardware threads OpenMP would use by default.
+// The number of processors OpenMP sees.
 int default_thread_count();
 
 }  // namespace mb

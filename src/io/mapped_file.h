@@ -1,0 +1,35 @@
+// Read-only memory mapping of a whole file (RAII). Checkpoint weights are used in place from
+// the mapping when their storage dtype is the one requested, so loading costs no copy.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace mb {
+
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path);  // throws mb::Error naming the path
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  std::span<const uint8_t> bytes() const { return {data_, size_}; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Writes `bytes` to `path` through a temporary file and a rename, so a reader never sees a
+// half-written file and a failed write leaves any previous file untouched.
+void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes);
+void write_file_atomically(const std::string& path, const std::string& text);
+
+std::string read_text_file(const std::string& path);  // throws mb::Error naming the path
+
+}  // namespace mb

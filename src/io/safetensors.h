@@ -1,0 +1,79 @@
+// Safetensors reading (single file and sharded) and writing.
+//
+// Every structural property of a file is validated before any tensor byte is touched: header
+// length within the file, well-formed JSON without duplicate names, known dtypes, offsets
+// inside the data section and not overlapping, and dtype x shape matching the byte length.
+// A malformed file is refused with an mb::Error naming the file and the defect.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "io/mapped_file.h"
+
+namespace mb {
+
+// One tensor as stored in a checkpoint. `dtype` is set only for the float dtypes the engine
+// computes with; other dtypes (integers, f64, f8) are listed but cannot be bound as weights.
+struct StoredTensor {
+  std::string name;
+  std::string dtype_string;       // as written in the header, e.g. "BF16"
+  std::optional<DType> dtype;     // F32, BF16 or F16; empty for dtypes the engine does not compute with
+  std::vector<int64_t> shape;
+  const uint8_t* data = nullptr;  // points into the mapping
+  size_t byte_size = 0;
+  std::string file;
+
+  int64_t element_count() const;
+  std::string shape_string() const;  // "[3072, 768]"
+};
+
+// All tensors of a checkpoint, across shards, by name. Owns the mappings.
+class TensorSet {
+ public:
+  // Opens `model.safetensors` or, when absent, `model.safetensors.index.json` in `dir`.
+  static TensorSet open_dir(const std::string& dir);
+  static TensorSet open_file(const std::string& path);
+  static TensorSet open_index(const std::string& index_path);
+
+  const StoredTensor* find(const std::string& name) const;
+  const std::map<std::string, StoredTensor>& tensors() const { return tensors_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+ private:
+  void add_file(const std::string& path);
+
+  std::vector<std::shared_ptr<MappedFile>> files_;
+  std::map<std::string, StoredTensor> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// Builds a safetensors file in memory and writes it atomically.
+class SafetensorsWriter {
+ public:
+  void add(const std::string& name, DType dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes);
+  void add_f32(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& values, DType store_as);
+  void set_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
+  size_t byte_size() const;
+  void write(const std::string& path) const;
+
+ private:
+  struct Entry {
+    std::string name;
+    DType dtype;
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<Entry> entries_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// Returns `values` encoded in `dtype` (round to nearest even for bf16/f16).
+std::vector<uint8_t> encode_f32(const std::vector<float>& values, DType dtype);
+
+}  // namespace mb

@@ -1,0 +1,43 @@
+// The Vec16 contract shared by the three CPU instruction-set targets.
+//
+// Each of vec16_avx512.h, vec16_avx2.h and vec16_scalar.h defines, in its own namespace, a
+// sixteen-lane float vector `Vec16` with the same free functions: zero, set1, load, load_partial
+// (lanes past n read as 0), store, store_partial, load_bf16(_partial), load_f16(_partial), add,
+// sub, mul, div, fma, max, min (NaN rule of x86: return the second operand), round_even,
+// pow2_int, frexp, less/equal/greater + select, and reduce_sum with one fixed tree
+// ((l[i] + l[i+8]), then (+4), then (+2), then (+1)).
+//
+// Every one of them is a single correctly rounded IEEE operation per lane, so the same kernel
+// text (kernels_generic.inc, compiled once per target) yields the same bits on every target:
+// the instruction set is a speed choice, never a numerics choice.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "ops/activations.h"
+#include "ops/causal_conv.h"
+#include "ops/matmul.h"
+#include "ops/rms_norm.h"
+#include "ops/selective_scan.h"
+
+namespace mb::cpu {
+
+// One table of kernels per instruction set; the dispatcher in kernels.cc picks one.
+struct KernelTable {
+  void (*matmul)(const MatmulArgs& args, int n_threads);
+  void (*rms_norm)(const RmsNormArgs& args, int n_threads);
+  void (*causal_conv_silu)(std::span<const CausalConvArgs> sequences, int n_threads);
+  void (*selective_scan)(std::span<const SelectiveScanArgs> sequences, int n_threads);
+  void (*softplus_rows)(float* x, int64_t rows, int64_t cols, int64_t ld, int n_threads);
+  float (*exp1)(float x);
+  float (*silu1)(float x);
+  float (*softplus1)(float x);
+};
+
+const KernelTable& kernels_scalar();
+const KernelTable& kernels_avx2();
+const KernelTable& kernels_avx512();
+const KernelTable& kernels_for(Isa isa);
+
+}  // namespace mb::cpu

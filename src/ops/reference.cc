@@ -1,0 +1,77 @@
+// Plain double-precision references of the CPU ops. They are deliberately simple loops that
+// follow the math of each op header, never optimized; tests compare the kernels against them.
+#include <cmath>
+#include <vector>
+
+#include "core/dtype.h"
+#include "ops/causal_conv.h"
+#include "ops/matmul.h"
+#include "ops/rms_norm.h"
+#include "ops/selective_scan.h"
+
+namespace mb {
+namespace {
+
+double silu(double x) { return x / (1.0 + std::exp(-x)); }
+
+}  // namespace
+
+void matmul_reference(const MatmulArgs& a) {
+  for (int64_t m = 0; m < a.m; ++m) {
+    for (int64_t n = 0; n < a.w.rows; ++n) {
+      double sum = 0.0;
+      for (int64_t k = 0; k < a.w.cols; ++k)
+        sum += static_cast<double>(a.x[m * a.ldx + k]) * load_as_f32(a.w.data, a.w.dtype, n * a.w.cols + k);
+      if (a.bias != nullptr) sum += a.bias[n];
+      float& out = a.y[m * a.ldy + n];
+      out = static_cast<float>(a.accumulate ? out + sum : sum);
+    }
+  }
+}
+
+void rms_norm_reference(const RmsNormArgs& a) {
+  for (int64_t r = 0; r < a.rows; ++r) {
+    double sum_squares = 0.0;
+    for (int64_t k = 0; k < a.dim; ++k) sum_squares += static_cast<double>(a.x[r * a.ldx + k]) * a.x[r * a.ldx + k];
+    const double inv = 1.0 / std::sqrt(sum_squares / a.dim + a.eps);
+    for (int64_t k = 0; k < a.dim; ++k) a.y[r * a.ldy + k] = static_cast<float>(a.x[r * a.ldx + k] * inv * a.weight[k]);
+  }
+}
+
+void causal_conv_silu_reference(const CausalConvArgs& a) {
+  const int K = a.kernel_size;
+  for (int64_t c = 0; c < a.channels; ++c) {
+    // The full input stream of this channel: history first, then the new positions.
+    std::vector<double> stream;
+    for (int k = 0; k + 1 < K; ++k) stream.push_back(a.history[k * a.channels + c]);
+    for (int64_t t = 0; t < a.length; ++t) stream.push_back(a.x[t * a.ldx + c]);
+    for (int64_t t = 0; t < a.length; ++t) {
+      double acc = a.bias != nullptr ? a.bias[c] : 0.0;
+      for (int k = 0; k < K; ++k) acc += static_cast<double>(a.weight[k * a.channels + c]) * stream[t + k];
+      a.y[t * a.ldy + c] = static_cast<float>(silu(acc));
+    }
+    for (int k = 0; k + 1 < K; ++k) a.history[k * a.channels + c] = static_cast<float>(stream[a.length + k]);
+  }
+}
+
+void selective_scan_reference(const SelectiveScanArgs& a) {
+  for (int64_t ch = 0; ch < a.channels; ++ch) {
+    std::vector<double> h(a.d_state);
+    for (int64_t n = 0; n < a.d_state; ++n) h[n] = a.state[n * a.channels + ch];
+    for (int64_t t = 0; t < a.length; ++t) {
+      const double u = a.u[t * a.ldu + ch];
+      const double dt = a.dt[t * a.lddt + ch];
+      double y = 0.0;
+      for (int64_t n = 0; n < a.d_state; ++n) {
+        h[n] = std::exp(dt * a.a[n * a.channels + ch]) * h[n] + dt * u * a.b[t * a.ldbc + n];
+        y += h[n] * a.c[t * a.ldbc + n];
+      }
+      y += static_cast<double>(a.d_skip[ch]) * u;
+      if (a.z != nullptr) y *= silu(a.z[t * a.ldz + ch]);
+      a.y[t * a.ldy + ch] = static_cast<float>(y);
+    }
+    for (int64_t n = 0; n < a.d_state; ++n) a.state[n * a.channels + ch] = static_cast<float>(h[n]);
+  }
+}
+
+}  // namespace mb

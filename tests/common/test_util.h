@@ -1,0 +1,50 @@
+// Small helpers shared by the test suites.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/threading.h"
+
+namespace mb::test {
+
+inline std::vector<float> random_floats(size_t count, uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> values(count);
+  for (float& v : values) v = dist(rng);
+  return values;
+}
+
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = a.size() == b.size() ? 0.0 : INFINITY;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) worst = std::fmax(worst, std::fabs(double(a[i]) - b[i]));
+  return worst;
+}
+
+inline double max_abs(const std::vector<float>& a) {
+  double worst = 0.0;
+  for (float v : a) worst = std::fmax(worst, std::fabs(double(v)));
+  return worst;
+}
+
+// Every instruction set this CPU can run, for tests that pin cross-ISA equality.
+inline std::vector<Isa> supported_isas() {
+  std::vector<Isa> isas;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+    if (isa_supported(isa)) isas.push_back(isa);
+  return isas;
+}
+
+// A fresh temporary directory under the system temp dir.
+std::string make_temp_dir(const std::string& tag);
+
+}  // namespace mb::test
