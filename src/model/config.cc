@@ -1,0 +1,223 @@
+#include "model/config.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/mapped_file.h"
+
+namespace mb {
+namespace {
+
+using nlohmann::json;
+
+// Typed, bounded access to config keys with messages that name the file and the key.
+class ConfigReader {
+ public:
+  ConfigReader(const json& object, std::string where) : object_(object), where_(std::move(where)) {}
+
+  bool has(const char* key) const { return object_.contains(key) && !object_[key].is_null(); }
+
+  int64_t positive_int(const char* key, int64_t max_value) const {
+    if (!has(key)) throw Error(where_ + ": missing required key '" + key + "'");
+    return positive_int_value(key, object_[key], max_value);
+  }
+  int64_t positive_int_or(const char* key, int64_t fallback, int64_t max_value) const {
+    return has(key) ? positive_int(key, max_value) : fallback;
+  }
+  bool boolean_or(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    if (!object_[key].is_boolean()) throw Error(where_ + ": '" + key + "' must be true or false, got " + object_[key].dump());
+    return object_[key].get<bool>();
+  }
+  double positive_number_or(const char* key, double fallback) const {
+    if (!has(key)) return fallback;
+    const json& value = object_[key];
+    if (!value.is_number() || !(value.get<double>() > 0.0))
+      throw Error(where_ + ": '" + key + "' must be a positive number, got " + value.dump());
+    return value.get<double>();
+  }
+  std::string string_or(const char* key, const std::string& fallback) const {
+    if (!has(key)) return fallback;
+    if (!object_[key].is_string()) throw Error(where_ + ": '" + key + "' must be a string, got " + object_[key].dump());
+    return object_[key].get<std::string>();
+  }
+  const json& at(const char* key) const { return object_[key]; }
+
+  int64_t positive_int_value(const std::string& key, const json& value, int64_t max_value) const {
+    if (!value.is_number_integer() || value.get<int64_t>() <= 0)
+      throw Error(where_ + ": '" + key + "' must be a positive integer, got " + value.dump());
+    const int64_t v = value.get<int64_t>();
+    if (v > max_value)
+      throw Error(where_ + ": '" + key + "' = " + std::to_string(v) + " exceeds the supported maximum " +
+                  std::to_string(max_value));
+    return v;
+  }
+
+ private:
+  const json& object_;
+  std::string where_;
+};
+
+constexpr int64_t kMaxDModel = 1 << 16;
+constexpr int64_t kMaxLayers = 4096;
+constexpr int64_t kMaxVocab = 1 << 24;
+
+void parse_dt_rank(const ConfigReader& reader, const char* key, ModelConfig& config, const std::string& where) {
+  config.dt_rank = (config.d_model + 15) / 16;
+  if (!reader.has(key)) return;
+  const json& value = reader.at(key);
+  if (value.is_string()) {
+    if (value.get<std::string>() != "auto")
+      throw Error(where + ": '" + key + "' must be a positive integer or \"auto\", got " + value.dump());
+    return;
+  }
+  config.dt_rank = reader.positive_int_value(key, value, kMaxDModel);
+}
+
+void parse_hf(const ConfigReader& reader, ModelConfig& config, const std::string& where) {
+  const std::string model_type = reader.string_or("model_type", "mamba");
+  if (model_type != "mamba") {
+    throw Error(where + ": model_type '" + model_type + "' is not supported (expected \"mamba\"" +
+                (model_type == "mamba2" ? "; Mamba-2 is not implemented yet)" : ")"));
+  }
+  config.d_model = reader.positive_int("hidden_size", kMaxDModel);
+  config.n_layer = reader.positive_int("num_hidden_layers", kMaxLayers);
+  config.vocab_size = reader.positive_int("vocab_size", kMaxVocab);
+  config.d_state = reader.positive_int("state_size", 1 << 20);
+  config.d_conv = reader.positive_int("conv_kernel", 1 << 20);
+  config.expand = reader.positive_int_or("expand", 2, 64);
+  config.d_inner = reader.positive_int_or("intermediate_size", config.expand * config.d_model, kMaxDModel * 8);
+  parse_dt_rank(reader, "time_step_rank", config, where);
+  config.use_bias_from_checkpoint = !reader.has("use_bias");
+  config.use_bias = reader.boolean_or("use_bias", false);
+  config.use_conv_bias_from_checkpoint = !reader.has("use_conv_bias");
+  config.use_conv_bias = reader.boolean_or("use_conv_bias", true);
+  config.norm_eps = static_cast<float>(
+      reader.positive_number_or("layer_norm_epsilon", reader.positive_number_or("rms_norm_eps", 1e-5)));
+  config.tie_embeddings = reader.boolean_or("tie_word_embeddings", true);
+  config.pad_vocab_size_multiple = reader.positive_int_or("pad_vocab_size_multiple", 1, 1 << 16);
+}
+
+void parse_original(const ConfigReader& reader, ModelConfig& config, const std::string& where) {
+  config.d_model = reader.positive_int("d_model", kMaxDModel);
+  config.n_layer = reader.positive_int("n_layer", kMaxLayers);
+  config.vocab_size = reader.positive_int("vocab_size", kMaxVocab);
+  config.pad_vocab_size_multiple = reader.positive_int_or("pad_vocab_size_multiple", 8, 1 << 16);
+  config.tie_embeddings = reader.boolean_or("tie_embeddings", true);
+  if (!reader.boolean_or("rms_norm", true))
+    throw Error(where + ": rms_norm = false (LayerNorm blocks) is not supported");
+  // mamba_ssm hard-wires the norm epsilon to 1e-5 for this form.
+  config.norm_eps = static_cast<float>(reader.positive_number_or("norm_epsilon", 1e-5));
+
+  static const json empty = json::object();
+  const json& ssm = reader.has("ssm_cfg") ? reader.at("ssm_cfg") : empty;
+  if (!ssm.is_object()) throw Error(where + ": 'ssm_cfg' must be an object, got " + ssm.dump());
+  const ConfigReader ssm_reader(ssm, where + " (ssm_cfg)");
+  const std::string layer = ssm_reader.string_or("layer", "Mamba1");
+  if (layer == "Mamba1") {
+    config.arch = Architecture::Mamba1;
+    config.d_state = ssm_reader.positive_int_or("d_state", 16, 1 << 20);
+    config.d_conv = ssm_reader.positive_int_or("d_conv", 4, 1 << 20);
+    config.expand = ssm_reader.positive_int_or("expand", 2, 64);
+    config.d_inner = config.expand * config.d_model;
+    parse_dt_rank(ssm_reader, "dt_rank", config, where + " (ssm_cfg)");
+    config.use_bias = ssm_reader.boolean_or("bias", false);
+    config.use_conv_bias = ssm_reader.boolean_or("conv_bias", true);
+  } else if (layer == "Mamba3") {
+    config.arch = Architecture::Mamba3;
+    config.d_state = ssm_reader.positive_int_or("d_state", 128, 1 << 20);
+    config.expand = ssm_reader.positive_int_or("expand", 2, 64);
+    config.d_inner = config.expand * config.d_model;
+    config.headdim = ssm_reader.positive_int_or("headdim", 64, 1 << 12);
+    config.ngroups = ssm_reader.positive_int_or("ngroups", 1, 1 << 12);
+    config.rope_fraction = ssm_reader.positive_number_or("rope_fraction", 0.5);
+    config.a_floor = ssm_reader.positive_number_or("A_floor", 1e-4);
+    config.is_outproj_norm = ssm_reader.boolean_or("is_outproj_norm", false);
+    config.chunk_size = ssm_reader.positive_int_or("chunk_size", 64, 1 << 16);
+  } else {
+    throw Error(where + ": ssm_cfg.layer '" + layer + "' is not supported (expected Mamba1 or Mamba3)");
+  }
+}
+
+void validate(const ModelConfig& config, const std::string& where) {
+  auto fail = [&](const std::string& message) { throw Error(where + ": " + message); };
+  if (config.arch == Architecture::Mamba1) {
+    if (config.d_inner != config.expand * config.d_model)
+      fail("intermediate_size " + std::to_string(config.d_inner) + " != expand x hidden_size = " +
+           std::to_string(config.expand * config.d_model));
+    if (config.d_state > 256) fail("state_size " + std::to_string(config.d_state) + " exceeds the supported 256");
+    if (config.d_conv > 16) fail("conv_kernel " + std::to_string(config.d_conv) + " exceeds the supported 16");
+  } else {
+    if (config.d_inner % config.headdim != 0)
+      fail("d_inner " + std::to_string(config.d_inner) + " is not a multiple of headdim " + std::to_string(config.headdim));
+    if (config.n_heads() % config.ngroups != 0)
+      fail("the head count " + std::to_string(config.n_heads()) + " is not a multiple of ngroups " +
+           std::to_string(config.ngroups));
+    if (config.d_state > 256) fail("d_state " + std::to_string(config.d_state) + " exceeds the supported 256");
+    if (config.rope_fraction > 1.0) fail("rope_fraction must be in (0, 1]");
+    if (config.d_state % 2 != 0) fail("d_state must be even (RoPE rotates pairs)");
+  }
+  if (!(config.norm_eps < 1.0f)) fail("the norm epsilon must be below 1");
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(const json& object, const std::string& where) {
+  if (!object.is_object()) throw Error(where + ": config is not a JSON object");
+  const ConfigReader reader(object, where);
+  ModelConfig config;
+  const bool hf_form = reader.has("model_type") || reader.has("hidden_size");
+  if (hf_form) parse_hf(reader, config, where);
+  else if (reader.has("d_model")) parse_original(reader, config, where);
+  else throw Error(where + ": neither 'hidden_size' (Hugging Face form) nor 'd_model' (state-spaces form) is present");
+  const int64_t multiple = config.pad_vocab_size_multiple;
+  config.vocab_rows = (config.vocab_size + multiple - 1) / multiple * multiple;
+  validate(config, where);
+  return config;
+}
+
+ModelConfig load_model_config(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / "config.json").string();
+  if (!std::filesystem::exists(path)) throw Error("'" + dir + "' has no config.json");
+  json object;
+  try {
+    object = json::parse(read_text_file(path));
+  } catch (const json::parse_error& e) {
+    throw Error("'" + path + "' is not valid JSON (" + e.what() + ")");
+  }
+  return parse_model_config(object, "'" + path + "'");
+}
+
+json model_config_to_hf_json(const ModelConfig& c) {
+  return {{"model_type", "mamba"},         {"architectures", {"MambaForCausalLM"}},
+          {"hidden_size", c.d_model},      {"num_hidden_layers", c.n_layer},
+          {"vocab_size", c.vocab_size},    {"state_size", c.d_state},
+          {"conv_kernel", c.d_conv},       {"expand", c.expand},
+          {"intermediate_size", c.d_inner}, {"time_step_rank", c.dt_rank},
+          {"use_bias", c.use_bias},        {"use_conv_bias", c.use_conv_bias},
+          {"layer_norm_epsilon", c.norm_eps}, {"tie_word_embeddings", c.tie_embeddings},
+          {"pad_vocab_size_multiple", c.pad_vocab_size_multiple},
+          {"residual_in_fp32", true},      {"bos_token_id", 0},
+          {"eos_token_id", 0},             {"pad_token_id", 0},
+          {"hidden_act", "silu"},          {"torch_dtype", "float32"}};
+}
+
+json model_config_to_original_json(const ModelConfig& c) {
+  json ssm;
+  if (c.arch == Architecture::Mamba1) {
+    ssm = {{"layer", "Mamba1"}, {"d_state", c.d_state}, {"d_conv", c.d_conv}, {"expand", c.expand},
+           {"dt_rank", c.dt_rank}, {"bias", c.use_bias}, {"conv_bias", c.use_conv_bias}};
+  } else {
+    ssm = {{"layer", "Mamba3"},         {"d_state", c.d_state},     {"expand", c.expand},
+           {"headdim", c.headdim},      {"ngroups", c.ngroups},     {"rope_fraction", c.rope_fraction},
+           {"A_floor", c.a_floor},      {"is_outproj_norm", c.is_outproj_norm}, {"chunk_size", c.chunk_size}};
+  }
+  return {{"d_model", c.d_model},     {"n_layer", c.n_layer},
+          {"vocab_size", c.vocab_size}, {"ssm_cfg", ssm},
+          {"rms_norm", true},         {"residual_in_fp32", true},
+          {"fused_add_norm", true},   {"pad_vocab_size_multiple", c.pad_vocab_size_multiple},
+          {"tie_embeddings", c.tie_embeddings}};
+}
+
+}  // namespace mb

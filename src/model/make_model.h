@@ -1,0 +1,32 @@
+// Writes a random-weight checkpoint folder in the real Hugging Face layout (config.json plus
+// model.safetensors, or shards with model.safetensors.index.json). It is the fixture for the
+// tests, the benchmarks and the README demo, since no real weights can be downloaded here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.h"
+#include "model/config.h"
+
+namespace mb {
+
+enum class ConfigForm { HuggingFace, Original };
+
+struct MakeModelOptions {
+  ModelConfig config;
+  DType dtype = DType::F32;
+  uint64_t seed = 0;
+  int shards = 1;
+  int64_t input_dim = 0;  // > 0 adds input_proj.weight [d_model, input_dim] and input_proj.bias
+  ConfigForm form = ConfigForm::HuggingFace;
+  bool write_tokenizer = true;
+};
+
+// Preset configs: "tiny" (d_model 64, 2 layers, vocab 512) and "130m" (mamba-130m's shape).
+ModelConfig preset_config(const std::string& name);
+
+// Throws mb::Error when the folder cannot be written or the options are inconsistent.
+void make_model(const std::string& out_dir, const MakeModelOptions& options);
+
+}  // namespace mb

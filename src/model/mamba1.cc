@@ -1,0 +1,145 @@
+#include "model/mamba1.h"
+
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "model/weight_binder.h"
+#include "ops/activations.h"
+#include "ops/rms_norm.h"
+
+namespace mb {
+namespace {
+
+// Refuses tensors of layers the config does not have: a checkpoint with more layers than the
+// config says is malformed, not something to run partially.
+void check_layer_indices(const TensorSet& tensors, int64_t n_layer) {
+  const std::string prefix = "backbone.layers.";
+  for (const auto& [name, tensor] : tensors.tensors()) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    const size_t end = name.find('.', prefix.size());
+    const std::string index_text = name.substr(prefix.size(), end - prefix.size());
+    char* parse_end = nullptr;
+    const long long index = std::strtoll(index_text.c_str(), &parse_end, 10);
+    if (index_text.empty() || *parse_end != '\0' || index < 0 || index >= n_layer)
+      throw Error("checkpoint tensor '" + name + "' belongs to a layer outside the config's " + std::to_string(n_layer) +
+                  " layers");
+  }
+}
+
+}  // namespace
+
+Mamba1Model::Mamba1Model(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors, const LoadOptions& options) {
+  config_ = config;
+  tensors_ = tensors;
+  binder_ = std::make_shared<WeightBinder>(*tensors_, options.weight_dtype);
+  WeightBinder& binder = *binder_;
+  check_layer_indices(*tensors_, config.n_layer);
+
+  const int64_t d = config.d_model, D = config.d_inner, N = config.d_state, R = config.dt_rank, K = config.d_conv;
+  const std::string first = "backbone.layers.0.mixer.";
+  if (config.use_bias_from_checkpoint) config_.use_bias = binder.has(first + "in_proj.bias");
+  if (config.use_conv_bias_from_checkpoint) config_.use_conv_bias = binder.has(first + "conv1d.bias");
+  bind_common(binder);
+
+  layers_.resize(config.n_layer);
+  for (int64_t l = 0; l < config.n_layer; ++l) {
+    const std::string p = "backbone.layers." + std::to_string(l) + ".";
+    const std::string mixer = p + "mixer.";
+    Mamba1Layer& layer = layers_[l];
+    layer.norm = binder.f32(p + "norm.weight", {d});
+    layer.in_proj = binder.matrix(mixer + "in_proj.weight", 2 * D, d);
+    layer.x_proj = binder.matrix(mixer + "x_proj.weight", R + 2 * N, D);
+    layer.dt_proj = binder.matrix(mixer + "dt_proj.weight", D, R);
+    layer.dt_bias = binder.f32(mixer + "dt_proj.bias", {D});
+    layer.d_skip = binder.f32(mixer + "D", {D});
+    layer.out_proj = binder.matrix(mixer + "out_proj.weight", d, D);
+    if (config_.use_bias) {
+      layer.in_proj_bias = binder.f32(mixer + "in_proj.bias", {2 * D});
+      layer.out_proj_bias = binder.f32(mixer + "out_proj.bias", {d});
+    }
+    if (config_.use_conv_bias) layer.conv_bias = binder.f32(mixer + "conv1d.bias", {D});
+
+    // The conv taps and A are re-laid out once so the kernels read sixteen channels per load.
+    const float* conv = binder.f32(mixer + "conv1d.weight", {D, 1, K});
+    std::vector<float> taps(K * D);
+    for (int64_t c = 0; c < D; ++c)
+      for (int64_t k = 0; k < K; ++k) taps[k * D + c] = conv[c * K + k];
+    layer.conv_weight = binder.keep(std::move(taps));
+
+    const float* a_log = binder.f32(mixer + "A_log", {D, N});
+    std::vector<float> a(N * D);
+    for (int64_t c = 0; c < D; ++c)
+      for (int64_t n = 0; n < N; ++n) a[n * D + c] = static_cast<float>(-std::exp(static_cast<double>(a_log[c * N + n])));
+    layer.a = binder.keep(std::move(a));
+  }
+}
+
+size_t Mamba1Model::scratch_floats_per_row() const {
+  const ModelConfig& c = config_;
+  // xn [d] | xz [2D] | u [D] | xdbl [R + 2N] | dt [D] | y [D]
+  return c.d_model + 5 * c.d_inner + c.dt_rank + 2 * c.d_state;
+}
+
+void Mamba1Model::forward_layers(const ComputeContext& ctx, std::span<const Rows> rows, float* hidden, int64_t m,
+                                 Workspace& ws, float* scratch) const {
+  const ModelConfig& c = config_;
+  const int64_t d = c.d_model, D = c.d_inner, N = c.d_state, R = c.dt_rank, K = c.d_conv;
+  const int64_t xdbl_width = R + 2 * N;
+  float* xn = scratch;                 // [m, d]
+  float* xz = xn + m * d;              // [m, 2D]
+  float* u = xz + m * 2 * D;           // [m, D]
+  float* xdbl = u + m * D;             // [m, R + 2N]
+  float* dt = xdbl + m * xdbl_width;   // [m, D]
+  float* y = dt + m * D;               // [m, D]
+
+  ws.conv_args.resize(rows.size());
+  ws.scan_args.resize(rows.size());
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const Mamba1Layer& layer = layers_[l];
+    const size_t state_offset = l * layer_state_floats();
+
+    rms_norm(ctx, {hidden, d, m, d, layer.norm, c.norm_eps, xn, d});  // [m, d]
+    matmul(ctx, {xn, d, m, layer.in_proj, layer.in_proj_bias, xz, 2 * D, false});  // [m, d] x [2D, d]^T -> [m, 2D]
+
+    for (size_t s = 0; s < rows.size(); ++s) {
+      float* state = rows[s].state->values.data() + state_offset;
+      CausalConvArgs& conv = ws.conv_args[s];
+      conv = {xz + rows[s].begin * 2 * D, 2 * D, rows[s].count, D, static_cast<int>(K), layer.conv_weight,
+              layer.conv_bias, state, u + rows[s].begin * D, D};
+    }
+    causal_conv_silu(ctx, ws.conv_args);  // x half of xz -> u [m, D]
+
+    matmul(ctx, {u, D, m, layer.x_proj, nullptr, xdbl, xdbl_width, false});  // [m, D] -> [m, R + 2N]
+    matmul(ctx, {xdbl, xdbl_width, m, layer.dt_proj, layer.dt_bias, dt, D, false});  // [m, R] -> [m, D]
+    softplus_rows(ctx, dt, m, D, D);
+
+    for (size_t s = 0; s < rows.size(); ++s) {
+      const int64_t begin = rows[s].begin;
+      SelectiveScanArgs& scan = ws.scan_args[s];
+      scan.length = rows[s].count;
+      scan.channels = D;
+      scan.d_state = N;
+      scan.u = u + begin * D;
+      scan.ldu = D;
+      scan.dt = dt + begin * D;
+      scan.lddt = D;
+      scan.b = xdbl + begin * xdbl_width + R;
+      scan.c = scan.b + N;
+      scan.ldbc = xdbl_width;
+      scan.z = xz + begin * 2 * D + D;
+      scan.ldz = 2 * D;
+      scan.a = layer.a;
+      scan.d_skip = layer.d_skip;
+      scan.state = rows[s].state->values.data() + state_offset + (K - 1) * D;
+      scan.y = y + begin * D;
+      scan.ldy = D;
+    }
+    selective_scan(ctx, ws.scan_args);  // -> gated y [m, D]
+
+    matmul(ctx, {y, D, m, layer.out_proj, layer.out_proj_bias, hidden, d, true});  // residual += [m, D] -> [m, d]
+  }
+}
+
+}  // namespace mb

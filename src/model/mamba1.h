@@ -1,0 +1,44 @@
+// Mamba-1 (the selective-scan block of mamba_ssm / HF MambaForCausalLM).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "model/model.h"
+
+namespace mb {
+
+struct Mamba1Layer {
+  const float* norm = nullptr;          // [d_model]
+  WeightMatrix in_proj;                 // [2 * d_inner, d_model]: rows 0..D-1 give x, D..2D-1 give z
+  const float* in_proj_bias = nullptr;  // [2 * d_inner] or null
+  const float* conv_weight = nullptr;   // [d_conv, d_inner] tap-major
+  const float* conv_bias = nullptr;     // [d_inner] or null
+  WeightMatrix x_proj;                  // [dt_rank + 2 * d_state, d_inner]: [dt_low | B | C]
+  WeightMatrix dt_proj;                 // [d_inner, dt_rank]
+  const float* dt_bias = nullptr;       // [d_inner]
+  const float* a = nullptr;             // [d_state, d_inner] = -exp(A_log), state-major
+  const float* d_skip = nullptr;        // [d_inner]
+  WeightMatrix out_proj;                // [d_model, d_inner]
+  const float* out_proj_bias = nullptr; // [d_model] or null
+};
+
+class Mamba1Model : public Model {
+ public:
+  Mamba1Model(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors, const LoadOptions& options);
+
+  // Per layer: conv history [d_conv - 1, d_inner] (oldest first), then SSM state [d_state, d_inner].
+  size_t state_floats() const override { return config_.n_layer * layer_state_floats(); }
+  size_t layer_state_floats() const { return (config_.d_conv - 1 + config_.d_state) * config_.d_inner; }
+  const std::vector<Mamba1Layer>& layers() const { return layers_; }
+
+ protected:
+  void forward_layers(const ComputeContext& ctx, std::span<const Rows> rows, float* hidden, int64_t m,
+                      Workspace& workspace, float* scratch) const override;
+  size_t scratch_floats_per_row() const override;
+
+ private:
+  std::vector<Mamba1Layer> layers_;
+};
+
+}  // namespace mb

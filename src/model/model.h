@@ -1,0 +1,130 @@
+// A loaded model: immutable weights shared by any number of sequences, plus the forward pass
+// over batches of sequences. Per-sequence recurrent state lives in SequenceState, outside.
+//
+// One forward call runs a batch of sequences, each with its own number of new positions, as
+// one pass over the weights: the positions of all sequences are rows of the same GEMMs, and
+// the per-channel phases (conv, scan) run per sequence on their own state. A decode step is
+// the case of one position per sequence. Long inputs run in rounds of at most `chunk`
+// positions per sequence, so scratch memory is bounded by the chunk, not the input.
+//
+// Exactness: every per-element result is one fixed sequence of operations (see ops/), so the
+// outputs and final states are bit-identical whatever the batch composition, the chunk size,
+// the thread count, or whether positions come one per call or all at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/threading.h"
+#include "model/config.h"
+#include "ops/causal_conv.h"
+#include "ops/matmul.h"
+#include "ops/selective_scan.h"
+
+namespace mb {
+
+class WeightBinder;
+class TensorSet;
+
+// Recurrent state of one sequence: all layers' buffers in one flat f32 array, so that a fork
+// is a copy and a snapshot is a write of `values`.
+struct SequenceState {
+  std::vector<float> values;
+  int64_t position = 0;  // positions consumed so far
+};
+
+enum class OutputKind {
+  None,        // only advance the state
+  LogitsLast,  // [1, vocab_size]: LM head at the last new position (intermediate positions skip it)
+  LogitsAll,   // [T, vocab_size]
+  HiddenLast,  // [1, d_model] after norm_f
+  HiddenAll,   // [T, d_model] after norm_f
+  HiddenMean,  // [1, d_model]: norm_f output averaged over the new positions
+};
+
+// One sequence of a batch: its state and its new positions, as token ids or as raw feature
+// rows (checkpoints with an input projection).
+struct SequenceInput {
+  SequenceState* state = nullptr;
+  std::span<const int32_t> tokens;
+  std::span<const float> features;  // [T, input_dim] row-major when tokens is empty
+};
+
+struct ForwardOptions {
+  OutputKind output = OutputKind::LogitsLast;
+  int64_t chunk = 0;  // positions per sequence per round; 0 = all at once
+};
+
+// The rows of one round's hidden buffer that belong to one sequence.
+struct RowRange {
+  SequenceState* state;
+  int64_t begin, count;
+};
+
+// Reusable scratch for forward calls; grows to the largest round seen and is then reused,
+// so steady-state calls allocate nothing. One per concurrent caller.
+struct Workspace {
+  std::vector<float> arena;
+  std::vector<int64_t> total, consumed, owner;
+  std::vector<RowRange> rows;
+  std::vector<double> pooled;
+  std::vector<CausalConvArgs> conv_args;     // per-sequence op arguments, reused across calls
+  std::vector<SelectiveScanArgs> scan_args;
+  float* reserve(size_t floats) {
+    if (arena.size() < floats) arena.resize(floats);
+    return arena.data();
+  }
+};
+
+struct LoadOptions {
+  std::optional<DType> weight_dtype;  // empty = as stored
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  static std::unique_ptr<Model> load(const std::string& dir, const LoadOptions& options = {});
+
+  const ModelConfig& config() const { return config_; }
+  int64_t input_dim() const { return input_proj_.cols; }  // 0 when the checkpoint has no input projection
+  DType matrix_dtype() const { return embedding_.dtype; }
+  virtual size_t state_floats() const = 0;
+  SequenceState new_state() const { return {std::vector<float>(state_floats(), 0.0f), 0}; }
+
+  // Runs every sequence's new positions; `outputs[i]` receives sequence i's output rows
+  // (resized as needed). Throws mb::Error for out-of-range token ids or malformed inputs
+  // before touching any state.
+  void forward(const ComputeContext& ctx, std::span<const SequenceInput> batch, const ForwardOptions& options,
+               Workspace& workspace, std::vector<std::vector<float>>& outputs) const;
+
+  // Width of one output row for `kind`.
+  int64_t output_width(OutputKind kind) const;
+
+ protected:
+  using Rows = RowRange;
+  // The architecture's layer stack over one round: hidden [M, d_model] in, residual stream out.
+  virtual void forward_layers(const ComputeContext& ctx, std::span<const Rows> rows, float* hidden, int64_t m,
+                              Workspace& workspace, float* scratch) const = 0;
+  // Scratch floats forward_layers needs per row.
+  virtual size_t scratch_floats_per_row() const = 0;
+
+  // Binds the embedding, final norm, LM head and optional input projection shared by all
+  // architectures.
+  void bind_common(WeightBinder& binder);
+
+  ModelConfig config_;
+  WeightMatrix embedding_;   // [vocab_rows, d_model]
+  WeightMatrix lm_head_;     // [vocab_size, d_model] (the first vocab_size rows; tied = the embedding)
+  const float* norm_f_ = nullptr;          // [d_model]
+  WeightMatrix input_proj_;                // [d_model, input_dim] or empty
+  const float* input_proj_bias_ = nullptr; // [d_model] or null
+  std::shared_ptr<const TensorSet> tensors_;
+  std::shared_ptr<WeightBinder> binder_;   // owns converted weight storage
+};
+
+}  // namespace mb

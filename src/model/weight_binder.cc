@@ -1,0 +1,97 @@
+#include "model/weight_binder.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace mb {
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+std::string WeightBinder::first_present(std::initializer_list<std::string> names) const {
+  for (const auto& name : names)
+    if (has(name)) return name;
+  return *names.begin();
+}
+
+const StoredTensor& WeightBinder::require(const std::string& name, const std::vector<int64_t>& shape) {
+  const StoredTensor* tensor = tensors_.find(name);
+  if (tensor == nullptr) throw Error("checkpoint is missing tensor '" + name + "' (expected shape " + shape_string(shape) + ")");
+  if (tensor->shape != shape) {
+    throw Error("tensor '" + name + "' has shape " + tensor->shape_string() + " but the config implies " +
+                shape_string(shape));
+  }
+  if (!tensor->dtype) {
+    throw Error("tensor '" + name + "' has dtype " + tensor->dtype_string + "; weights must be F32, BF16 or F16");
+  }
+  used_.insert(name);
+  return *tensor;
+}
+
+WeightMatrix WeightBinder::matrix(const std::string& name, int64_t rows, int64_t cols) {
+  const StoredTensor& tensor = require(name, {rows, cols});
+  const DType stored = *tensor.dtype;
+  const DType target = matrix_dtype_.value_or(stored);
+  const bool aligned = reinterpret_cast<uintptr_t>(tensor.data) % dtype_size(stored) == 0;
+  if (stored == target && aligned) return {tensor.data, stored, rows, cols};
+  const size_t count = static_cast<size_t>(rows * cols);
+  std::vector<uint8_t> converted(count * dtype_size(target));
+  for (size_t i = 0; i < count; ++i) {
+    float value;
+    if (stored == DType::F32) {
+      std::memcpy(&value, tensor.data + 4 * i, 4);
+    } else {
+      uint16_t half;
+      std::memcpy(&half, tensor.data + 2 * i, 2);
+      value = stored == DType::BF16 ? bf16_to_f32(half) : f16_to_f32(half);
+    }
+    if (target == DType::F32) {
+      std::memcpy(converted.data() + 4 * i, &value, 4);
+    } else {
+      const uint16_t half = target == DType::BF16 ? f32_to_bf16(value) : f32_to_f16(value);
+      std::memcpy(converted.data() + 2 * i, &half, 2);
+    }
+  }
+  owned_bytes_.push_back(std::move(converted));
+  return {owned_bytes_.back().data(), target, rows, cols};
+}
+
+WeightMatrix WeightBinder::matrix_rows_in(const std::string& name, std::vector<int64_t> allowed_rows, int64_t cols) {
+  const StoredTensor* tensor = tensors_.find(name);
+  if (tensor != nullptr && tensor->shape.size() == 2) {
+    for (int64_t rows : allowed_rows)
+      if (tensor->shape[0] == rows) return matrix(name, rows, cols);
+  }
+  return matrix(name, allowed_rows.front(), cols);  // reports the missing or misshaped tensor
+}
+
+const float* WeightBinder::f32(const std::string& name, const std::vector<int64_t>& shape) {
+  const StoredTensor& tensor = require(name, shape);
+  const size_t count = static_cast<size_t>(tensor.element_count());
+  std::vector<float> values(count);
+  for (size_t i = 0; i < count; ++i) {
+    if (*tensor.dtype == DType::F32) {
+      std::memcpy(&values[i], tensor.data + 4 * i, 4);
+    } else {
+      uint16_t half;
+      std::memcpy(&half, tensor.data + 2 * i, 2);
+      values[i] = *tensor.dtype == DType::BF16 ? bf16_to_f32(half) : f16_to_f32(half);
+    }
+  }
+  return keep(std::move(values));
+}
+
+const float* WeightBinder::f32_if_present(const std::string& name, const std::vector<int64_t>& shape) {
+  return has(name) ? f32(name, shape) : nullptr;
+}
+
+const float* WeightBinder::keep(std::vector<float> values) {
+  owned_floats_.push_back(std::move(values));
+  return owned_floats_.back().data();
+}
+
+}  // namespace mb

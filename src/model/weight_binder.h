@@ -1,0 +1,51 @@
+// Binds checkpoint tensors to the engine's weight structs by name, checking each shape against
+// the one the config implies. Matrices stay in the mapping when their stored dtype is the one
+// requested (and suitably aligned); otherwise they are converted once, into the requested
+// storage dtype, never to f32 wholesale. Small vectors (norms, biases, A, D) become f32 copies.
+#pragma once
+
+#include <deque>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "ops/matmul.h"
+
+namespace mb {
+
+class WeightBinder {
+ public:
+  // `matrix_dtype`: storage for matrices; empty = as stored in the checkpoint.
+  WeightBinder(const TensorSet& tensors, std::optional<DType> matrix_dtype)
+      : tensors_(tensors), matrix_dtype_(matrix_dtype) {}
+
+  bool has(const std::string& name) const { return tensors_.find(name) != nullptr; }
+  // The first of `names` the checkpoint holds, or the first name when none is present.
+  std::string first_present(std::initializer_list<std::string> names) const;
+
+  WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols);
+  // Same as matrix() but the row count may be any of `allowed_rows`; rows() of the result says which.
+  WeightMatrix matrix_rows_in(const std::string& name, std::vector<int64_t> allowed_rows, int64_t cols);
+  // An f32 copy of a tensor whose shape must equal `shape`.
+  const float* f32(const std::string& name, const std::vector<int64_t>& shape);
+  const float* f32_if_present(const std::string& name, const std::vector<int64_t>& shape);
+  // Keeps `values` alive for the lifetime of the binder and returns its data.
+  const float* keep(std::vector<float> values);
+
+  const std::set<std::string>& used() const { return used_; }
+
+ private:
+  const StoredTensor& require(const std::string& name, const std::vector<int64_t>& shape);
+
+  const TensorSet& tensors_;
+  std::optional<DType> matrix_dtype_;
+  std::deque<std::vector<uint8_t>> owned_bytes_;
+  std::deque<std::vector<float>> owned_floats_;
+  std::set<std::string> used_;
+};
+
+std::string shape_string(const std::vector<int64_t>& shape);
+
+}  // namespace mb
