@@ -1,0 +1,146 @@
+#include "common/mamba1_reference.h"
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "io/mapped_file.h"
+#include "io/safetensors.h"
+
+namespace mb::test {
+namespace {
+
+using nlohmann::json;
+
+std::vector<double> read_tensor(const TensorSet& set, const std::string& name, const DType* round_to, bool is_matrix) {
+  const StoredTensor* t = set.find(name);
+  if (t == nullptr) return {};
+  std::vector<double> values(t->element_count());
+  for (size_t i = 0; i < values.size(); ++i) {
+    float v = load_as_f32(t->data, *t->dtype, i);
+    if (round_to != nullptr && is_matrix) {
+      if (*round_to == DType::BF16) v = bf16_to_f32(f32_to_bf16(v));
+      if (*round_to == DType::F16) v = f16_to_f32(f32_to_f16(v));
+    }
+    values[i] = v;
+  }
+  return values;
+}
+
+double rms_inverse(const std::vector<double>& x, double eps) {
+  double sum = 0;
+  for (double v : x) sum += v * v;
+  return 1.0 / std::sqrt(sum / x.size() + eps);
+}
+
+double silu(double x) { return x / (1.0 + std::exp(-x)); }
+double softplus(double x) { return x > 20 ? x : std::log1p(std::exp(x)); }
+
+}  // namespace
+
+Mamba1Reference::Mamba1Reference(const std::string& dir, const DType* round_to) {
+  const json config = json::parse(read_text_file(dir + "/config.json"));
+  const bool hf = config.contains("hidden_size");
+  const json ssm = hf ? json::object() : config.value("ssm_cfg", json::object());
+  d_model_ = hf ? config["hidden_size"].get<int64_t>() : config["d_model"].get<int64_t>();
+  const int64_t n_layer = hf ? config["num_hidden_layers"].get<int64_t>() : config["n_layer"].get<int64_t>();
+  vocab_size_ = config["vocab_size"].get<int64_t>();
+  d_state_ = hf ? config["state_size"].get<int64_t>() : ssm.value("d_state", 16);
+  d_conv_ = hf ? config["conv_kernel"].get<int64_t>() : ssm.value("d_conv", 4);
+  const int64_t expand = hf ? config.value("expand", 2) : ssm.value("expand", 2);
+  d_inner_ = expand * d_model_;
+  const json rank = hf ? config.value("time_step_rank", json("auto")) : ssm.value("dt_rank", json("auto"));
+  dt_rank_ = rank.is_string() ? (d_model_ + 15) / 16 : rank.get<int64_t>();
+  eps_ = hf ? config.value("layer_norm_epsilon", 1e-5) : 1e-5;
+  const bool tied = hf ? config.value("tie_word_embeddings", true) : config.value("tie_embeddings", true);
+
+  const TensorSet set = TensorSet::open_dir(dir);
+  embedding_ = read_tensor(set, "backbone.embeddings.weight", round_to, true);
+  if (embedding_.empty()) embedding_ = read_tensor(set, "backbone.embedding.weight", round_to, true);
+  lm_head_ = tied ? embedding_ : read_tensor(set, "lm_head.weight", round_to, true);
+  norm_f_ = read_tensor(set, "backbone.norm_f.weight", round_to, false);
+  for (int64_t l = 0; l < n_layer; ++l) {
+    const std::string p = "backbone.layers." + std::to_string(l) + ".";
+    const std::string m = p + "mixer.";
+    Layer layer;
+    layer.norm = read_tensor(set, p + "norm.weight", round_to, false);
+    layer.in_proj = read_tensor(set, m + "in_proj.weight", round_to, true);
+    layer.in_proj_bias = read_tensor(set, m + "in_proj.bias", round_to, false);
+    layer.conv_w = read_tensor(set, m + "conv1d.weight", round_to, false);
+    layer.conv_b = read_tensor(set, m + "conv1d.bias", round_to, false);
+    layer.x_proj = read_tensor(set, m + "x_proj.weight", round_to, true);
+    layer.dt_proj = read_tensor(set, m + "dt_proj.weight", round_to, true);
+    layer.dt_bias = read_tensor(set, m + "dt_proj.bias", round_to, false);
+    layer.a_log = read_tensor(set, m + "A_log", round_to, false);
+    layer.d = read_tensor(set, m + "D", round_to, false);
+    layer.out_proj = read_tensor(set, m + "out_proj.weight", round_to, true);
+    layer.out_proj_bias = read_tensor(set, m + "out_proj.bias", round_to, false);
+    layer.conv_state.assign(d_inner_ * d_conv_, 0.0);
+    layer.ssm.assign(d_inner_ * d_state_, 0.0);
+    layers_.push_back(std::move(layer));
+  }
+}
+
+std::vector<double> Mamba1Reference::step(int token) {
+  const int64_t d = d_model_, D = d_inner_, N = d_state_, K = d_conv_, R = dt_rank_;
+  std::vector<double> h(embedding_.begin() + token * d, embedding_.begin() + (token + 1) * d);
+  for (Layer& L : layers_) {
+    const double inv = rms_inverse(h, eps_);
+    std::vector<double> xn(d);
+    for (int64_t k = 0; k < d; ++k) xn[k] = h[k] * inv * L.norm[k];
+    std::vector<double> xz(2 * D);
+    for (int64_t o = 0; o < 2 * D; ++o) {
+      double s = L.in_proj_bias.empty() ? 0.0 : L.in_proj_bias[o];
+      for (int64_t k = 0; k < d; ++k) s += L.in_proj[o * d + k] * xn[k];
+      xz[o] = s;
+    }
+    std::vector<double> u(D);
+    for (int64_t c = 0; c < D; ++c) {
+      double* window = &L.conv_state[c * K];
+      for (int64_t k = 0; k + 1 < K; ++k) window[k] = window[k + 1];
+      window[K - 1] = xz[c];
+      double s = L.conv_b.empty() ? 0.0 : L.conv_b[c];
+      for (int64_t k = 0; k < K; ++k) s += L.conv_w[c * K + k] * window[k];
+      u[c] = silu(s);
+    }
+    std::vector<double> xdbl(R + 2 * N);
+    for (int64_t o = 0; o < R + 2 * N; ++o) {
+      double s = 0;
+      for (int64_t k = 0; k < D; ++k) s += L.x_proj[o * D + k] * u[k];
+      xdbl[o] = s;
+    }
+    std::vector<double> y(D);
+    for (int64_t c = 0; c < D; ++c) {
+      double dt = L.dt_bias[c];
+      for (int64_t r = 0; r < R; ++r) dt += L.dt_proj[c * R + r] * xdbl[r];
+      dt = softplus(dt);
+      double out = 0;
+      for (int64_t n = 0; n < N; ++n) {
+        const double a = -std::exp(L.a_log[c * N + n]);
+        double& state = L.ssm[c * N + n];
+        state = std::exp(dt * a) * state + dt * xdbl[R + n] * u[c];
+        out += state * xdbl[R + N + n];
+      }
+      out += L.d[c] * u[c];
+      y[c] = out * silu(xz[D + c]);
+    }
+    for (int64_t o = 0; o < d; ++o) {
+      double s = L.out_proj_bias.empty() ? 0.0 : L.out_proj_bias[o];
+      for (int64_t k = 0; k < D; ++k) s += L.out_proj[o * D + k] * y[k];
+      h[o] += s;
+    }
+  }
+  const double inv = rms_inverse(h, eps_);
+  last_hidden_.assign(d, 0.0);
+  for (int64_t k = 0; k < d; ++k) last_hidden_[k] = h[k] * inv * norm_f_[k];
+  std::vector<double> logits(vocab_size_);
+  for (int64_t v = 0; v < vocab_size_; ++v) {
+    double s = 0;
+    for (int64_t k = 0; k < d; ++k) s += lm_head_[v * d + k] * last_hidden_[k];
+    logits[v] = s;
+  }
+  return logits;
+}
+
+}  // namespace mb::test

@@ -1,0 +1,38 @@
+// A plain double-precision Mamba-1 language model, written from the math (HF slow_forward /
+// mamba_ssm selective_state_update) with nothing shared with the engine beyond reading tensors.
+// It runs one token at a time, as the recurrence is defined.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace mb::test {
+
+class Mamba1Reference {
+ public:
+  // Loads `dir`. When `round_to` is set, matrices are rounded to that dtype first, so the
+  // reference sees the same weights as an engine that stores them that way.
+  explicit Mamba1Reference(const std::string& dir, const DType* round_to = nullptr);
+
+  // Feeds one token and returns the logits [vocab_size].
+  std::vector<double> step(int token);
+  std::vector<double> hidden_after_norm() const { return last_hidden_; }
+  int64_t vocab_size() const { return vocab_size_; }
+
+ private:
+  struct Layer {
+    std::vector<double> norm, in_proj, in_proj_bias, conv_w, conv_b, x_proj, dt_proj, dt_bias, a_log, d, out_proj,
+        out_proj_bias;
+    std::vector<double> conv_state;  // [D][K]: the last K inputs per channel
+    std::vector<double> ssm;         // [D][N]
+  };
+  int64_t d_model_ = 0, d_inner_ = 0, d_state_ = 0, d_conv_ = 0, dt_rank_ = 0, vocab_size_ = 0;
+  double eps_ = 1e-5;
+  std::vector<double> embedding_, lm_head_, norm_f_;
+  std::vector<Layer> layers_;
+  std::vector<double> last_hidden_;
+};
+
+}  // namespace mb::test

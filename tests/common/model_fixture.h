@@ -1,0 +1,40 @@
+// Builds small random checkpoints with make_model for model-level tests.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/make_model.h"
+#include "model/model.h"
+
+namespace mb::test {
+
+// A tiny Mamba-1 config that tests then adjust.
+inline ModelConfig small_config(int64_t d_model = 32, int64_t n_layer = 2, int64_t vocab = 97) {
+  ModelConfig c;
+  c.d_model = d_model;
+  c.n_layer = n_layer;
+  c.vocab_size = vocab;
+  c.d_state = 16;
+  c.d_conv = 4;
+  c.expand = 2;
+  c.d_inner = 2 * d_model;
+  c.dt_rank = (d_model + 15) / 16;
+  c.pad_vocab_size_multiple = 8;
+  return c;
+}
+
+// Writes a checkpoint for `options` into a fresh temp dir and returns the dir.
+std::string write_model(const MakeModelOptions& options, const std::string& tag);
+
+// Random token ids in [0, vocab).
+std::vector<int32_t> random_tokens(size_t count, int64_t vocab, uint64_t seed);
+
+// Runs `tokens` one decode step at a time on a fresh state; returns the logits of every step
+// concatenated ([T, vocab]) and leaves the final state in `state`.
+std::vector<float> step_logits(const Model& model, const ComputeContext& ctx, const std::vector<int32_t>& tokens,
+                               SequenceState& state);
+
+}  // namespace mb::test

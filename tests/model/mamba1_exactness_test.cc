@@ -1,0 +1,185 @@
+// The bitwise contract: prefill of T positions equals T decode steps (logits at every
+// position and the final state), for any thread count, chunk size and batch composition.
+// Every comparison is memcmp.
+#include <gtest/gtest.h>
+
+#include "common/model_fixture.h"
+#include "common/test_util.h"
+
+namespace mb {
+namespace {
+
+using test::same_bits;
+
+struct Fixture {
+  std::string dir;
+  std::unique_ptr<Model> model;
+};
+
+const Fixture& fixture_for(DType dtype) {
+  static std::map<DType, Fixture> fixtures;
+  auto it = fixtures.find(dtype);
+  if (it == fixtures.end()) {
+    MakeModelOptions o;
+    o.config = test::small_config(48, 2, 131);
+    o.config.d_state = 16;
+    o.dtype = dtype;
+    o.seed = 11;
+    Fixture f;
+    f.dir = test::write_model(o, "exact");
+    f.model = Model::load(f.dir);
+    it = fixtures.emplace(dtype, std::move(f)).first;
+  }
+  return it->second;
+}
+
+std::vector<float> prefill(const Model& model, const ComputeContext& ctx, const std::vector<int32_t>& tokens,
+                           SequenceState& state, OutputKind kind, int64_t chunk) {
+  Workspace ws;
+  std::vector<std::vector<float>> out;
+  SequenceInput input{&state, tokens, {}};
+  model.forward(ctx, std::span(&input, 1), {kind, chunk}, ws, out);
+  return out[0];
+}
+
+class Exactness : public ::testing::TestWithParam<DType> {};
+
+TEST_P(Exactness, PrefillEqualsDecodeStepsForEveryLengthUpTo300) {
+  const Model& model = *fixture_for(GetParam()).model;
+  const ComputeContext ctx{1, best_isa()};
+  const int64_t V = model.config().vocab_size;
+  const auto tokens = test::random_tokens(300, V, 3);
+  // Decode once, remembering the state after every step.
+  std::vector<SequenceState> states;
+  SequenceState state = model.new_state();
+  std::vector<float> step_all;
+  {
+    Workspace ws;
+    std::vector<std::vector<float>> out;
+    for (int32_t token : tokens) {
+      SequenceInput input{&state, std::span(&token, 1), {}};
+      model.forward(ctx, std::span(&input, 1), {OutputKind::LogitsLast, 0}, ws, out);
+      step_all.insert(step_all.end(), out[0].begin(), out[0].end());
+      states.push_back(state);
+    }
+  }
+  for (int64_t T = 1; T <= 300; ++T) {
+    SequenceState fresh = model.new_state();
+    const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + T);
+    const auto logits = prefill(model, ctx, prompt, fresh, T % 3 == 0 ? OutputKind::LogitsAll : OutputKind::LogitsLast, 0);
+    const std::vector<float> expected = T % 3 == 0 ? std::vector<float>(step_all.begin(), step_all.begin() + T * V)
+                                                   : std::vector<float>(step_all.begin() + (T - 1) * V, step_all.begin() + T * V);
+    ASSERT_TRUE(same_bits(logits, expected)) << "logits differ at T=" << T;
+    ASSERT_TRUE(same_bits(fresh.values, states[T - 1].values)) << "state differs at T=" << T;
+    ASSERT_EQ(fresh.position, T);
+  }
+}
+
+TEST_P(Exactness, ThreadCountsAndChunkSizesChangeNoBit) {
+  const Model& model = *fixture_for(GetParam()).model;
+  const auto tokens = test::random_tokens(150, model.config().vocab_size, 4);
+  SequenceState base_state = model.new_state();
+  const auto base = prefill(model, ComputeContext{1, best_isa()}, tokens, base_state, OutputKind::LogitsAll, 0);
+  for (int threads : {1, 2, 3}) {
+    for (int64_t chunk : {0, 1, 7, 64, 150}) {
+      SequenceState state = model.new_state();
+      const auto got = prefill(model, ComputeContext{threads, best_isa()}, tokens, state, OutputKind::LogitsAll, chunk);
+      EXPECT_TRUE(same_bits(got, base)) << "threads " << threads << " chunk " << chunk;
+      EXPECT_TRUE(same_bits(state.values, base_state.values)) << "threads " << threads << " chunk " << chunk;
+    }
+  }
+  // Every instruction set gives the same bits too.
+  for (Isa isa : test::supported_isas()) {
+    SequenceState state = model.new_state();
+    EXPECT_TRUE(same_bits(prefill(model, ComputeContext{2, isa}, tokens, state, OutputKind::LogitsAll, 64), base))
+        << isa_name(isa);
+  }
+}
+
+TEST_P(Exactness, EachSequenceOfABatchEqualsItAlone) {
+  const Model& model = *fixture_for(GetParam()).model;
+  const ComputeContext ctx{2, best_isa()};
+  const std::vector<size_t> lengths = {1, 5, 17, 64, 3};
+  std::vector<std::vector<int32_t>> prompts;
+  for (size_t i = 0; i < lengths.size(); ++i)
+    prompts.push_back(test::random_tokens(lengths[i], model.config().vocab_size, 20 + i));
+
+  for (OutputKind kind : {OutputKind::LogitsLast, OutputKind::LogitsAll, OutputKind::HiddenMean, OutputKind::HiddenAll}) {
+    for (int64_t chunk : {0, 4}) {
+      std::vector<SequenceState> states(prompts.size(), model.new_state());
+      std::vector<SequenceInput> batch;
+      for (size_t i = 0; i < prompts.size(); ++i) batch.push_back({&states[i], prompts[i], {}});
+      Workspace ws;
+      std::vector<std::vector<float>> batched;
+      model.forward(ctx, batch, {kind, chunk}, ws, batched);
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        SequenceState alone = model.new_state();
+        const auto solo = prefill(model, ComputeContext{1, best_isa()}, prompts[i], alone, kind, 0);
+        EXPECT_TRUE(same_bits(batched[i], solo)) << "sequence " << i << " chunk " << chunk;
+        EXPECT_TRUE(same_bits(states[i].values, alone.values)) << "sequence " << i;
+      }
+    }
+  }
+
+  // Then decode steps as a batch of 5 (different tokens each step) against each sequence alone.
+  std::vector<SequenceState> batch_states(prompts.size(), model.new_state());
+  std::vector<SequenceState> solo_states(prompts.size(), model.new_state());
+  Workspace ws;
+  std::vector<std::vector<float>> out, solo_out;
+  for (int step = 0; step < 12; ++step) {
+    const auto next = test::random_tokens(prompts.size(), model.config().vocab_size, 100 + step);
+    std::vector<SequenceInput> batch;
+    for (size_t i = 0; i < prompts.size(); ++i) batch.push_back({&batch_states[i], std::span(&next[i], 1), {}});
+    model.forward(ctx, batch, {OutputKind::LogitsLast, 0}, ws, out);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      SequenceInput input{&solo_states[i], std::span(&next[i], 1), {}};
+      model.forward(ComputeContext{1, best_isa()}, std::span(&input, 1), {OutputKind::LogitsLast, 0}, ws, solo_out);
+      ASSERT_TRUE(same_bits(out[i], solo_out[0])) << "step " << step << " sequence " << i;
+    }
+  }
+}
+
+TEST_P(Exactness, PrefillThenDecodeContinuesLikeDecodeAllTheWay) {
+  const Model& model = *fixture_for(GetParam()).model;
+  const ComputeContext ctx{2, best_isa()};
+  const auto tokens = test::random_tokens(40, model.config().vocab_size, 5);
+  SequenceState stepped = model.new_state();
+  const auto all_steps = test::step_logits(model, ctx, tokens, stepped);
+  SequenceState mixed = model.new_state();
+  const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + 25);
+  prefill(model, ctx, prompt, mixed, OutputKind::None, 8);
+  const std::vector<int32_t> rest(tokens.begin() + 25, tokens.end());
+  const auto continued = test::step_logits(model, ctx, rest, mixed);
+  const int64_t V = model.config().vocab_size;
+  EXPECT_TRUE(same_bits(continued, std::vector<float>(all_steps.begin() + 25 * V, all_steps.end())));
+  EXPECT_TRUE(same_bits(mixed.values, stepped.values));
+}
+
+INSTANTIATE_TEST_SUITE_P(Storage, Exactness, ::testing::Values(DType::F32, DType::BF16, DType::F16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(Mamba1Model, RejectsBadInputsWithoutTouchingState) {
+  const Model& model = *fixture_for(DType::F32).model;
+  SequenceState state = model.new_state();
+  const auto before = state.values;
+  Workspace ws;
+  std::vector<std::vector<float>> out;
+  const std::vector<int32_t> bad = {1, 2, static_cast<int32_t>(model.config().vocab_size)};
+  SequenceInput input{&state, bad, {}};
+  try {
+    model.forward(ComputeContext{}, std::span(&input, 1), {}, ws, out);
+    FAIL() << "out-of-range token accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("outside the vocabulary"), std::string::npos) << e.what();
+  }
+  const std::vector<int32_t> negative = {-1};
+  input.tokens = negative;
+  EXPECT_THROW(model.forward(ComputeContext{}, std::span(&input, 1), {}, ws, out), std::runtime_error);
+  input.tokens = {};
+  EXPECT_THROW(model.forward(ComputeContext{}, std::span(&input, 1), {}, ws, out), std::runtime_error);
+  EXPECT_TRUE(same_bits(state.values, before));
+  EXPECT_EQ(state.position, 0);
+}
+
+}  // namespace
+}  // namespace mb
