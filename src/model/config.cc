@@ -171,6 +171,15 @@ ModelConfig parse_model_config(const json& object, const std::string& where) {
   if (hf_form) parse_hf(reader, config, where);
   else if (reader.has("d_model")) parse_original(reader, config, where);
   else throw Error(where + ": neither 'hidden_size' (Hugging Face form) nor 'd_model' (state-spaces form) is present");
+  if (reader.has("eos_token_id")) {
+    const json& eos = object["eos_token_id"];
+    const json list = eos.is_array() ? eos : json::array({eos});
+    for (const json& id : list) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= config.vocab_size)
+        throw Error(where + ": 'eos_token_id' must be token ids inside the vocabulary, got " + eos.dump());
+      config.eos_token_ids.push_back(id.get<int32_t>());
+    }
+  }
   const int64_t multiple = config.pad_vocab_size_multiple;
   config.vocab_rows = (config.vocab_size + multiple - 1) / multiple * multiple;
   validate(config, where);

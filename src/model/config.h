@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -35,6 +36,7 @@ struct ModelConfig {
   // Bias presence is read from the checkpoint when config.json does not say (see weights.cc).
   bool use_bias_from_checkpoint = false;
   bool use_conv_bias_from_checkpoint = false;
+  std::vector<int32_t> eos_token_ids;  // from "eos_token_id" (a number or a list); may be empty
 
   // Mamba-3 SISO (spec §1).
   int64_t headdim = 64;

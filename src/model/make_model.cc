@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "io/mapped_file.h"
 #include "io/safetensors.h"
+#include "tokenizer/tokenizer.h"
 
 namespace mb {
 namespace {
@@ -159,6 +160,10 @@ void make_model(const std::string& out_dir, const MakeModelOptions& options) {
     tensors.push_back({"lm_head.weight", {c.vocab_rows, d}, rng.uniform_values(c.vocab_rows * d, 2.0 * std::sqrt(3.0 / d)), false});
 
   write_shards(out_dir, tensors, options.dtype, options.shards);
+  // A byte-level tokenizer needs 256 byte tokens plus the end-of-text token.
+  if (options.write_tokenizer && c.vocab_size >= 257)
+    write_byte_level_tokenizer_json((std::filesystem::path(out_dir) / "tokenizer.json").string(),
+                                    static_cast<int32_t>(c.vocab_size));
   write_file_atomically((std::filesystem::path(out_dir) / "config.json").string(), config_json.dump(2));
 }
 

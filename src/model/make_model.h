@@ -20,7 +20,7 @@ struct MakeModelOptions {
   int shards = 1;
   int64_t input_dim = 0;  // > 0 adds input_proj.weight [d_model, input_dim] and input_proj.bias
   ConfigForm form = ConfigForm::HuggingFace;
-  bool write_tokenizer = true;
+  bool write_tokenizer = true;  // a small byte-level tokenizer.json (when vocab >= 257)
 };
 
 // Preset configs: "tiny" (d_model 64, 2 layers, vocab 512) and "130m" (mamba-130m's shape).

@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -20,8 +21,34 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   throw Error("'" + dir + "': Mamba-3 checkpoints are not supported by this build yet");
 }
 
+namespace {
+
+uint64_t fnv1a(uint64_t hash, const void* data, size_t size) {
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < size; ++i) hash = (hash ^ bytes[i]) * 0x100000001b3ull;
+  return hash;
+}
+
+// Hashes the architecture's sizes and, for every tensor, its name, shape and up to 4 KiB of
+// its stored bytes: cheap, and different for any two checkpoints that differ in practice.
+uint64_t checkpoint_fingerprint(const ModelConfig& c, const TensorSet& tensors) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  const int64_t sizes[] = {static_cast<int64_t>(c.arch), c.d_model, c.n_layer, c.vocab_size, c.d_state, c.d_conv,
+                           c.d_inner, c.dt_rank, c.headdim, c.ngroups};
+  hash = fnv1a(hash, sizes, sizeof sizes);
+  for (const auto& [name, tensor] : tensors.tensors()) {
+    hash = fnv1a(hash, name.data(), name.size());
+    hash = fnv1a(hash, tensor.shape.data(), tensor.shape.size() * sizeof(int64_t));
+    hash = fnv1a(hash, tensor.data, std::min<size_t>(tensor.byte_size, 4096));
+  }
+  return hash;
+}
+
+}  // namespace
+
 void Model::bind_common(WeightBinder& binder) {
   const ModelConfig& c = config_;
+  fingerprint_ = checkpoint_fingerprint(c, *tensors_);
   const std::string embedding_name = binder.first_present({"backbone.embeddings.weight", "backbone.embedding.weight"});
   embedding_ = binder.matrix_rows_in(embedding_name, {c.vocab_rows, c.vocab_size}, c.d_model);
   if (c.tie_embeddings) {

@@ -94,6 +94,9 @@ class Model {
   int64_t input_dim() const { return input_proj_.cols; }  // 0 when the checkpoint has no input projection
   DType matrix_dtype() const { return embedding_.dtype; }
   virtual size_t state_floats() const = 0;
+  // Identifies the checkpoint (config and stored weight bytes, independent of the load dtype),
+  // so saved states are never restored into a different model.
+  uint64_t fingerprint() const { return fingerprint_; }
   SequenceState new_state() const { return {std::vector<float>(state_floats(), 0.0f), 0}; }
 
   // Runs every sequence's new positions; `outputs[i]` receives sequence i's output rows
@@ -125,6 +128,7 @@ class Model {
   const float* input_proj_bias_ = nullptr; // [d_model] or null
   std::shared_ptr<const TensorSet> tensors_;
   std::shared_ptr<WeightBinder> binder_;   // owns converted weight storage
+  uint64_t fingerprint_ = 0;
 };
 
 }  // namespace mb

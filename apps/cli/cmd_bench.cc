@@ -1,0 +1,54 @@
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "engine/benchmark.h"
+
+namespace mb::cli {
+
+void add_bench(CLI::App& app) {
+  struct Args {
+    std::string model, dtype;
+    BenchOptions options;
+    int threads = 0;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("bench", "Measure prefill, decode and step-loop throughput");
+  cmd->add_option("--model,-m", args->model, "Checkpoint folder")->required();
+  cmd->add_option("--prompt-len", args->options.prompt_len, "Prompt length")->capture_default_str();
+  cmd->add_option("--gen-len", args->options.gen_len, "Tokens to decode")->capture_default_str();
+  cmd->add_option("--threads,-t", args->threads, "Threads (0 = all cores)");
+  cmd->add_option("--dtype", args->dtype, "Weight storage: f32 | bf16 | f16 (default: as stored)");
+  cmd->add_option("--chunk", args->options.chunk, "Prefill chunk (0 = whole prompt)")->capture_default_str();
+  cmd->add_option("--repeats", args->options.repeats, "Timed repeats (medians reported)")->capture_default_str();
+  cmd->add_option("--step-tokens", args->options.step_tokens,
+                  "Prompt tokens fed through the step loop (default min(prompt-len, 128))");
+  cmd->add_flag("--json", args->json, "Print one JSON object");
+  cmd->callback([args] {
+    const auto ctx = make_context(args->threads);
+    auto model = Model::load(args->model, make_load_options(args->dtype));
+    const BenchResult r = run_benchmark(*model, ctx, args->options);
+    const nlohmann::json out = {{"model", args->model},
+                                {"dtype", std::string(dtype_name(model->matrix_dtype()))},
+                                {"threads", ctx.n_threads},
+                                {"isa", isa_name(ctx.isa)},
+                                {"prompt_len", args->options.prompt_len},
+                                {"gen_len", args->options.gen_len},
+                                {"chunk", args->options.chunk},
+                                {"repeats", args->options.repeats},
+                                {"prefill_tok_s", r.prefill_tok_s},
+                                {"decode_tok_s", r.decode_tok_s},
+                                {"step_prefill_tok_s", r.step_prefill_tok_s},
+                                {"step_tokens", r.step_tokens},
+                                {"prefill_speedup_vs_step", r.prefill_tok_s / r.step_prefill_tok_s}};
+    if (args->json) {
+      std::printf("%s\n", out.dump().c_str());
+    } else {
+      std::printf("prefill %.1f tok/s | decode %.2f tok/s | step-loop prefill %.2f tok/s | speedup %.1fx\n",
+                  r.prefill_tok_s, r.decode_tok_s, r.step_prefill_tok_s, r.prefill_tok_s / r.step_prefill_tok_s);
+    }
+  });
+}
+
+}  // namespace mb::cli

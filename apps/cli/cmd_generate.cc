@@ -1,0 +1,133 @@
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <random>
+
+#include "commands.h"
+#include "core/error.h"
+#include "engine/generate.h"
+#include "engine/state_file.h"
+#include "io/mapped_file.h"
+#include "model/make_model.h"
+#include "sampling_flags.h"
+
+namespace mb::cli {
+
+void add_sampling_flags(CLI::App& cmd, SamplingFlags& f) {
+  cmd.add_option("--temp", f.params.temperature, "Temperature (0 = greedy)")->capture_default_str();
+  cmd.add_option("--top-k", f.params.top_k, "Top-k (0 = off)")->capture_default_str();
+  cmd.add_option("--top-p", f.params.top_p, "Top-p (1 = off)")->capture_default_str();
+  cmd.add_option("--min-p", f.params.min_p, "Min-p (0 = off)")->capture_default_str();
+  cmd.add_option("--repeat-penalty", f.params.repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str();
+  cmd.add_option("--repeat-last-n", f.params.repeat_last_n, "Tokens the penalty looks back over (-1 = all)")
+      ->capture_default_str();
+  cmd.add_option("--seed", f.seed, "Sampling seed (-1 = random)")->capture_default_str();
+  cmd.add_option("--stop", f.stops, "Stop string (repeatable)");
+  cmd.add_option("--state-in", f.state_in, "Continue from a saved state file");
+  cmd.add_option("--state-out", f.state_out, "Save the final state to this file");
+  cmd.add_flag("--ignore-eos", f.ignore_eos, "Keep generating past end-of-sequence tokens");
+}
+
+SamplingParams resolve_sampling(const SamplingFlags& f) {
+  SamplingParams params = f.params;
+  if (f.seed < -1) throw Error("--seed must be >= 0 or -1");
+  params.seed = f.seed == -1 ? std::random_device{}() : static_cast<uint64_t>(f.seed);
+  params.validate();
+  return params;
+}
+
+void add_generate(CLI::App& app) {
+  struct Args {
+    std::string model, tokens, dtype;
+    int n = 16, threads = 0;
+    SamplingFlags sampling;
+  };
+  auto args = std::make_shared<Args>();
+  args->sampling.params.temperature = 0.0f;  // `generate` is greedy unless asked otherwise
+  args->sampling.seed = 0;
+  CLI::App* cmd = app.add_subcommand("generate", "Generate token ids from token ids (greedy by default)");
+  cmd->add_option("--model,-m", args->model, "Checkpoint folder")->required();
+  cmd->add_option("--tokens", args->tokens, "Comma-separated prompt token ids")->required();
+  cmd->add_option("-n,--n-predict", args->n, "Tokens to generate")->capture_default_str();
+  cmd->add_option("--threads,-t", args->threads, "Threads (0 = all cores)");
+  cmd->add_option("--dtype", args->dtype, "Weight storage: f32 | bf16 | f16 (default: as stored)");
+  add_sampling_flags(*cmd, args->sampling);
+  cmd->callback([args] {
+    GenerateRequest request;
+    request.prompt = parse_token_list(args->tokens);
+    request.max_new_tokens = args->n;
+    request.sampling = resolve_sampling(args->sampling);
+    request.stop_at_eos = !args->sampling.ignore_eos;
+    const auto ctx = make_context(args->threads);
+    auto model = Model::load(args->model, make_load_options(args->dtype));
+    std::optional<Tokenizer> tokenizer;
+    if (!args->sampling.stops.empty()) {
+      tokenizer = Tokenizer::from_model_dir(args->model);
+      request.stop_strings = args->sampling.stops;
+    }
+    SequenceState state = args->sampling.state_in.empty() ? model->new_state() : load_state(args->sampling.state_in, *model);
+    Generator generator(*model, tokenizer ? &*tokenizer : nullptr, ctx);
+    const GenerateResult result = generator.generate(request, state);
+    std::printf("%s\n", join_ids(result.tokens).c_str());
+    if (!args->sampling.state_out.empty()) save_state(args->sampling.state_out, *model, state);
+  });
+}
+
+void add_run(CLI::App& app) {
+  struct Args {
+    std::string model, prompt, prompt_file, dtype;
+    int n = 128, threads = 0;
+    SamplingFlags sampling;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("run", "Generate text from a prompt, streamed to stdout");
+  cmd->add_option("--model,-m", args->model, "Checkpoint folder (default: a tiny demo model made on first use)");
+  auto* prompt = cmd->add_option("--prompt,-p", args->prompt, "Prompt text");
+  auto* prompt_file = cmd->add_option("--prompt-file,-f", args->prompt_file, "Read the prompt from a file");
+  prompt->excludes(prompt_file);
+  cmd->add_option("-n,--n-predict", args->n, "Maximum tokens to generate")->capture_default_str();
+  cmd->add_option("--threads,-t", args->threads, "Threads (0 = all cores)");
+  cmd->add_option("--dtype", args->dtype, "Weight storage: f32 | bf16 | f16 (default: as stored)");
+  add_sampling_flags(*cmd, args->sampling);
+  cmd->callback([args] {
+    std::string model_dir = args->model;
+    if (model_dir.empty()) {
+      model_dir = "models/demo-tiny";
+      if (!std::filesystem::exists(model_dir + "/config.json")) {
+        std::fprintf(stderr, "no --model given: writing a random tiny demo model to %s\n", model_dir.c_str());
+        MakeModelOptions o;
+        o.config = preset_config("tiny");
+        make_model(model_dir, o);
+      }
+    }
+    std::string text = args->prompt;
+    if (!args->prompt_file.empty()) text = read_text_file(args->prompt_file);
+    if (text.empty()) throw Error("give a prompt with -p TEXT or --prompt-file F");
+    const auto ctx = make_context(args->threads);
+    auto model = Model::load(model_dir, make_load_options(args->dtype));
+    const Tokenizer tokenizer = Tokenizer::from_model_dir(model_dir);
+    GenerateRequest request;
+    request.prompt = tokenizer.encode(text);
+    if (request.prompt.empty()) throw Error("the prompt encodes to no tokens");
+    request.max_new_tokens = args->n;
+    request.sampling = resolve_sampling(args->sampling);
+    request.stop_strings = args->sampling.stops;
+    request.stop_at_eos = !args->sampling.ignore_eos;
+    SequenceState state = args->sampling.state_in.empty() ? model->new_state() : load_state(args->sampling.state_in, *model);
+    Generator generator(*model, &tokenizer, ctx);
+    std::fputs(text.c_str(), stdout);
+    const GenerateResult result = generator.generate(request, state, [](const StreamEvent& event) {
+      std::fwrite(event.text.data(), 1, event.text.size(), stdout);
+      std::fflush(stdout);
+      return true;
+    });
+    std::fputs("\n", stdout);
+    if (!args->sampling.state_out.empty()) save_state(args->sampling.state_out, *model, state);
+    std::fprintf(stderr, "\nprompt tokens: %lld, prefill: %.1f tok/s, decode: %.1f tok/s (%zu tokens, stop: %s, seed %llu)\n",
+                 static_cast<long long>(result.prompt_tokens), result.prompt_tokens / result.prefill_seconds,
+                 result.tokens.size() / std::max(result.decode_seconds, 1e-9), result.tokens.size(),
+                 stop_reason_name(result.stop_reason), static_cast<unsigned long long>(request.sampling.seed));
+  });
+}
+
+}  // namespace mb::cli

@@ -1,0 +1,69 @@
+#include <cstdio>
+#include <filesystem>
+
+#include "commands.h"
+#include "core/error.h"
+#include "model/make_model.h"
+
+namespace mb::cli {
+
+void add_make_model(CLI::App& app) {
+  struct Args {
+    std::string out, preset = "tiny", dtype = "f32", form = "hf";
+    int64_t d_model = 0, n_layer = 0, vocab = 0, d_state = 0, d_conv = 0, expand = 0, dt_rank = 0, input_dim = 0;
+    uint64_t seed = 0;
+    bool untied = false, use_bias = false, no_conv_bias = false;
+    int shards = 1;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("make-model", "Write a random-weight checkpoint in the Hugging Face layout");
+  cmd->add_option("--out", args->out, "Output folder")->required();
+  cmd->add_option("--preset", args->preset, "tiny | 130m")->capture_default_str();
+  cmd->add_option("--d-model", args->d_model, "Model width");
+  cmd->add_option("--n-layer", args->n_layer, "Number of layers");
+  cmd->add_option("--vocab", args->vocab, "Vocabulary size");
+  cmd->add_option("--d-state", args->d_state, "SSM state size");
+  cmd->add_option("--d-conv", args->d_conv, "Conv kernel size");
+  cmd->add_option("--expand", args->expand, "Inner width multiplier");
+  cmd->add_option("--dt-rank", args->dt_rank, "dt projection rank (default ceil(d_model/16))");
+  cmd->add_option("--dtype", args->dtype, "Storage dtype: f32 | bf16 | f16")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();
+  cmd->add_flag("--untied", args->untied, "Write a separate lm_head.weight");
+  cmd->add_flag("--use-bias", args->use_bias, "Add in_proj/out_proj biases");
+  cmd->add_flag("--no-conv-bias", args->no_conv_bias, "Omit the conv1d bias (use_conv_bias = false)");
+  cmd->add_option("--shards", args->shards, "Number of safetensors shards")->capture_default_str();
+  cmd->add_option("--input-dim", args->input_dim, "Add an input projection from raw features of this width");
+  cmd->add_option("--config-form", args->form, "config.json form: hf | original")->capture_default_str();
+  cmd->callback([args] {
+    MakeModelOptions o;
+    o.config = preset_config(args->preset);
+    ModelConfig& c = o.config;
+    auto set = [](int64_t value, int64_t& field, const char* flag) {
+      if (value < 0) throw Error(std::string(flag) + " must be positive");
+      if (value > 0) field = value;
+    };
+    set(args->d_model, c.d_model, "--d-model");
+    set(args->n_layer, c.n_layer, "--n-layer");
+    set(args->vocab, c.vocab_size, "--vocab");
+    set(args->d_state, c.d_state, "--d-state");
+    set(args->d_conv, c.d_conv, "--d-conv");
+    set(args->expand, c.expand, "--expand");
+    c.dt_rank = args->dt_rank > 0 ? args->dt_rank : (c.d_model + 15) / 16;
+    c.tie_embeddings = !args->untied;
+    c.use_bias = args->use_bias;
+    c.use_conv_bias = !args->no_conv_bias;
+    if (args->input_dim < 0) throw Error("--input-dim must be positive");
+    if (args->form != "hf" && args->form != "original") throw Error("--config-form must be hf or original");
+    o.form = args->form == "hf" ? ConfigForm::HuggingFace : ConfigForm::Original;
+    o.dtype = parse_dtype(args->dtype);
+    o.seed = args->seed;
+    o.shards = args->shards;
+    o.input_dim = args->input_dim;
+    make_model(args->out, o);
+    std::fprintf(stderr, "wrote %s (d_model %lld, %lld layers, vocab %lld, %s)\n", args->out.c_str(),
+                 static_cast<long long>(c.d_model), static_cast<long long>(c.n_layer),
+                 static_cast<long long>(c.vocab_size), args->dtype.c_str());
+  });
+}
+
+}  // namespace mb::cli

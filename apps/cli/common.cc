@@ -1,0 +1,48 @@
+#include <charconv>
+
+#include "commands.h"
+#include "core/error.h"
+
+namespace mb::cli {
+
+std::vector<int32_t> parse_token_list(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t comma = text.find(',', pos);
+    const std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const size_t first = item.find_first_not_of(' ');
+    const size_t last = item.find_last_not_of(' ');
+    const std::string trimmed = first == std::string::npos ? "" : item.substr(first, last - first + 1);
+    int64_t value = 0;
+    const auto [end, error] = std::from_chars(trimmed.data(), trimmed.data() + trimmed.size(), value);
+    if (trimmed.empty() || error != std::errc() || end != trimmed.data() + trimmed.size() || value < INT32_MIN ||
+        value > INT32_MAX)
+      throw Error("--tokens: '" + trimmed + "' is not a token id (expected a comma-separated list like 1,2,3)");
+    ids.push_back(static_cast<int32_t>(value));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return ids;
+}
+
+std::string join_ids(const std::vector<int32_t>& ids) {
+  std::string text;
+  for (size_t i = 0; i < ids.size(); ++i) text += (i ? " " : "") + std::to_string(ids[i]);
+  return text;
+}
+
+ComputeContext make_context(int threads) {
+  if (threads < 0) throw Error("--threads must be >= 1 (or 0 for all cores)");
+  ComputeContext ctx;
+  ctx.n_threads = threads == 0 ? default_thread_count() : threads;
+  return ctx;
+}
+
+LoadOptions make_load_options(const std::string& dtype) {
+  LoadOptions options;
+  if (!dtype.empty() && dtype != "auto") options.weight_dtype = parse_dtype(dtype);
+  return options;
+}
+
+}  // namespace mb::cli

@@ -1,0 +1,75 @@
+#include "engine/benchmark.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "core/error.h"
+
+namespace mb {
+namespace {
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+template <class F>
+double time_seconds(F&& body) {
+  const auto start = std::chrono::steady_clock::now();
+  body();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int32_t argmax(const std::vector<float>& logits) {
+  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+}  // namespace
+
+BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const BenchOptions& o) {
+  if (o.prompt_len < 1 || o.gen_len < 1 || o.repeats < 1) throw Error("bench: prompt and generation lengths and repeats must be positive");
+  std::vector<int32_t> prompt(o.prompt_len);
+  uint64_t x = o.seed * 0x9e3779b97f4a7c15ull + 1;
+  for (auto& token : prompt) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    token = static_cast<int32_t>(x % model.config().vocab_size);
+  }
+  BenchResult result;
+  result.step_tokens = o.step_tokens > 0 ? std::min(o.step_tokens, o.prompt_len) : std::min<int64_t>(o.prompt_len, 128);
+  Workspace ws;
+  std::vector<std::vector<float>> out;
+  std::vector<double> prefill, decode, step;
+  for (int run = 0; run <= o.repeats; ++run) {  // run 0 is the warm-up
+    SequenceState state = model.new_state();
+    SequenceInput input{&state, prompt, {}};
+    const double prefill_s =
+        time_seconds([&] { model.forward(ctx, std::span(&input, 1), {OutputKind::LogitsLast, o.chunk}, ws, out); });
+    int32_t token = argmax(out[0]);
+    const double decode_s = time_seconds([&] {
+      for (int64_t i = 0; i < o.gen_len; ++i) {
+        SequenceInput next{&state, std::span(&token, 1), {}};
+        model.forward(ctx, std::span(&next, 1), {OutputKind::LogitsLast, 0}, ws, out);
+        token = argmax(out[0]);
+      }
+    });
+    SequenceState step_state = model.new_state();
+    const double step_s = time_seconds([&] {
+      for (int64_t i = 0; i < result.step_tokens; ++i) {
+        SequenceInput next{&step_state, std::span(&prompt[i], 1), {}};
+        model.forward(ctx, std::span(&next, 1), {OutputKind::LogitsLast, 0}, ws, out);
+      }
+    });
+    if (run == 0) continue;
+    prefill.push_back(o.prompt_len / prefill_s);
+    decode.push_back(o.gen_len / decode_s);
+    step.push_back(result.step_tokens / step_s);
+  }
+  result.prefill_tok_s = median(prefill);
+  result.decode_tok_s = median(decode);
+  result.step_prefill_tok_s = median(step);
+  return result;
+}
+
+}  // namespace mb

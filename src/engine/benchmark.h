@@ -1,0 +1,29 @@
+// Throughput measurement shared by `mambacpp bench` and the bench/ binaries: prefill of a
+// random prompt as one batched pass, the same prompt fed through the decode-step loop, and
+// decode. Figures are medians over repeats after one warm-up run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "model/model.h"
+
+namespace mb {
+
+struct BenchOptions {
+  int64_t prompt_len = 128;
+  int64_t gen_len = 32;
+  int64_t chunk = 512;
+  int repeats = 3;
+  int64_t step_tokens = 0;  // prompt tokens fed through the step loop; 0 = min(prompt_len, 128)
+  uint64_t seed = 1;
+};
+
+struct BenchResult {
+  double prefill_tok_s = 0, decode_tok_s = 0, step_prefill_tok_s = 0;
+  int64_t step_tokens = 0;
+};
+
+BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const BenchOptions& options);
+
+}  // namespace mb
