@@ -230,6 +230,11 @@ std::vector<uint8_t> encode_f32(const std::vector<float>& values, DType dtype) {
 
 void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<int64_t> shape,
                             std::vector<uint8_t> bytes) {
+  add_raw(name, header_dtype(dtype), std::move(shape), std::move(bytes));
+}
+
+void SafetensorsWriter::add_raw(const std::string& name, const std::string& dtype, std::vector<int64_t> shape,
+                                std::vector<uint8_t> bytes) {
   entries_.push_back({name, dtype, std::move(shape), std::move(bytes)});
 }
 
@@ -249,7 +254,7 @@ void SafetensorsWriter::write(const std::string& path) const {
   if (!metadata_.empty()) header["__metadata__"] = metadata_;
   uint64_t offset = 0;
   for (const auto& entry : entries_) {
-    header[entry.name] = {{"dtype", header_dtype(entry.dtype)},
+    header[entry.name] = {{"dtype", entry.dtype},
                           {"shape", entry.shape},
                           {"data_offsets", {offset, offset + entry.bytes.size()}}};
     offset += entry.bytes.size();

@@ -57,6 +57,8 @@ class TensorSet {
 class SafetensorsWriter {
  public:
   void add(const std::string& name, DType dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes);
+  // Any safetensors dtype string ("I32", "F64", ...), for files carrying non-weight tensors.
+  void add_raw(const std::string& name, const std::string& dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes);
   void add_f32(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& values, DType store_as);
   void set_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
   size_t byte_size() const;
@@ -65,7 +67,7 @@ class SafetensorsWriter {
  private:
   struct Entry {
     std::string name;
-    DType dtype;
+    std::string dtype;
     std::vector<int64_t> shape;
     std::vector<uint8_t> bytes;
   };
