@@ -1,0 +1,160 @@
+#include "tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <array>
+
+#include "core/error.h"
+#include "tokenizer/byte_level.h"
+#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/utf8.h"
+
+namespace mb {
+
+namespace {
+
+// Contents that mark the end of a document or of a chat turn across the common model families.
+constexpr std::array<std::string_view, 9> kEndTokenContents = {
+    "<|endoftext|>", "</s>",    "<|end_of_text|>", "<|im_end|>", "<|eot_id|>",
+    "<|eom_id|>",    "<|end|>", "<eos>",           "<|return|>"};
+
+}  // namespace
+
+void Tokenizer::Impl::finalize() {
+  added.build(model, [this](std::string_view content) { return normalizer.apply(content); });
+
+  vocab_size = model.id_bound();
+  for (const auto& [id, token] : added.tokens_by_id()) vocab_size = std::max(vocab_size, id + 1);
+  has_token.assign(vocab_size, 0);
+  special.assign(vocab_size, 0);
+  decoded_pieces.assign(vocab_size, std::string());
+  for (int32_t id = 0; id < vocab_size; ++id) {
+    // Added tokens shadow model entries with the same id, as in HF's id_to_token.
+    const std::string* content = nullptr;
+    if (const tok::AddedToken* token = added.token_for_id(id)) {
+      content = &token->content;
+    } else {
+      content = model.id_to_token(id);
+    }
+    if (content == nullptr) continue;
+    has_token[id] = 1;
+    special[id] = added.is_special_content(*content) ? 1 : 0;
+    if (decoder == tok::DecoderKind::ByteLevel) {
+      tok::append_byte_level_decoded(decoded_pieces[id], *content);
+    } else {
+      decoded_pieces[id] = *content;
+    }
+  }
+}
+
+void Tokenizer::Impl::check_id(int32_t id) const {
+  if (id < 0 || id >= vocab_size) {
+    throw Error("token id " + std::to_string(id) + " is out of range for tokenizer '" + source +
+                "' (vocabulary size " + std::to_string(vocab_size) + ")");
+  }
+  if (!has_token[id])
+    throw Error("token id " + std::to_string(id) + " has no token in tokenizer '" + source + "'");
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+  const Impl& m = *impl_;
+  std::string repaired;
+  if (!tok::is_valid_utf8(text)) {
+    repaired = tok::to_valid_utf8(text);
+    text = repaired;
+  }
+  std::vector<int32_t> ids;
+  std::vector<tok::Segment> raw_segments;
+  std::vector<tok::Segment> normalized_segments;
+  std::vector<std::string> words;
+  m.added.split(text, false, raw_segments);
+  for (const tok::Segment& raw : raw_segments) {
+    if (raw.id >= 0) {
+      ids.push_back(raw.id);
+      continue;
+    }
+    const std::string normalized = m.normalizer.apply(text.substr(raw.begin, raw.end - raw.begin));
+    normalized_segments.clear();
+    m.added.split(normalized, true, normalized_segments);
+    for (const tok::Segment& piece : normalized_segments) {
+      if (piece.id >= 0) {
+        ids.push_back(piece.id);
+        continue;
+      }
+      words.clear();
+      m.pre_tokenizer.apply(std::string_view(normalized).substr(piece.begin, piece.end - piece.begin), words);
+      for (const std::string& word : words) m.model.tokenize(word, ids);
+    }
+  }
+  return ids;
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
+  const Impl& m = *impl_;
+  std::string bytes;
+  bool first = true;
+  for (int32_t id : ids) {
+    m.check_id(id);
+    if (skip_special && m.special[id]) continue;
+    if (m.decoder == tok::DecoderKind::JoinWithSpaces && !first) bytes.push_back(' ');
+    bytes += m.decoded_pieces[id];
+    first = false;
+  }
+  return tok::to_valid_utf8(bytes);
+}
+
+int32_t Tokenizer::vocab_size() const {
+  return impl_->vocab_size;
+}
+
+std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
+  if (const auto id = impl_->added.token_to_id(token)) return id;
+  return impl_->model.token_to_id(token);
+}
+
+std::optional<std::string> Tokenizer::id_to_token(int32_t id) const {
+  if (const tok::AddedToken* token = impl_->added.token_for_id(id)) return token->content;
+  if (const std::string* token = impl_->model.id_to_token(id)) return *token;
+  return std::nullopt;
+}
+
+std::vector<int32_t> Tokenizer::eos_token_ids() const {
+  std::vector<int32_t> ids;
+  for (const auto& [id, token] : impl_->added.tokens_by_id()) {
+    if (!is_special(id)) continue;
+    if (std::find(kEndTokenContents.begin(), kEndTokenContents.end(), token.content) !=
+        kEndTokenContents.end()) {
+      ids.push_back(id);
+    }
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+bool Tokenizer::is_special(int32_t id) const {
+  return id >= 0 && id < impl_->vocab_size && impl_->special[id] != 0;
+}
+
+StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool skip_special)
+    : tokenizer_(tokenizer), skip_special_(skip_special) {}
+
+std::string StreamDecoder::push(int32_t id) {
+  const Tokenizer::Impl& m = *tokenizer_.impl_;
+  m.check_id(id);
+  if (skip_special_ && m.special[id]) return std::string();
+  if (m.decoder == tok::DecoderKind::JoinWithSpaces && emitted_token_) pending_.push_back(' ');
+  pending_ += m.decoded_pieces[id];
+  emitted_token_ = true;
+  std::string text;
+  const size_t consumed = tok::append_lossy_utf8(text, pending_, false);
+  pending_.erase(0, consumed);
+  return text;
+}
+
+std::string StreamDecoder::finish() {
+  std::string text;
+  tok::append_lossy_utf8(text, pending_, true);
+  pending_.clear();
+  return text;
+}
+
+}  // namespace mb
