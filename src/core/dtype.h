@@ -46,4 +46,18 @@ inline float load_as_f32(const void* data, DType dtype, size_t index) {
   return 0.0f;
 }
 
+// Widens `count` elements stored in `dtype` at a possibly unaligned address.
+inline void widen_row(const void* source, DType dtype, int64_t count, float* out) {
+  const auto* bytes = static_cast<const uint8_t*>(source);
+  if (dtype == DType::F32) {
+    std::memcpy(out, bytes, static_cast<size_t>(count) * 4);
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    uint16_t half;
+    std::memcpy(&half, bytes + 2 * i, 2);
+    out[i] = dtype == DType::BF16 ? bf16_to_f32(half) : f16_to_f32(half);
+  }
+}
+
 }  // namespace mb

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "model/mamba1.h"
+#include "model/mamba3.h"
 #include "model/weight_binder.h"
 #include "ops/rms_norm.h"
 
@@ -16,9 +17,9 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   auto tensors = std::make_shared<const TensorSet>(TensorSet::open_dir(dir));
   switch (config.arch) {
     case Architecture::Mamba1: return std::make_unique<Mamba1Model>(config, tensors, options);
-    case Architecture::Mamba3: break;
+    case Architecture::Mamba3: return std::make_unique<Mamba3Model>(config, tensors, options);
   }
-  throw Error("'" + dir + "': Mamba-3 checkpoints are not supported by this build yet");
+  throw Error("'" + dir + "': unknown architecture");
 }
 
 namespace {
@@ -50,16 +51,16 @@ void Model::bind_common(WeightBinder& binder) {
   const ModelConfig& c = config_;
   fingerprint_ = checkpoint_fingerprint(c, *tensors_);
   const std::string embedding_name = binder.first_present({"backbone.embeddings.weight", "backbone.embedding.weight"});
-  embedding_ = binder.matrix_rows_in(embedding_name, {c.vocab_rows, c.vocab_size}, c.d_model);
+  embedding_ = &binder.tensor_rows_in(embedding_name, {c.vocab_rows, c.vocab_size}, c.d_model);
+  // Padded vocabulary rows are never produced: the head only holds the real rows.
   if (c.tie_embeddings) {
-    lm_head_ = embedding_;
+    lm_head_ = binder.packed_rows(*embedding_, c.vocab_size);
   } else {
     if (!binder.has("lm_head.weight"))
       throw Error("config says the LM head is untied but the checkpoint has no 'lm_head.weight'");
-    lm_head_ = binder.matrix_rows_in("lm_head.weight", {c.vocab_rows, c.vocab_size}, c.d_model);
+    lm_head_ = binder.packed_rows(binder.tensor_rows_in("lm_head.weight", {c.vocab_rows, c.vocab_size}, c.d_model),
+                                  c.vocab_size);
   }
-  // Padded vocabulary rows are never produced: the head only computes the real rows.
-  lm_head_.rows = c.vocab_size;
   norm_f_ = binder.f32("backbone.norm_f.weight", {c.d_model});
   if (binder.has("input_proj.weight")) {
     const StoredTensor* stored = tensors_->find("input_proj.weight");
@@ -84,6 +85,8 @@ void Model::forward(const ComputeContext& ctx, std::span<const SequenceInput> ba
   const int64_t d = config_.d_model;
   const int64_t n_seq = static_cast<int64_t>(batch.size());
   if (options.chunk < 0) throw Error("chunk size must be >= 0");
+  if (options.ssd_chunk < 0) throw Error("SSD chunk size must be >= 0");
+  ws.options = options;
   // Validate everything before any state changes, so a bad request leaves every sequence intact.
   std::vector<int64_t>& total = ws.total;
   total.assign(n_seq, 0);
@@ -140,11 +143,11 @@ void Model::forward(const ComputeContext& ctx, std::span<const SequenceInput> ba
       const SequenceInput& in = batch[owner[r]];
       const int64_t start = ws.consumed[owner[r]];
       if (!in.tokens.empty()) {
-        const size_t row_bytes = d * dtype_size(embedding_.dtype);
+        const DType dtype = *embedding_->dtype;
+        const size_t row_bytes = d * dtype_size(dtype);
         for (int64_t t = 0; t < rows[r].count; ++t) {
-          const void* src = static_cast<const uint8_t*>(embedding_.data) + in.tokens[start + t] * row_bytes;
-          float* dst = hidden + (rows[r].begin + t) * d;
-          for (int64_t k = 0; k < d; ++k) dst[k] = load_as_f32(src, embedding_.dtype, k);
+          const uint8_t* src = embedding_->data + in.tokens[start + t] * row_bytes;
+          widen_row(src, dtype, d, hidden + (rows[r].begin + t) * d);
         }
       } else {
         MatmulArgs proj;

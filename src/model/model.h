@@ -23,6 +23,7 @@
 #include "core/threading.h"
 #include "model/config.h"
 #include "ops/causal_conv.h"
+#include "ops/mamba3_scan.h"
 #include "ops/matmul.h"
 #include "ops/selective_scan.h"
 
@@ -30,6 +31,7 @@ namespace mb {
 
 class WeightBinder;
 class TensorSet;
+struct StoredTensor;
 
 // Recurrent state of one sequence: all layers' buffers in one flat f32 array, so that a fork
 // is a copy and a snapshot is a write of `values`.
@@ -55,9 +57,16 @@ struct SequenceInput {
   std::span<const float> features;  // [T, input_dim] row-major when tokens is empty
 };
 
+// How Mamba-3 runs a round's positions of one sequence: the sequential recurrence (bit-identical
+// to decode steps), the chunked SSD form (equal up to rounding, faster for long rounds), or the
+// choice of Mamba3Model::auto_prefers_chunked by the round's length.
+enum class Mamba3Scan { Auto, Sequential, Chunked };
+
 struct ForwardOptions {
   OutputKind output = OutputKind::LogitsLast;
   int64_t chunk = 0;  // positions per sequence per round; 0 = all at once
+  Mamba3Scan scan = Mamba3Scan::Auto;  // Mamba-3 only
+  int64_t ssd_chunk = 0;               // Mamba-3 SSD chunk length; 0 = the config's chunk_size
 };
 
 // The rows of one round's hidden buffer that belong to one sequence.
@@ -75,6 +84,8 @@ struct Workspace {
   std::vector<double> pooled;
   std::vector<CausalConvArgs> conv_args;     // per-sequence op arguments, reused across calls
   std::vector<SelectiveScanArgs> scan_args;
+  std::vector<Mamba3ScanSequence> mamba3_args;
+  ForwardOptions options;  // the options of the forward call in progress, for forward_layers
   float* reserve(size_t floats) {
     if (arena.size() < floats) arena.resize(floats);
     return arena.data();
@@ -92,7 +103,7 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   int64_t input_dim() const { return input_proj_.cols; }  // 0 when the checkpoint has no input projection
-  DType matrix_dtype() const { return embedding_.dtype; }
+  DType matrix_dtype() const { return lm_head_.dtype; }
   virtual size_t state_floats() const = 0;
   // Identifies the checkpoint (config and stored weight bytes, independent of the load dtype),
   // so saved states are never restored into a different model.
@@ -121,8 +132,8 @@ class Model {
   void bind_common(WeightBinder& binder);
 
   ModelConfig config_;
-  WeightMatrix embedding_;   // [vocab_rows, d_model]
-  WeightMatrix lm_head_;     // [vocab_size, d_model] (the first vocab_size rows; tied = the embedding)
+  const StoredTensor* embedding_ = nullptr;  // [vocab_rows or vocab_size, d_model], read in place for lookups
+  WeightMatrix lm_head_;     // packed [vocab_size, d_model]: the real rows of lm_head (tied: of the embedding)
   const float* norm_f_ = nullptr;          // [d_model]
   WeightMatrix input_proj_;                // [d_model, input_dim] or empty
   const float* input_proj_bias_ = nullptr; // [d_model] or null

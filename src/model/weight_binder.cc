@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "ops/matmul.h"
 
 namespace mb {
 
@@ -34,39 +35,25 @@ const StoredTensor& WeightBinder::require(const std::string& name, const std::ve
 
 WeightMatrix WeightBinder::matrix(const std::string& name, int64_t rows, int64_t cols) {
   const StoredTensor& tensor = require(name, {rows, cols});
-  const DType stored = *tensor.dtype;
-  const DType target = matrix_dtype_.value_or(stored);
-  const bool aligned = reinterpret_cast<uintptr_t>(tensor.data) % dtype_size(stored) == 0;
-  if (stored == target && aligned) return {tensor.data, stored, rows, cols};
-  const size_t count = static_cast<size_t>(rows * cols);
-  std::vector<uint8_t> converted(count * dtype_size(target));
-  for (size_t i = 0; i < count; ++i) {
-    float value;
-    if (stored == DType::F32) {
-      std::memcpy(&value, tensor.data + 4 * i, 4);
-    } else {
-      uint16_t half;
-      std::memcpy(&half, tensor.data + 2 * i, 2);
-      value = stored == DType::BF16 ? bf16_to_f32(half) : f16_to_f32(half);
-    }
-    if (target == DType::F32) {
-      std::memcpy(converted.data() + 4 * i, &value, 4);
-    } else {
-      const uint16_t half = target == DType::BF16 ? f32_to_bf16(value) : f32_to_f16(value);
-      std::memcpy(converted.data() + 2 * i, &half, 2);
-    }
-  }
-  owned_bytes_.push_back(std::move(converted));
+  const DType target = matrix_dtype_.value_or(*tensor.dtype);
+  owned_bytes_.push_back(pack_weights(tensor.data, *tensor.dtype, rows, cols, target));
   return {owned_bytes_.back().data(), target, rows, cols};
 }
 
-WeightMatrix WeightBinder::matrix_rows_in(const std::string& name, std::vector<int64_t> allowed_rows, int64_t cols) {
+WeightMatrix WeightBinder::packed_rows(const StoredTensor& tensor, int64_t rows) {
+  const DType target = matrix_dtype_.value_or(*tensor.dtype);
+  owned_bytes_.push_back(pack_weights(tensor.data, *tensor.dtype, rows, tensor.shape[1], target));
+  return {owned_bytes_.back().data(), target, rows, tensor.shape[1]};
+}
+
+const StoredTensor& WeightBinder::tensor_rows_in(const std::string& name, const std::vector<int64_t>& allowed_rows,
+                                                 int64_t cols) {
   const StoredTensor* tensor = tensors_.find(name);
   if (tensor != nullptr && tensor->shape.size() == 2) {
     for (int64_t rows : allowed_rows)
-      if (tensor->shape[0] == rows) return matrix(name, rows, cols);
+      if (tensor->shape[0] == rows) return require(name, {rows, cols});
   }
-  return matrix(name, allowed_rows.front(), cols);  // reports the missing or misshaped tensor
+  return require(name, {allowed_rows.front(), cols});  // reports the missing or misshaped tensor
 }
 
 const float* WeightBinder::f32(const std::string& name, const std::vector<int64_t>& shape) {

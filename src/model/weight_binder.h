@@ -1,7 +1,7 @@
 // Binds checkpoint tensors to the engine's weight structs by name, checking each shape against
-// the one the config implies. Matrices stay in the mapping when their stored dtype is the one
-// requested (and suitably aligned); otherwise they are converted once, into the requested
-// storage dtype, never to f32 wholesale. Small vectors (norms, biases, A, D) become f32 copies.
+// the one the config implies. Matrices are packed once into the panel layout of ops/matmul.h,
+// in the requested storage dtype (never widened to f32 wholesale). Small vectors (norms,
+// biases, A, D) become f32 copies.
 #pragma once
 
 #include <deque>
@@ -26,8 +26,10 @@ class WeightBinder {
   std::string first_present(std::initializer_list<std::string> names) const;
 
   WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols);
-  // Same as matrix() but the row count may be any of `allowed_rows`; rows() of the result says which.
-  WeightMatrix matrix_rows_in(const std::string& name, std::vector<int64_t> allowed_rows, int64_t cols);
+  // The stored [rows, cols] tensor, whose row count may be any of `allowed_rows`.
+  const StoredTensor& tensor_rows_in(const std::string& name, const std::vector<int64_t>& allowed_rows, int64_t cols);
+  // Packs the first `rows` rows of a bound 2-D tensor (the LM head skips padded vocab rows).
+  WeightMatrix packed_rows(const StoredTensor& tensor, int64_t rows);
   // An f32 copy of a tensor whose shape must equal `shape`.
   const float* f32(const std::string& name, const std::vector<int64_t>& shape);
   const float* f32_if_present(const std::string& name, const std::vector<int64_t>& shape);

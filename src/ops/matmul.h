@@ -1,28 +1,44 @@
-// Matrix product against a weight matrix in the checkpoint's own layout.
+// Matrix product against a weight matrix packed in column panels.
 //
 //   y[m, n] = sum_k x[m, k] * W[n, k]  (+ bias[n])  (+ y[m, n] when accumulating)
 //
-// W is output-major [N, K] (the PyTorch/safetensors layout), stored in f32, bf16 or f16 and
-// widened in registers. The accumulation order of every output element is fixed and depends
-// only on K: sixteen lanes, lane l summing k = l, l+16, l+32, ... with fused multiply-adds in
-// increasing k, then the fixed tree of vec16.h, then the bias, then the accumulate. It does not
-// depend on M, the tile a row lands in, the thread count or the instruction set, which is what
-// makes a decode step (M = 1) bit-identical to the same row inside a prefill GEMM.
+// The checkpoint stores W output-major [N, K]. At load it is packed once (in its storage dtype:
+// f32, bf16 or f16) into panels of kPanelWidth outputs, [ceil(N / 64)][K][64]: for each k the 64
+// weights of a panel are contiguous, so the kernel broadcasts x[m, k] against them (an outer
+// product, no horizontal sums) and a decode step streams each panel front to back.
+//
+// The accumulation order of every output element is one chain:
+//   acc = 0;  acc = fma(x[m, k], W[n, k], acc) for k = 0 .. K-1;  acc = acc + bias[n];  y = y + acc
+// It depends only on K: not on M, the tile a row lands in, the thread count or the instruction
+// set. That is what makes a decode step (M = 1) bit-identical to the same row of a prefill GEMM.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/threading.h"
 
 namespace mb {
 
+inline constexpr int64_t kPanelWidth = 64;
+
+// A packed weight matrix (see above); `data` holds panels() * cols * 64 elements of `dtype`,
+// rows past `rows` in the last panel are zero.
 struct WeightMatrix {
-  const void* data = nullptr;  // [rows, cols] row-major in `dtype`
+  const void* data = nullptr;
   DType dtype = DType::F32;
-  int64_t rows = 0;            // N, outputs
-  int64_t cols = 0;            // K, inputs
+  int64_t rows = 0;  // N, outputs
+  int64_t cols = 0;  // K, inputs
+  int64_t panels() const { return (rows + kPanelWidth - 1) / kPanelWidth; }
 };
+
+// Packs a row-major [rows, cols] matrix stored in `source_dtype` into panels stored in
+// `target_dtype` (rounded to nearest even when narrowing). `source` may be unaligned.
+std::vector<uint8_t> pack_weights(const void* source, DType source_dtype, int64_t rows, int64_t cols,
+                                  DType target_dtype);
+// W[n, k] of a packed matrix, widened to f32.
+float packed_weight(const WeightMatrix& w, int64_t n, int64_t k);
 
 struct MatmulArgs {
   const float* x = nullptr;  // [m, ldx], the first w.cols columns are read

@@ -21,7 +21,7 @@ void matmul_reference(const MatmulArgs& a) {
     for (int64_t n = 0; n < a.w.rows; ++n) {
       double sum = 0.0;
       for (int64_t k = 0; k < a.w.cols; ++k)
-        sum += static_cast<double>(a.x[m * a.ldx + k]) * load_as_f32(a.w.data, a.w.dtype, n * a.w.cols + k);
+        sum += static_cast<double>(a.x[m * a.ldx + k]) * packed_weight(a.w, n, k);
       if (a.bias != nullptr) sum += a.bias[n];
       float& out = a.y[m * a.ldy + n];
       out = static_cast<float>(a.accumulate ? out + sum : sum);

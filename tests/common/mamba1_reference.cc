@@ -56,9 +56,10 @@ Mamba1Reference::Mamba1Reference(const std::string& dir, const DType* round_to) 
   const bool tied = hf ? config.value("tie_word_embeddings", true) : config.value("tie_embeddings", true);
 
   const TensorSet set = TensorSet::open_dir(dir);
-  embedding_ = read_tensor(set, "backbone.embeddings.weight", round_to, true);
-  if (embedding_.empty()) embedding_ = read_tensor(set, "backbone.embedding.weight", round_to, true);
-  lm_head_ = tied ? embedding_ : read_tensor(set, "lm_head.weight", round_to, true);
+  // Lookups read the embedding as stored; only the LM head is held in the engine's storage dtype.
+  const std::string embedding_name = set.find("backbone.embeddings.weight") ? "backbone.embeddings.weight" : "backbone.embedding.weight";
+  embedding_ = read_tensor(set, embedding_name, nullptr, true);
+  lm_head_ = read_tensor(set, tied ? embedding_name : "lm_head.weight", round_to, true);
   norm_f_ = read_tensor(set, "backbone.norm_f.weight", round_to, false);
   for (int64_t l = 0; l < n_layer; ++l) {
     const std::string p = "backbone.layers." + std::to_string(l) + ".";

@@ -12,8 +12,8 @@ namespace mb::test {
 
 class Mamba1Reference {
  public:
-  // Loads `dir`. When `round_to` is set, matrices are rounded to that dtype first, so the
-  // reference sees the same weights as an engine that stores them that way.
+  // Loads `dir`. When `round_to` is set, the projection matrices and the LM head are rounded to
+  // that dtype first, so the reference sees the same weights as an engine storing them that way.
   explicit Mamba1Reference(const std::string& dir, const DType* round_to = nullptr);
 
   // Feeds one token and returns the logits [vocab_size].

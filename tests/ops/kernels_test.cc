@@ -31,7 +31,8 @@ std::vector<float> run_matmul(const MatmulCase& c, const std::vector<uint8_t>& w
   args.x = x.data();
   args.ldx = c.k + 1;
   args.m = c.m;
-  args.w = {w.data(), c.dtype, c.n, c.k};
+  const std::vector<uint8_t> packed = pack_weights(w.data(), c.dtype, c.n, c.k, c.dtype);
+  args.w = {packed.data(), c.dtype, c.n, c.k};
   args.bias = c.bias ? bias.data() : nullptr;
   args.y = y.data();
   args.ldy = c.n + 3;
@@ -46,7 +47,8 @@ TEST(Matmul, MatchesReferenceAndIsBitIdenticalAcrossIsasThreadsAndRowCounts) {
       {1, 1, 1, DType::F32, false, false},   {1, 17, 15, DType::F32, true, false},
       {5, 33, 16, DType::BF16, true, true},  {7, 9, 33, DType::F16, false, true},
       {13, 70, 100, DType::F32, true, false}, {4, 8, 768, DType::BF16, false, false},
-      {9, 130, 47, DType::F16, true, true}};
+      {9, 130, 47, DType::F16, true, true},   {1, 200, 33, DType::F32, true, true},
+      {20, 64, 5, DType::BF16, false, false}, {7, 129, 64, DType::F32, false, true}};
   for (const auto& c : cases) {
     SCOPED_TRACE("m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) + " " +
                  std::string(dtype_name(c.dtype)));

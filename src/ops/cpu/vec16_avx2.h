@@ -8,6 +8,9 @@
 
 namespace mb::cpu_avx2 {
 
+// Rows per GEMM register tile: rows x 4 accumulators must fit the register file.
+inline constexpr int kGemmRows = 2;
+
 struct Vec16 {
   __m256 lo, hi;
 };

@@ -7,6 +7,9 @@
 
 namespace mb::cpu_avx512 {
 
+// Rows per GEMM register tile: rows x 4 accumulators must fit the register file.
+inline constexpr int kGemmRows = 6;
+
 struct Vec16 {
   __m512 v;
 };

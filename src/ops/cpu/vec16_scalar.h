@@ -11,6 +11,9 @@
 
 namespace mb::cpu_scalar {
 
+// Rows per GEMM register tile: rows x 4 accumulators must fit the register file.
+inline constexpr int kGemmRows = 4;
+
 struct Vec16 {
   float v[16];
 };

@@ -1,0 +1,77 @@
+// GEMM throughput on the prefill shapes of the 130m preset: mambacpp's deterministic kernel
+// against OpenBLAS sgemm on the same shapes and thread counts (OpenBLAS is linked into this
+// benchmark only, never into the engine). Prints GFLOP/s medians and the ratio.
+//
+//   gemm_bench [rows=512] [threads=1] [dtype=f32]
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "io/safetensors.h"
+#include "ops/matmul.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace {
+
+template <class F>
+double median_seconds(F&& body, int repeats) {
+  body();  // warm-up
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    body();
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int64_t rows = argc > 1 ? std::atoll(argv[1]) : 512;
+  const int threads = argc > 2 ? std::atoi(argv[2]) : 1;
+  const mb::DType dtype = mb::parse_dtype(argc > 3 ? argv[3] : "f32");
+  openblas_set_num_threads(threads);
+  struct Shape {
+    const char* name;
+    int64_t n, k;
+  };
+  const Shape shapes[] = {{"in_proj", 3072, 768}, {"x_proj", 80, 1536}, {"dt_proj", 1536, 48}, {"out_proj", 768, 1536}};
+  std::printf("rows %lld, threads %d, weights %s\n", static_cast<long long>(rows), threads,
+              std::string(mb::dtype_name(dtype)).c_str());
+  std::printf("%-9s %6s %6s %12s %12s %7s\n", "shape", "N", "K", "mambacpp", "openblas", "ratio");
+  double total_ours = 0, total_blas = 0, total_flops = 0;
+  for (const Shape& s : shapes) {
+    std::vector<float> x(rows * s.k), w(s.n * s.k), y(rows * s.n);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
+    for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 104729) % 1000) / 1000.0f - 0.5f;
+    const std::vector<uint8_t> stored = mb::pack_weights(w.data(), mb::DType::F32, s.n, s.k, dtype);
+    const mb::ComputeContext ctx{threads, mb::best_isa()};
+    const mb::MatmulArgs args{x.data(), s.k, rows, {stored.data(), dtype, s.n, s.k}, nullptr, y.data(), s.n, false};
+    const int repeats = 7;
+    const double ours = median_seconds([&] { mb::matmul(ctx, args); }, repeats);
+    const double blas = median_seconds(
+        [&] {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, s.n, s.k, 1.0f, x.data(), s.k, w.data(), s.k,
+                      0.0f, y.data(), s.n);
+        },
+        repeats);
+    const double flops = 2.0 * rows * s.n * s.k;
+    total_ours += ours;
+    total_blas += blas;
+    total_flops += flops;
+    std::printf("%-9s %6lld %6lld %9.1f GF %9.1f GF %6.2fx\n", s.name, static_cast<long long>(s.n),
+                static_cast<long long>(s.k), flops / ours / 1e9, flops / blas / 1e9, blas / ours);
+  }
+  std::printf("%-9s %13s %9.1f GF %9.1f GF %6.2fx\n", "all", "", total_flops / total_ours / 1e9,
+              total_flops / total_blas / 1e9, total_blas / total_ours);
+  return 0;
+}

@@ -1,0 +1,47 @@
+#include <cstring>
+
+#include "ops/matmul.h"
+
+namespace mb {
+
+std::vector<uint8_t> pack_weights(const void* source, DType source_dtype, int64_t rows, int64_t cols,
+                                  DType target_dtype) {
+  const int64_t panels = (rows + kPanelWidth - 1) / kPanelWidth;
+  const size_t element = dtype_size(target_dtype);
+  std::vector<uint8_t> packed(static_cast<size_t>(panels * cols * kPanelWidth) * element, 0);
+  const auto* src = static_cast<const uint8_t*>(source);
+  const size_t source_element = dtype_size(source_dtype);
+  for (int64_t n = 0; n < rows; ++n) {
+    const int64_t panel = n / kPanelWidth, lane = n % kPanelWidth;
+    for (int64_t k = 0; k < cols; ++k) {
+      const uint8_t* from = src + (n * cols + k) * source_element;
+      uint8_t* to = packed.data() + ((panel * cols + k) * kPanelWidth + lane) * element;
+      if (source_dtype == target_dtype) {
+        std::memcpy(to, from, element);
+        continue;
+      }
+      float value;
+      if (source_dtype == DType::F32) {
+        std::memcpy(&value, from, 4);
+      } else {
+        uint16_t half;
+        std::memcpy(&half, from, 2);
+        value = source_dtype == DType::BF16 ? bf16_to_f32(half) : f16_to_f32(half);
+      }
+      if (target_dtype == DType::F32) {
+        std::memcpy(to, &value, 4);
+      } else {
+        const uint16_t half = target_dtype == DType::BF16 ? f32_to_bf16(value) : f32_to_f16(value);
+        std::memcpy(to, &half, 2);
+      }
+    }
+  }
+  return packed;
+}
+
+float packed_weight(const WeightMatrix& w, int64_t n, int64_t k) {
+  const int64_t index = ((n / kPanelWidth) * w.cols + k) * kPanelWidth + n % kPanelWidth;
+  return load_as_f32(w.data, w.dtype, static_cast<size_t>(index));
+}
+
+}  // namespace mb
