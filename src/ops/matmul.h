@@ -24,7 +24,8 @@ namespace mb {
 inline constexpr int64_t kPanelWidth = 64;
 
 // A packed weight matrix (see above); `data` holds panels() * cols * 64 elements of `dtype`,
-// rows past `rows` in the last panel are zero.
+// rows past `rows` in the last panel are zero. In bf16 panels each pair of 16-output vectors is
+// stored interleaved element by element, which lets the kernels widen 32 weights at once.
 struct WeightMatrix {
   const void* data = nullptr;
   DType dtype = DType::F32;

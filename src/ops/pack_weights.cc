@@ -3,6 +3,18 @@
 #include "ops/matmul.h"
 
 namespace mb {
+namespace {
+
+// Position of output `lane` (0..63) inside a packed panel row. bf16 rows interleave each pair
+// of 16-wide vectors element by element, so a kernel widens 32 of them with one load, a shift
+// and a mask (see load_bf16_interleaved in src/ops/cpu); other dtypes keep plain order.
+int64_t slot_in_row(int64_t lane, DType dtype) {
+  if (dtype != DType::BF16) return lane;
+  const int64_t pair = lane / 32, vector = (lane / 16) % 2, index = lane % 16;
+  return pair * 32 + 2 * index + vector;
+}
+
+}  // namespace
 
 std::vector<uint8_t> pack_weights(const void* source, DType source_dtype, int64_t rows, int64_t cols,
                                   DType target_dtype) {
@@ -15,7 +27,7 @@ std::vector<uint8_t> pack_weights(const void* source, DType source_dtype, int64_
     const int64_t panel = n / kPanelWidth, lane = n % kPanelWidth;
     for (int64_t k = 0; k < cols; ++k) {
       const uint8_t* from = src + (n * cols + k) * source_element;
-      uint8_t* to = packed.data() + ((panel * cols + k) * kPanelWidth + lane) * element;
+      uint8_t* to = packed.data() + ((panel * cols + k) * kPanelWidth + slot_in_row(lane, target_dtype)) * element;
       if (source_dtype == target_dtype) {
         std::memcpy(to, from, element);
         continue;
@@ -40,7 +52,7 @@ std::vector<uint8_t> pack_weights(const void* source, DType source_dtype, int64_
 }
 
 float packed_weight(const WeightMatrix& w, int64_t n, int64_t k) {
-  const int64_t index = ((n / kPanelWidth) * w.cols + k) * kPanelWidth + n % kPanelWidth;
+  const int64_t index = ((n / kPanelWidth) * w.cols + k) * kPanelWidth + slot_in_row(n % kPanelWidth, w.dtype);
   return load_as_f32(w.data, w.dtype, static_cast<size_t>(index));
 }
 

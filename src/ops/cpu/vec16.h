@@ -2,7 +2,8 @@
 //
 // Each of vec16_avx512.h, vec16_avx2.h and vec16_scalar.h defines, in its own namespace, a
 // sixteen-lane float vector `Vec16` with the same free functions: zero, set1, load, load_partial
-// (lanes past n read as 0), store, store_partial, load_bf16(_partial), load_f16(_partial), add,
+// (lanes past n read as 0), store, store_partial, load_bf16(_partial), load_bf16_interleaved and
+// load_bf16_even (the pairwise-interleaved bf16 panel layout of matmul), load_f16(_partial), add,
 // sub, mul, div, fma, max, min (NaN rule of x86: return the second operand), round_even,
 // pow2_int, frexp, less/equal/greater + select, and reduce_sum with one fixed tree
 // ((l[i] + l[i+8]), then (+4), then (+2), then (+1)).

@@ -46,6 +46,18 @@ inline Vec16 load_bf16_partial(const uint16_t* p, int n) {
   std::memcpy(lanes, p, sizeof(uint16_t) * n);
   return load_bf16(lanes);
 }
+inline void load_bf16_interleaved(const uint16_t* p, Vec16& even, Vec16& odd) {
+  const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16));
+  const __m256i mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  even = {_mm256_castsi256_ps(_mm256_slli_epi32(lo, 16)), _mm256_castsi256_ps(_mm256_slli_epi32(hi, 16))};
+  odd = {_mm256_castsi256_ps(_mm256_and_si256(lo, mask)), _mm256_castsi256_ps(_mm256_and_si256(hi, mask))};
+}
+inline Vec16 load_bf16_even(const uint16_t* p) {
+  Vec16 even, odd;
+  load_bf16_interleaved(p, even, odd);
+  return even;
+}
 inline Vec16 load_f16(const uint16_t* p) {
   return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)))};

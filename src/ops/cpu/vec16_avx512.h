@@ -29,6 +29,16 @@ inline Vec16 widen_bf16(__m256i h) {
 }
 inline Vec16 load_bf16(const uint16_t* p) { return widen_bf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 inline Vec16 load_bf16_partial(const uint16_t* p, int n) { return widen_bf16(_mm256_maskz_loadu_epi16(first_lanes(n), p)); }
+// 32 bf16 stored pairwise interleaved (element 2l is lane l of `even`, 2l + 1 lane l of `odd`).
+inline void load_bf16_interleaved(const uint16_t* p, Vec16& even, Vec16& odd) {
+  const __m512i words = _mm512_loadu_si512(p);
+  even = {_mm512_castsi512_ps(_mm512_slli_epi32(words, 16))};
+  odd = {_mm512_castsi512_ps(_mm512_and_si512(words, _mm512_set1_epi32(static_cast<int>(0xffff0000u))))};
+}
+// Only the `even` half of load_bf16_interleaved.
+inline Vec16 load_bf16_even(const uint16_t* p) {
+  return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_loadu_si512(p), 16))};
+}
 inline Vec16 load_f16(const uint16_t* p) { return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))}; }
 inline Vec16 load_f16_partial(const uint16_t* p, int n) { return {_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(first_lanes(n), p))}; }
 

@@ -52,6 +52,17 @@ inline Vec16 load_bf16_partial(const uint16_t* p, int n) {
   return r;
 }
 inline Vec16 load_bf16(const uint16_t* p) { return load_bf16_partial(p, 16); }
+inline void load_bf16_interleaved(const uint16_t* p, Vec16& even, Vec16& odd) {
+  for (int i = 0; i < 16; ++i) {
+    even.v[i] = bf16_to_f32(p[2 * i]);
+    odd.v[i] = bf16_to_f32(p[2 * i + 1]);
+  }
+}
+inline Vec16 load_bf16_even(const uint16_t* p) {
+  Vec16 even, odd;
+  load_bf16_interleaved(p, even, odd);
+  return even;
+}
 inline Vec16 load_f16_partial(const uint16_t* p, int n) {
   Vec16 r{};
   for (int i = 0; i < n; ++i) r.v[i] = f16_to_f32(p[i]);
