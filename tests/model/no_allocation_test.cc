@@ -1,0 +1,58 @@
+// Once warmed up, a forward call (prefill in chunks, decode step, batch) allocates nothing on
+// the heap: every buffer lives in the Workspace or the caller's outputs and is reused.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "common/model_fixture.h"
+#include "common/test_util.h"
+
+namespace {
+std::atomic<bool> counting{false};
+std::atomic<long> allocations{0};
+}  // namespace
+
+// Counting replacements of the global allocation functions for this test binary.
+void* operator new(std::size_t size) {
+  if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace mb {
+namespace {
+
+TEST(Workspace, ForwardAllocatesNothingOnceWarm) {
+  MakeModelOptions o;
+  o.config = test::small_config(48, 2, 131);
+  const auto model = Model::load(test::write_model(o, "noalloc"));
+  const auto prompt_a = test::random_tokens(100, 131, 1), prompt_b = test::random_tokens(37, 131, 2);
+  for (int threads : {1, 2}) {
+    const ComputeContext ctx{threads, best_isa()};
+    Workspace ws;
+    std::vector<std::vector<float>> out;
+    std::vector<SequenceState> states(2, model->new_state());
+    auto run_all = [&] {
+      SequenceInput batch[2] = {{&states[0], prompt_a, {}}, {&states[1], prompt_b, {}}};
+      model->forward(ctx, batch, {OutputKind::LogitsLast, 16}, ws, out);
+      const int32_t next[2] = {3, 4};
+      SequenceInput step[2] = {{&states[0], std::span(&next[0], 1), {}}, {&states[1], std::span(&next[1], 1), {}}};
+      model->forward(ctx, step, {OutputKind::LogitsLast, 0}, ws, out);
+    };
+    run_all();  // warm-up sizes every buffer
+    allocations = 0;
+    counting = true;
+    delete new int(1);  // the counter itself works
+    ASSERT_EQ(allocations.exchange(0), 1);
+    run_all();
+    counting = false;
+    EXPECT_EQ(allocations.load(), 0) << "threads " << threads;
+  }
+}
+
+}  // namespace
+}  // namespace mb
