@@ -1,0 +1,195 @@
+// The bitwise contract for Mamba-3: the sequential prefill of T positions equals T decode steps
+// (logits at every position and all four final states), for any thread count, round size,
+// instruction set and batch composition. The chunked form has the same invariances among its
+// own runs (threads, instruction sets, batch). Every comparison is memcmp.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "common/mamba3_reference.h"
+#include "common/model_fixture.h"
+#include "common/test_util.h"
+
+namespace mb {
+namespace {
+
+using test::same_bits;
+
+// Two shapes: full vectors with the SiLU gate, and partial vectors (headdim 24, d_state 20),
+// groups and the gated norm, stored in bf16.
+struct Shape {
+  std::string name;
+  MakeModelOptions options;
+};
+
+std::vector<Shape> shapes() {
+  MakeModelOptions a;
+  a.config = test::mamba3_config(64, 32, 32, 131);
+  a.seed = 11;
+  MakeModelOptions b;
+  b.config = test::mamba3_config(72, 20, 24, 131);
+  b.config.ngroups = 2;
+  b.config.rope_fraction = 1.0;
+  b.config.is_outproj_norm = true;
+  b.dtype = DType::BF16;
+  b.seed = 12;
+  return {{"silu_full_vectors", a}, {"norm_partial_vectors_bf16", b}};
+}
+
+const Model& model_for(const Shape& shape) {
+  static std::map<std::string, std::unique_ptr<Model>> models;
+  auto it = models.find(shape.name);
+  if (it == models.end()) it = models.emplace(shape.name, Model::load(test::write_model(shape.options, "m3exact"))).first;
+  return *it->second;
+}
+
+std::vector<float> prefill(const Model& model, const ComputeContext& ctx, const std::vector<int32_t>& tokens,
+                           SequenceState& state, OutputKind kind, int64_t chunk, Mamba3Scan scan = Mamba3Scan::Sequential,
+                           int64_t ssd_chunk = 0) {
+  Workspace ws;
+  std::vector<std::vector<float>> out;
+  SequenceInput input{&state, tokens, {}};
+  model.forward(ctx, std::span(&input, 1), {kind, chunk, scan, ssd_chunk}, ws, out);
+  return out[0];
+}
+
+class Mamba3Exactness : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(Mamba3Exactness, SequentialPrefillEqualsDecodeStepsForEveryLengthUpTo70) {
+  const Model& model = model_for(GetParam());
+  const ComputeContext ctx{1, best_isa()};
+  const int64_t V = model.config().vocab_size;
+  const auto tokens = test::random_tokens(70, V, 3);
+  std::vector<SequenceState> states;
+  SequenceState state = model.new_state();
+  std::vector<float> step_all;
+  {
+    Workspace ws;
+    std::vector<std::vector<float>> out;
+    for (int32_t token : tokens) {
+      SequenceInput input{&state, std::span(&token, 1), {}};
+      model.forward(ctx, std::span(&input, 1), {OutputKind::LogitsLast, 0}, ws, out);
+      step_all.insert(step_all.end(), out[0].begin(), out[0].end());
+      states.push_back(state);
+    }
+  }
+  for (int64_t T = 1; T <= 70; ++T) {
+    SequenceState fresh = model.new_state();
+    const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + T);
+    const bool all = T % 3 == 0;
+    const auto logits = prefill(model, ctx, prompt, fresh, all ? OutputKind::LogitsAll : OutputKind::LogitsLast, 0);
+    const std::vector<float> expected(step_all.begin() + (all ? 0 : (T - 1) * V), step_all.begin() + T * V);
+    ASSERT_TRUE(same_bits(logits, expected)) << "logits differ at T=" << T;
+    ASSERT_TRUE(same_bits(fresh.values, states[T - 1].values)) << "state differs at T=" << T;
+    ASSERT_EQ(fresh.position, T);
+  }
+}
+
+TEST_P(Mamba3Exactness, ThreadCountsRoundSizesAndInstructionSetsChangeNoBit) {
+  const Model& model = model_for(GetParam());
+  const auto tokens = test::random_tokens(150, model.config().vocab_size, 4);
+  for (Mamba3Scan scan : {Mamba3Scan::Sequential, Mamba3Scan::Chunked}) {
+    SequenceState base_state = model.new_state();
+    const auto base = prefill(model, ComputeContext{1, best_isa()}, tokens, base_state, OutputKind::LogitsAll, 0, scan);
+    // Round sizes split the chunked form into continued windows, which differ in rounding, so
+    // only the sequential order is round-size invariant.
+    const std::vector<int64_t> rounds = scan == Mamba3Scan::Sequential ? std::vector<int64_t>{0, 1, 7, 64, 150}
+                                                                       : std::vector<int64_t>{0};
+    for (int threads : {1, 2, 3}) {
+      for (int64_t chunk : rounds) {
+        SequenceState state = model.new_state();
+        const auto got = prefill(model, ComputeContext{threads, best_isa()}, tokens, state, OutputKind::LogitsAll, chunk, scan);
+        EXPECT_TRUE(same_bits(got, base)) << "threads " << threads << " round " << chunk << " chunked " << (scan == Mamba3Scan::Chunked);
+        EXPECT_TRUE(same_bits(state.values, base_state.values)) << "threads " << threads << " round " << chunk;
+      }
+    }
+    for (Isa isa : test::supported_isas()) {
+      SequenceState state = model.new_state();
+      EXPECT_TRUE(same_bits(prefill(model, ComputeContext{2, isa}, tokens, state, OutputKind::LogitsAll, 0, scan), base))
+          << isa_name(isa);
+      EXPECT_TRUE(same_bits(state.values, base_state.values)) << isa_name(isa);
+    }
+  }
+}
+
+TEST_P(Mamba3Exactness, EachSequenceOfABatchEqualsItAlone) {
+  const Model& model = model_for(GetParam());
+  const ComputeContext ctx{2, best_isa()};
+  const std::vector<size_t> lengths = {1, 5, 17, 70, 3, 140};
+  std::vector<std::vector<int32_t>> prompts;
+  for (size_t i = 0; i < lengths.size(); ++i)
+    prompts.push_back(test::random_tokens(lengths[i], model.config().vocab_size, 20 + i));
+
+  // Auto picks per sequence by its own length, so a batch mixes the two orders.
+  for (Mamba3Scan scan : {Mamba3Scan::Sequential, Mamba3Scan::Chunked, Mamba3Scan::Auto}) {
+    for (OutputKind kind : {OutputKind::LogitsLast, OutputKind::LogitsAll, OutputKind::HiddenMean}) {
+      for (int64_t chunk : {0, 4}) {
+        std::vector<SequenceState> states(prompts.size(), model.new_state());
+        std::vector<SequenceInput> batch;
+        for (size_t i = 0; i < prompts.size(); ++i) batch.push_back({&states[i], prompts[i], {}});
+        Workspace ws;
+        std::vector<std::vector<float>> batched;
+        model.forward(ctx, batch, {kind, chunk, scan, 16}, ws, batched);
+        for (size_t i = 0; i < prompts.size(); ++i) {
+          SequenceState alone = model.new_state();
+          const auto solo = prefill(model, ComputeContext{1, best_isa()}, prompts[i], alone, kind, chunk, scan, 16);
+          EXPECT_TRUE(same_bits(batched[i], solo)) << "sequence " << i << " round " << chunk;
+          EXPECT_TRUE(same_bits(states[i].values, alone.values)) << "sequence " << i;
+        }
+      }
+    }
+  }
+
+  // Then decode steps as a batch (different tokens each step) against each sequence alone.
+  std::vector<SequenceState> batch_states(prompts.size(), model.new_state());
+  std::vector<SequenceState> solo_states(prompts.size(), model.new_state());
+  Workspace ws;
+  std::vector<std::vector<float>> out, solo_out;
+  for (int step = 0; step < 12; ++step) {
+    const auto next = test::random_tokens(prompts.size(), model.config().vocab_size, 100 + step);
+    std::vector<SequenceInput> batch;
+    for (size_t i = 0; i < prompts.size(); ++i) batch.push_back({&batch_states[i], std::span(&next[i], 1), {}});
+    model.forward(ctx, batch, {OutputKind::LogitsLast, 0}, ws, out);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      SequenceInput input{&solo_states[i], std::span(&next[i], 1), {}};
+      model.forward(ComputeContext{1, best_isa()}, std::span(&input, 1), {OutputKind::LogitsLast, 0}, ws, solo_out);
+      ASSERT_TRUE(same_bits(out[i], solo_out[0])) << "step " << step << " sequence " << i;
+    }
+  }
+}
+
+TEST_P(Mamba3Exactness, PrefillThenDecodeContinuesLikeDecodeAllTheWay) {
+  const Model& model = model_for(GetParam());
+  const ComputeContext ctx{2, best_isa()};
+  const auto tokens = test::random_tokens(40, model.config().vocab_size, 5);
+  SequenceState stepped = model.new_state();
+  const auto all_steps = test::step_logits(model, ctx, tokens, stepped);
+  SequenceState mixed = model.new_state();
+  const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + 25);
+  prefill(model, ctx, prompt, mixed, OutputKind::None, 8);
+  const std::vector<int32_t> rest(tokens.begin() + 25, tokens.end());
+  const auto continued = test::step_logits(model, ctx, rest, mixed);
+  const int64_t V = model.config().vocab_size;
+  EXPECT_TRUE(same_bits(continued, std::vector<float>(all_steps.begin() + 25 * V, all_steps.end())));
+  EXPECT_TRUE(same_bits(mixed.values, stepped.values));
+}
+
+TEST_P(Mamba3Exactness, AFreshStateReproducesTheSameLogits) {
+  const Model& model = model_for(GetParam());
+  const ComputeContext ctx{2, best_isa()};
+  const auto tokens = test::random_tokens(12, model.config().vocab_size, 6);
+  SequenceState first = model.new_state();
+  const auto a = test::step_logits(model, ctx, tokens, first);
+  SequenceState second = model.new_state();
+  const auto b = test::step_logits(model, ctx, tokens, second);
+  EXPECT_TRUE(same_bits(a, b));
+  EXPECT_TRUE(same_bits(first.values, second.values));
+  // The state moved away from zero in all four parts, and the angles stayed in [0, 2 pi].
+  EXPECT_GT(test::max_abs(first.values), 0.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Mamba3Exactness, ::testing::ValuesIn(shapes()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace mb
