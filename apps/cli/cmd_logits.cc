@@ -6,10 +6,10 @@ namespace mb::cli {
 
 void add_logits(CLI::App& app) {
   struct Args {
-    std::string model, tokens, out, dtype, mode = "prefill";
+    std::string model, tokens, out, dtype, mode = "prefill", scan = "auto";
     bool all_positions = false;
     int threads = 0;
-    int64_t chunk = 0;
+    int64_t chunk = 0, ssd_chunk = 0;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("logits", "Write the logits of a token sequence to a .npy file");
@@ -22,8 +22,15 @@ void add_logits(CLI::App& app) {
   cmd->add_option("--mode", args->mode, "prefill (one batched pass) | step (one decode step per token)")
       ->capture_default_str();
   cmd->add_option("--chunk", args->chunk, "Prefill chunk in positions (0 = whole input)");
+  cmd->add_option("--scan", args->scan, "Mamba-3 prefill recurrence: sequential | chunked | auto")->capture_default_str();
+  cmd->add_option("--ssd-chunk", args->ssd_chunk, "Mamba-3 chunked-scan chunk length (0 = the config's chunk_size)");
   cmd->callback([args] {
     if (args->mode != "prefill" && args->mode != "step") throw Error("--mode must be prefill or step");
+    if (args->scan != "sequential" && args->scan != "chunked" && args->scan != "auto")
+      throw Error("--scan must be sequential, chunked or auto");
+    const Mamba3Scan scan = args->scan == "sequential" ? Mamba3Scan::Sequential
+                            : args->scan == "chunked"  ? Mamba3Scan::Chunked
+                                                       : Mamba3Scan::Auto;
     const auto tokens = parse_token_list(args->tokens);
     const auto ctx = make_context(args->threads);
     auto model = Model::load(args->model, make_load_options(args->dtype));
@@ -35,7 +42,8 @@ void add_logits(CLI::App& app) {
     const OutputKind kind = args->all_positions ? OutputKind::LogitsAll : OutputKind::LogitsLast;
     if (args->mode == "prefill") {
       SequenceInput input{&state, tokens, {}};
-      model->forward(ctx, std::span(&input, 1), {kind, args->chunk}, ws, out);
+      ForwardOptions options{kind, args->chunk, scan, args->ssd_chunk};
+      model->forward(ctx, std::span(&input, 1), options, ws, out);
       logits = std::move(out[0]);
     } else {
       for (int32_t id : tokens)

@@ -9,11 +9,14 @@ namespace mb::cli {
 
 void add_make_model(CLI::App& app) {
   struct Args {
-    std::string out, preset = "tiny", dtype = "f32", form = "hf";
+    std::string out, preset = "tiny", dtype = "f32", form = "hf", arch = "mamba1";
     int64_t d_model = 0, n_layer = 0, vocab = 0, d_state = 0, d_conv = 0, expand = 0, dt_rank = 0, input_dim = 0;
     uint64_t seed = 0;
     bool untied = false, use_bias = false, no_conv_bias = false;
     int shards = 1;
+    int64_t headdim = 0, ngroups = 0, chunk_size = 0;
+    double rope_fraction = 0.5;
+    bool outproj_norm = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("make-model", "Write a random-weight checkpoint in the Hugging Face layout");
@@ -34,6 +37,13 @@ void add_make_model(CLI::App& app) {
   cmd->add_option("--shards", args->shards, "Number of safetensors shards")->capture_default_str();
   cmd->add_option("--input-dim", args->input_dim, "Add an input projection from raw features of this width");
   cmd->add_option("--config-form", args->form, "config.json form: hf | original")->capture_default_str();
+  cmd->add_option("--arch", args->arch, "mamba1 | mamba3 (Mamba-3 SISO, state-spaces config form)")->capture_default_str();
+  cmd->add_option("--headdim", args->headdim, "Mamba-3 channels per head (default 64)");
+  cmd->add_option("--ngroups", args->ngroups, "Mamba-3 B/C groups (default 1)");
+  cmd->add_option("--rope-fraction", args->rope_fraction, "Mamba-3 rotated fraction of d_state: 0.5 | 1.0")
+      ->capture_default_str();
+  cmd->add_flag("--outproj-norm", args->outproj_norm, "Mamba-3 gated RMSNorm before out_proj (is_outproj_norm)");
+  cmd->add_option("--chunk-size", args->chunk_size, "Mamba-3 SSD chunk length (default 64)");
   cmd->callback([args] {
     MakeModelOptions o;
     o.config = preset_config(args->preset);
@@ -52,6 +62,17 @@ void add_make_model(CLI::App& app) {
     c.tie_embeddings = !args->untied;
     c.use_bias = args->use_bias;
     c.use_conv_bias = !args->no_conv_bias;
+    if (args->arch != "mamba1" && args->arch != "mamba3") throw Error("--arch must be mamba1 or mamba3");
+    if (args->arch == "mamba3") {
+      // Mamba-3 defaults are mamba_ssm's: d_state 128, headdim 64.
+      c.arch = Architecture::Mamba3;
+      c.d_state = args->d_state > 0 ? args->d_state : 128;
+      set(args->headdim, c.headdim, "--headdim");
+      set(args->ngroups, c.ngroups, "--ngroups");
+      set(args->chunk_size, c.chunk_size, "--chunk-size");
+      c.rope_fraction = args->rope_fraction;
+      c.is_outproj_norm = args->outproj_norm;
+    }
     if (args->input_dim < 0) throw Error("--input-dim must be positive");
     if (args->form != "hf" && args->form != "original") throw Error("--config-form must be hf or original");
     o.form = args->form == "hf" ? ConfigForm::HuggingFace : ConfigForm::Original;

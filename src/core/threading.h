@@ -14,9 +14,12 @@ const char* isa_name(Isa isa);
 Isa best_isa();                 // the widest instruction set this CPU supports
 bool isa_supported(Isa isa);
 
+struct PhaseProfile;
+
 struct ComputeContext {
   int n_threads = 1;
   Isa isa = best_isa();
+  PhaseProfile* profile = nullptr;  // when set, forward passes add their per-phase times to it
 };
 
 // The number of processors OpenMP sees.

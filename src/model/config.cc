@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -155,8 +156,11 @@ void validate(const ModelConfig& config, const std::string& where) {
       fail("the head count " + std::to_string(config.n_heads()) + " is not a multiple of ngroups " +
            std::to_string(config.ngroups));
     if (config.d_state > 256) fail("d_state " + std::to_string(config.d_state) + " exceeds the supported 256");
-    if (config.rope_fraction > 1.0) fail("rope_fraction must be in (0, 1]");
-    if (config.d_state % 2 != 0) fail("d_state must be even (RoPE rotates pairs)");
+    // RoPE rotates the first 2 * floor(floor(d_state * rope_fraction) / 2) state dims, so any
+    // d_state works; mamba_ssm only defines the two fractions.
+    if (config.rope_fraction != 0.5 && config.rope_fraction != 1.0)
+      fail("ssm_cfg.rope_fraction must be 0.5 or 1.0, got " + std::to_string(config.rope_fraction));
+    if (!std::isfinite(config.a_floor)) fail("ssm_cfg.A_floor must be a finite positive number");
   }
   if (!(config.norm_eps < 1.0f)) fail("the norm epsilon must be below 1");
 }

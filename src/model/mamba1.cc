@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/profile.h"
 #include "io/safetensors.h"
 #include "model/weight_binder.h"
 #include "ops/activations.h"
@@ -23,21 +24,23 @@ void check_layer_indices(const TensorSet& tensors, int64_t n_layer) {
     char* parse_end = nullptr;
     const long long index = std::strtoll(index_text.c_str(), &parse_end, 10);
     if (index_text.empty() || *parse_end != '\0' || index < 0 || index >= n_layer)
-      throw Error("checkpoint tensor '" + name + "' belongs to a layer outside the config's " + std::to_string(n_layer) +
-                  " layers");
+      throw Error("checkpoint tensor '" + name + "' belongs to a layer outside the config's " +
+                  std::to_string(n_layer) + " layers");
   }
 }
 
 }  // namespace
 
-Mamba1Model::Mamba1Model(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors, const LoadOptions& options) {
+Mamba1Model::Mamba1Model(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors,
+                         const LoadOptions& options) {
   config_ = config;
   tensors_ = tensors;
   binder_ = std::make_shared<WeightBinder>(*tensors_, options.weight_dtype);
   WeightBinder& binder = *binder_;
   check_layer_indices(*tensors_, config.n_layer);
 
-  const int64_t d = config.d_model, D = config.d_inner, N = config.d_state, R = config.dt_rank, K = config.d_conv;
+  const int64_t d = config.d_model, D = config.d_inner, N = config.d_state, R = config.dt_rank,
+                K = config.d_conv;
   const std::string first = "backbone.layers.0.mixer.";
   if (config.use_bias_from_checkpoint) config_.use_bias = binder.has(first + "in_proj.bias");
   if (config.use_conv_bias_from_checkpoint) config_.use_conv_bias = binder.has(first + "conv1d.bias");
@@ -71,7 +74,8 @@ Mamba1Model::Mamba1Model(const ModelConfig& config, std::shared_ptr<const Tensor
     const float* a_log = binder.f32(mixer + "A_log", {D, N});
     std::vector<float> a(N * D);
     for (int64_t c = 0; c < D; ++c)
-      for (int64_t n = 0; n < N; ++n) a[n * D + c] = static_cast<float>(-std::exp(static_cast<double>(a_log[c * N + n])));
+      for (int64_t n = 0; n < N; ++n)
+        a[n * D + c] = static_cast<float>(-std::exp(static_cast<double>(a_log[c * N + n])));
     layer.a = binder.keep(std::move(a));
   }
 }
@@ -82,17 +86,17 @@ size_t Mamba1Model::scratch_floats_per_row() const {
   return c.d_model + 5 * c.d_inner + c.dt_rank + 2 * c.d_state;
 }
 
-void Mamba1Model::forward_layers(const ComputeContext& ctx, std::span<const Rows> rows, float* hidden, int64_t m,
-                                 Workspace& ws, float* scratch) const {
+void Mamba1Model::forward_layers(const ComputeContext& ctx, std::span<const Rows> rows, float* hidden,
+                                 int64_t m, Workspace& ws, float* scratch) const {
   const ModelConfig& c = config_;
   const int64_t d = c.d_model, D = c.d_inner, N = c.d_state, R = c.dt_rank, K = c.d_conv;
   const int64_t xdbl_width = R + 2 * N;
-  float* xn = scratch;                 // [m, d]
-  float* xz = xn + m * d;              // [m, 2D]
-  float* u = xz + m * 2 * D;           // [m, D]
-  float* xdbl = u + m * D;             // [m, R + 2N]
-  float* dt = xdbl + m * xdbl_width;   // [m, D]
-  float* y = dt + m * D;               // [m, D]
+  float* xn = scratch;                // [m, d]
+  float* xz = xn + m * d;             // [m, 2D]
+  float* u = xz + m * 2 * D;          // [m, D]
+  float* xdbl = u + m * D;            // [m, R + 2N]
+  float* dt = xdbl + m * xdbl_width;  // [m, D]
+  float* y = dt + m * D;              // [m, D]
 
   ws.conv_args.resize(rows.size());
   ws.scan_args.resize(rows.size());
@@ -100,20 +104,46 @@ void Mamba1Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
     const Mamba1Layer& layer = layers_[l];
     const size_t state_offset = l * layer_state_floats();
 
-    rms_norm(ctx, {hidden, d, m, d, layer.norm, c.norm_eps, xn, d});  // [m, d]
-    matmul(ctx, {xn, d, m, layer.in_proj, layer.in_proj_bias, xz, 2 * D, false});  // [m, d] x [2D, d]^T -> [m, 2D]
+    {
+      ScopedPhase timer(ctx.profile, Phase::Norm);
+      rms_norm(ctx, {hidden, d, m, d, layer.norm, c.norm_eps, xn, d});  // [m, d]
+    }
+    {
+      ScopedPhase timer(ctx.profile, Phase::InProj);
+      matmul(ctx, {xn, d, m, layer.in_proj, layer.in_proj_bias, xz, 2 * D,
+                   false});  // [m, d] x [2D, d]^T -> [m, 2D]
+    }
 
     for (size_t s = 0; s < rows.size(); ++s) {
       float* state = rows[s].state->values.data() + state_offset;
       CausalConvArgs& conv = ws.conv_args[s];
-      conv = {xz + rows[s].begin * 2 * D, 2 * D, rows[s].count, D, static_cast<int>(K), layer.conv_weight,
-              layer.conv_bias, state, u + rows[s].begin * D, D};
+      conv = {xz + rows[s].begin * 2 * D,
+              2 * D,
+              rows[s].count,
+              D,
+              static_cast<int>(K),
+              layer.conv_weight,
+              layer.conv_bias,
+              state,
+              u + rows[s].begin * D,
+              D};
     }
-    causal_conv_silu(ctx, ws.conv_args);  // x half of xz -> u [m, D]
-
-    matmul(ctx, {u, D, m, layer.x_proj, nullptr, xdbl, xdbl_width, false});  // [m, D] -> [m, R + 2N]
-    matmul(ctx, {xdbl, xdbl_width, m, layer.dt_proj, layer.dt_bias, dt, D, false});  // [m, R] -> [m, D]
-    softplus_rows(ctx, dt, m, D, D);
+    {
+      ScopedPhase timer(ctx.profile, Phase::Conv);
+      causal_conv_silu(ctx, ws.conv_args);  // x half of xz -> u [m, D]
+    }
+    {
+      ScopedPhase timer(ctx.profile, Phase::XProj);
+      matmul(ctx, {u, D, m, layer.x_proj, nullptr, xdbl, xdbl_width, false});  // [m, D] -> [m, R + 2N]
+    }
+    {
+      ScopedPhase timer(ctx.profile, Phase::DtProj);
+      matmul(ctx, {xdbl, xdbl_width, m, layer.dt_proj, layer.dt_bias, dt, D, false});  // [m, R] -> [m, D]
+    }
+    {
+      ScopedPhase timer(ctx.profile, Phase::Softplus);
+      softplus_rows(ctx, dt, m, D, D);  // [m, D]
+    }
 
     for (size_t s = 0; s < rows.size(); ++s) {
       const int64_t begin = rows[s].begin;
@@ -136,9 +166,15 @@ void Mamba1Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
       scan.y = y + begin * D;
       scan.ldy = D;
     }
-    selective_scan(ctx, ws.scan_args);  // -> gated y [m, D]
-
-    matmul(ctx, {y, D, m, layer.out_proj, layer.out_proj_bias, hidden, d, true});  // residual += [m, D] -> [m, d]
+    {
+      ScopedPhase timer(ctx.profile, Phase::Scan);
+      selective_scan(ctx, ws.scan_args);  // -> gated y [m, D]
+    }
+    {
+      ScopedPhase timer(ctx.profile, Phase::OutProj);
+      matmul(ctx, {y, D, m, layer.out_proj, layer.out_proj_bias, hidden, d,
+                   true});  // residual += [m, D] -> [m, d]
+    }
   }
 }
 

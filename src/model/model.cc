@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/profile.h"
 #include "io/safetensors.h"
 #include "model/mamba1.h"
 #include "model/mamba3.h"
@@ -16,8 +17,10 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   const ModelConfig config = load_model_config(dir);
   auto tensors = std::make_shared<const TensorSet>(TensorSet::open_dir(dir));
   switch (config.arch) {
-    case Architecture::Mamba1: return std::make_unique<Mamba1Model>(config, tensors, options);
-    case Architecture::Mamba3: return std::make_unique<Mamba3Model>(config, tensors, options);
+    case Architecture::Mamba1:
+      return std::make_unique<Mamba1Model>(config, tensors, options);
+    case Architecture::Mamba3:
+      return std::make_unique<Mamba3Model>(config, tensors, options);
   }
   throw Error("'" + dir + "': unknown architecture");
 }
@@ -34,8 +37,16 @@ uint64_t fnv1a(uint64_t hash, const void* data, size_t size) {
 // its stored bytes: cheap, and different for any two checkpoints that differ in practice.
 uint64_t checkpoint_fingerprint(const ModelConfig& c, const TensorSet& tensors) {
   uint64_t hash = 0xcbf29ce484222325ull;
-  const int64_t sizes[] = {static_cast<int64_t>(c.arch), c.d_model, c.n_layer, c.vocab_size, c.d_state, c.d_conv,
-                           c.d_inner, c.dt_rank, c.headdim, c.ngroups};
+  const int64_t sizes[] = {static_cast<int64_t>(c.arch),
+                           c.d_model,
+                           c.n_layer,
+                           c.vocab_size,
+                           c.d_state,
+                           c.d_conv,
+                           c.d_inner,
+                           c.dt_rank,
+                           c.headdim,
+                           c.ngroups};
   hash = fnv1a(hash, sizes, sizeof sizes);
   for (const auto& [name, tensor] : tensors.tensors()) {
     hash = fnv1a(hash, name.data(), name.size());
@@ -50,7 +61,8 @@ uint64_t checkpoint_fingerprint(const ModelConfig& c, const TensorSet& tensors) 
 void Model::bind_common(WeightBinder& binder) {
   const ModelConfig& c = config_;
   fingerprint_ = checkpoint_fingerprint(c, *tensors_);
-  const std::string embedding_name = binder.first_present({"backbone.embeddings.weight", "backbone.embedding.weight"});
+  const std::string embedding_name =
+      binder.first_present({"backbone.embeddings.weight", "backbone.embedding.weight"});
   embedding_ = &binder.tensor_rows_in(embedding_name, {c.vocab_rows, c.vocab_size}, c.d_model);
   // Padded vocabulary rows are never produced: the head only holds the real rows.
   if (c.tie_embeddings) {
@@ -58,14 +70,16 @@ void Model::bind_common(WeightBinder& binder) {
   } else {
     if (!binder.has("lm_head.weight"))
       throw Error("config says the LM head is untied but the checkpoint has no 'lm_head.weight'");
-    lm_head_ = binder.packed_rows(binder.tensor_rows_in("lm_head.weight", {c.vocab_rows, c.vocab_size}, c.d_model),
-                                  c.vocab_size);
+    lm_head_ = binder.packed_rows(
+        binder.tensor_rows_in("lm_head.weight", {c.vocab_rows, c.vocab_size}, c.d_model), c.vocab_size);
   }
   norm_f_ = binder.f32("backbone.norm_f.weight", {c.d_model});
   if (binder.has("input_proj.weight")) {
     const StoredTensor* stored = tensors_->find("input_proj.weight");
     const int64_t input_dim = stored->shape.size() == 2 ? stored->shape[1] : 0;
-    if (input_dim <= 0) throw Error("tensor 'input_proj.weight' must have shape [d_model, input_dim], got " + stored->shape_string());
+    if (input_dim <= 0)
+      throw Error("tensor 'input_proj.weight' must have shape [d_model, input_dim], got " +
+                  stored->shape_string());
     input_proj_ = binder.matrix("input_proj.weight", c.d_model, input_dim);
     input_proj_bias_ = binder.f32_if_present("input_proj.bias", {c.d_model});
   }
@@ -73,15 +87,19 @@ void Model::bind_common(WeightBinder& binder) {
 
 int64_t Model::output_width(OutputKind kind) const {
   switch (kind) {
-    case OutputKind::None: return 0;
+    case OutputKind::None:
+      return 0;
     case OutputKind::LogitsLast:
-    case OutputKind::LogitsAll: return config_.vocab_size;
-    default: return config_.d_model;
+    case OutputKind::LogitsAll:
+      return config_.vocab_size;
+    default:
+      return config_.d_model;
   }
 }
 
-void Model::forward(const ComputeContext& ctx, std::span<const SequenceInput> batch, const ForwardOptions& options,
-                    Workspace& ws, std::vector<std::vector<float>>& outputs) const {
+void Model::forward(const ComputeContext& ctx, std::span<const SequenceInput> batch,
+                    const ForwardOptions& options, Workspace& ws,
+                    std::vector<std::vector<float>>& outputs) const {
   const int64_t d = config_.d_model;
   const int64_t n_seq = static_cast<int64_t>(batch.size());
   if (options.chunk < 0) throw Error("chunk size must be >= 0");
@@ -102,7 +120,9 @@ void Model::forward(const ComputeContext& ctx, std::span<const SequenceInput> ba
       }
       total[i] = static_cast<int64_t>(in.tokens.size());
     } else {
-      if (input_dim() == 0) throw Error("sequence " + std::to_string(i) + " has no tokens (this checkpoint has no input projection for features)");
+      if (input_dim() == 0)
+        throw Error("sequence " + std::to_string(i) +
+                    " has no tokens (this checkpoint has no input projection for features)");
       if (in.features.empty() || in.features.size() % input_dim() != 0)
         throw Error("sequence " + std::to_string(i) + " has " + std::to_string(in.features.size()) +
                     " feature values, not a positive multiple of input_dim " + std::to_string(input_dim()));
@@ -132,33 +152,37 @@ void Model::forward(const ComputeContext& ctx, std::span<const SequenceInput> ba
     if (rows.empty()) break;
 
     const size_t per_row = static_cast<size_t>(d) + scratch_floats_per_row();
-    const size_t logits_floats = options.output == OutputKind::LogitsLast ? rows.size() * config_.vocab_size : 0;
+    const size_t logits_floats =
+        options.output == OutputKind::LogitsLast ? rows.size() * config_.vocab_size : 0;
     float* base = ws.reserve(m * per_row + logits_floats);
-    float* hidden = base;             // [m, d]
-    float* scratch = base + m * d;    // [m, scratch_floats_per_row]
+    float* hidden = base;                     // [m, d]
+    float* scratch = base + m * d;            // [m, scratch_floats_per_row]
     float* last_logits = base + m * per_row;  // [sequences, vocab]
 
     // Embed the round's positions.
-    for (size_t r = 0; r < rows.size(); ++r) {
-      const SequenceInput& in = batch[owner[r]];
-      const int64_t start = ws.consumed[owner[r]];
-      if (!in.tokens.empty()) {
-        const DType dtype = *embedding_->dtype;
-        const size_t row_bytes = d * dtype_size(dtype);
-        for (int64_t t = 0; t < rows[r].count; ++t) {
-          const uint8_t* src = embedding_->data + in.tokens[start + t] * row_bytes;
-          widen_row(src, dtype, d, hidden + (rows[r].begin + t) * d);
+    {
+      ScopedPhase timer(ctx.profile, Phase::Embed);
+      for (size_t r = 0; r < rows.size(); ++r) {
+        const SequenceInput& in = batch[owner[r]];
+        const int64_t start = ws.consumed[owner[r]];
+        if (!in.tokens.empty()) {
+          const DType dtype = *embedding_->dtype;
+          const size_t row_bytes = d * dtype_size(dtype);
+          for (int64_t t = 0; t < rows[r].count; ++t) {
+            const uint8_t* src = embedding_->data + in.tokens[start + t] * row_bytes;
+            widen_row(src, dtype, d, hidden + (rows[r].begin + t) * d);
+          }
+        } else {
+          MatmulArgs proj;
+          proj.x = in.features.data() + start * input_dim();
+          proj.ldx = input_dim();
+          proj.m = rows[r].count;
+          proj.w = input_proj_;
+          proj.bias = input_proj_bias_;
+          proj.y = hidden + rows[r].begin * d;
+          proj.ldy = d;
+          matmul(ctx, proj);
         }
-      } else {
-        MatmulArgs proj;
-        proj.x = in.features.data() + start * input_dim();
-        proj.ldx = input_dim();
-        proj.m = rows[r].count;
-        proj.w = input_proj_;
-        proj.bias = input_proj_bias_;
-        proj.y = hidden + rows[r].begin * d;
-        proj.ldy = d;
-        matmul(ctx, proj);
       }
     }
 
@@ -167,58 +191,65 @@ void Model::forward(const ComputeContext& ctx, std::span<const SequenceInput> ba
     // Outputs. The scratch area is free again and holds the normalized rows.
     float* normed = scratch;
     int64_t finishing = 0;
-    for (size_t r = 0; r < rows.size(); ++r) {
-      const int64_t i = owner[r];
-      const Rows& part = rows[r];
-      const bool last_round = ws.consumed[i] + part.count == total[i];
-      RmsNormArgs norm{hidden + part.begin * d, d, part.count, d, norm_f_, config_.norm_eps, normed + part.begin * d, d};
-      switch (options.output) {
-        case OutputKind::None: break;
-        case OutputKind::LogitsLast:
-        case OutputKind::HiddenLast:
-          if (!last_round) break;
-          norm.x = hidden + (part.begin + part.count - 1) * d;
-          norm.rows = 1;
-          if (options.output == OutputKind::HiddenLast) {
-            outputs[i].resize(d);
-            norm.y = outputs[i].data();
+    {
+      ScopedPhase timer(ctx.profile, Phase::FinalNorm);  // norm_f, and the LM head of LogitsAll
+      for (size_t r = 0; r < rows.size(); ++r) {
+        const int64_t i = owner[r];
+        const Rows& part = rows[r];
+        const bool last_round = ws.consumed[i] + part.count == total[i];
+        RmsNormArgs norm{hidden + part.begin * d, d, part.count, d, norm_f_, config_.norm_eps,
+                         normed + part.begin * d, d};
+        switch (options.output) {
+          case OutputKind::None:
+            break;
+          case OutputKind::LogitsLast:
+          case OutputKind::HiddenLast:
+            if (!last_round) break;
+            norm.x = hidden + (part.begin + part.count - 1) * d;
+            norm.rows = 1;
+            if (options.output == OutputKind::HiddenLast) {
+              outputs[i].resize(d);
+              norm.y = outputs[i].data();
+              rms_norm(ctx, norm);
+            } else {
+              norm.y = normed + finishing * d;  // gathered for one LM-head product below
+              rms_norm(ctx, norm);
+              ++finishing;
+            }
+            break;
+          case OutputKind::HiddenAll: {
+            const size_t old = outputs[i].size();
+            outputs[i].resize(old + part.count * d);
+            norm.y = outputs[i].data() + old;
             rms_norm(ctx, norm);
-          } else {
-            norm.y = normed + finishing * d;  // gathered for one LM-head product below
+            break;
+          }
+          case OutputKind::LogitsAll: {
             rms_norm(ctx, norm);
-            ++finishing;
+            const size_t old = outputs[i].size();
+            outputs[i].resize(old + part.count * config_.vocab_size);
+            MatmulArgs head{
+                normed + part.begin * d, d,    part.count, lm_head_, nullptr, outputs[i].data() + old,
+                config_.vocab_size,      false};
+            matmul(ctx, head);
+            break;
           }
-          break;
-        case OutputKind::HiddenAll: {
-          const size_t old = outputs[i].size();
-          outputs[i].resize(old + part.count * d);
-          norm.y = outputs[i].data() + old;
-          rms_norm(ctx, norm);
-          break;
-        }
-        case OutputKind::LogitsAll: {
-          rms_norm(ctx, norm);
-          const size_t old = outputs[i].size();
-          outputs[i].resize(old + part.count * config_.vocab_size);
-          MatmulArgs head{normed + part.begin * d, d, part.count, lm_head_, nullptr, outputs[i].data() + old,
-                          config_.vocab_size, false};
-          matmul(ctx, head);
-          break;
-        }
-        case OutputKind::HiddenMean: {
-          rms_norm(ctx, norm);
-          double* sum = ws.pooled.data() + i * d;
-          for (int64_t t = 0; t < part.count; ++t)
-            for (int64_t k = 0; k < d; ++k) sum[k] += normed[(part.begin + t) * d + k];
-          if (last_round) {
-            outputs[i].resize(d);
-            for (int64_t k = 0; k < d; ++k) outputs[i][k] = static_cast<float>(sum[k] / total[i]);
+          case OutputKind::HiddenMean: {
+            rms_norm(ctx, norm);
+            double* sum = ws.pooled.data() + i * d;
+            for (int64_t t = 0; t < part.count; ++t)
+              for (int64_t k = 0; k < d; ++k) sum[k] += normed[(part.begin + t) * d + k];
+            if (last_round) {
+              outputs[i].resize(d);
+              for (int64_t k = 0; k < d; ++k) outputs[i][k] = static_cast<float>(sum[k] / total[i]);
+            }
+            break;
           }
-          break;
         }
       }
     }
     if (finishing > 0) {
+      ScopedPhase timer(ctx.profile, Phase::LmHead);
       // One pass over the LM head for every sequence that finished in this round.
       MatmulArgs head{normed, d, finishing, lm_head_, nullptr, last_logits, config_.vocab_size, false};
       matmul(ctx, head);
@@ -226,7 +257,8 @@ void Model::forward(const ComputeContext& ctx, std::span<const SequenceInput> ba
       for (size_t r = 0; r < rows.size(); ++r) {
         const int64_t i = owner[r];
         if (ws.consumed[i] + rows[r].count != total[i]) continue;
-        outputs[i].assign(last_logits + slot * config_.vocab_size, last_logits + (slot + 1) * config_.vocab_size);
+        outputs[i].assign(last_logits + slot * config_.vocab_size,
+                          last_logits + (slot + 1) * config_.vocab_size);
         ++slot;
       }
     }

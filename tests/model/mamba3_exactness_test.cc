@@ -9,6 +9,7 @@
 #include "common/mamba3_reference.h"
 #include "common/model_fixture.h"
 #include "common/test_util.h"
+#include "model/mamba3.h"
 
 namespace mb {
 namespace {
@@ -185,7 +186,21 @@ TEST_P(Mamba3Exactness, AFreshStateReproducesTheSameLogits) {
   EXPECT_TRUE(same_bits(a, b));
   EXPECT_TRUE(same_bits(first.values, second.values));
   // The state moved away from zero in all four parts, and the angles stayed in [0, 2 pi].
-  EXPECT_GT(test::max_abs(first.values), 0.0);
+  const auto& m3 = dynamic_cast<const Mamba3Model&>(model);
+  const Mamba3StateLayout layout = mamba3_state_layout(m3.layers()[0].scan);
+  for (int64_t l = 0; l < model.config().n_layer; ++l) {
+    const float* block = first.values.data() + l * m3.layer_state_floats();
+    const int64_t ends[] = {layout.k, layout.v, layout.angle, layout.total};
+    int64_t begin = 0;
+    for (int64_t end : ends) {
+      EXPECT_GT(test::max_abs(std::vector<float>(block + begin, block + end)), 0.0) << "layer " << l << " part at " << begin;
+      begin = end;
+    }
+    for (int64_t i = layout.angle; i < layout.total; ++i) {
+      EXPECT_GE(block[i], 0.0f);
+      EXPECT_LE(block[i], 6.2831855f);
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Mamba3Exactness, ::testing::ValuesIn(shapes()),

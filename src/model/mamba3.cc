@@ -1,0 +1,129 @@
+#include "model/mamba3.h"
+
+#include <string>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "model/weight_binder.h"
+#include "ops/rms_norm.h"
+
+namespace mb {
+namespace {
+
+// Refuses tensors of layers the config does not have: a checkpoint with more layers than the
+// config says is malformed, not something to run partially.
+void check_layer_indices(const TensorSet& tensors, int64_t n_layer) {
+  const std::string prefix = "backbone.layers.";
+  for (const auto& [name, tensor] : tensors.tensors()) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    const size_t end = name.find('.', prefix.size());
+    const std::string index_text = name.substr(prefix.size(), end - prefix.size());
+    char* parse_end = nullptr;
+    const long long index = std::strtoll(index_text.c_str(), &parse_end, 10);
+    if (index_text.empty() || *parse_end != '\0' || index < 0 || index >= n_layer)
+      throw Error("checkpoint tensor '" + name + "' belongs to a layer outside the config's " + std::to_string(n_layer) +
+                  " layers");
+  }
+}
+
+}  // namespace
+
+int64_t mamba3_rope_angles(int64_t d_state, double rope_fraction) {
+  return static_cast<int64_t>(static_cast<float>(d_state) * static_cast<float>(rope_fraction)) / 2;
+}
+
+bool Mamba3Model::auto_prefers_chunked(int64_t positions, int64_t ssd_chunk) {
+  // Measured on the 130m-sized model (d_state 128, headdim 64; see BENCHMARKS.md): the chunked
+  // form only pays once a window holds a couple of whole chunks.
+  return positions >= 2 * ssd_chunk;
+}
+
+Mamba3Model::Mamba3Model(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors, const LoadOptions& options) {
+  config_ = config;
+  tensors_ = tensors;
+  binder_ = std::make_shared<WeightBinder>(*tensors_, options.weight_dtype);
+  WeightBinder& binder = *binder_;
+  check_layer_indices(*tensors_, config.n_layer);
+  bind_common(binder);
+
+  const int64_t d = config.d_model, di = config.d_inner, N = config.d_state, P = config.headdim;
+  const int64_t H = config.n_heads(), G = config.ngroups;
+  n_angles_ = mamba3_rope_angles(N, config.rope_fraction);
+  layers_.resize(config.n_layer);
+  for (int64_t l = 0; l < config.n_layer; ++l) {
+    const std::string p = "backbone.layers." + std::to_string(l) + ".";
+    const std::string mixer = p + "mixer.";
+    Mamba3Layer& layer = layers_[l];
+    Mamba3ScanParams& s = layer.scan;
+    s.n_heads = H;
+    s.headdim = P;
+    s.d_state = N;
+    s.n_groups = G;
+    s.n_angles = n_angles_;
+    s.a_floor = static_cast<float>(config.a_floor);
+    s.eps = config.norm_eps;
+    s.chunk = config.chunk_size;
+    layer.norm = binder.f32(p + "norm.weight", {d});
+    layer.in_proj = binder.matrix(mixer + "in_proj.weight", s.proj_width(), d);
+    s.dt_bias = binder.f32(mixer + "dt_bias", {H});
+    s.b_bias = binder.f32(mixer + "B_bias", {H, 1, N});
+    s.c_bias = binder.f32(mixer + "C_bias", {H, 1, N});
+    s.b_norm = binder.f32(mixer + "B_norm.weight", {N});
+    s.c_norm = binder.f32(mixer + "C_norm.weight", {N});
+    s.d_skip = binder.f32(mixer + "D", {H});
+    if (config.is_outproj_norm) s.gate_norm = binder.f32(mixer + "norm.weight", {di});
+    layer.out_proj = binder.matrix(mixer + "out_proj.weight", d, di);
+  }
+}
+
+void Mamba3Model::disable_boundary_fold_for_testing() {
+  for (Mamba3Layer& layer : layers_) layer.scan.boundary_fold = false;
+}
+
+size_t Mamba3Model::scratch_floats_per_row() const {
+  // xn [d] | proj [in_proj_dim] | y [d_inner]
+  return config_.d_model + in_proj_dim() + config_.d_inner;
+}
+
+void Mamba3Model::forward_layers(const ComputeContext& ctx, std::span<const Rows> rows, float* hidden, int64_t m,
+                                 Workspace& ws, float* scratch) const {
+  const ModelConfig& c = config_;
+  const int64_t d = c.d_model, di = c.d_inner, ip = in_proj_dim();
+  const int64_t ssd_chunk = ws.options.ssd_chunk > 0 ? ws.options.ssd_chunk : c.chunk_size;
+  float* xn = scratch;        // [m, d]
+  float* proj = xn + m * d;   // [m, in_proj_dim]
+  float* y = proj + m * ip;   // [m, d_inner]
+
+  std::vector<Mamba3ScanSequence>& args = ws.mamba3_args;
+  args.resize(rows.size());
+  for (size_t s = 0; s < rows.size(); ++s) {
+    // The choice depends only on this sequence's own positions in the round, so a sequence
+    // computes the same bits in any batch.
+    switch (ws.options.scan) {
+      case Mamba3Scan::Sequential: args[s].chunked = false; break;
+      case Mamba3Scan::Chunked: args[s].chunked = true; break;
+      case Mamba3Scan::Auto: args[s].chunked = auto_prefers_chunked(rows[s].count, ssd_chunk); break;
+    }
+  }
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const Mamba3Layer& layer = layers_[l];
+    const size_t state_offset = l * layer_state_floats();
+    rms_norm(ctx, {hidden, d, m, d, layer.norm, c.norm_eps, xn, d});                // [m, d]
+    matmul(ctx, {xn, d, m, layer.in_proj, nullptr, proj, ip, false});              // [m, d] -> [m, in_proj_dim]
+    for (size_t s = 0; s < rows.size(); ++s) {
+      Mamba3ScanSequence& a = args[s];
+      a.length = rows[s].count;
+      a.proj = proj + rows[s].begin * ip;
+      a.ldp = ip;
+      a.state = rows[s].state->values.data() + state_offset;
+      a.y = y + rows[s].begin * di;
+      a.ldy = di;
+    }
+    Mamba3ScanParams params = layer.scan;
+    params.chunk = ssd_chunk;
+    mamba3_scan(ctx, params, args);                                                 // -> gated y [m, d_inner]
+    matmul(ctx, {y, di, m, layer.out_proj, nullptr, hidden, d, true});              // residual += [m, di] -> [m, d]
+  }
+}
+
+}  // namespace mb
