@@ -25,11 +25,12 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--step-tokens", args->options.step_tokens,
                   "Prompt tokens fed through the step loop (default min(prompt-len, 128))");
   cmd->add_flag("--json", args->json, "Print one JSON object");
+  cmd->add_flag("--profile", args->options.profile, "Break prefill time down by phase");
   cmd->callback([args] {
     const auto ctx = make_context(args->threads);
     auto model = Model::load(args->model, make_load_options(args->dtype));
     const BenchResult r = run_benchmark(*model, ctx, args->options);
-    const nlohmann::json out = {{"model", args->model},
+    nlohmann::json out = {{"model", args->model},
                                 {"dtype", std::string(dtype_name(model->matrix_dtype()))},
                                 {"threads", ctx.n_threads},
                                 {"isa", isa_name(ctx.isa)},
@@ -42,6 +43,21 @@ void add_bench(CLI::App& app) {
                                 {"step_prefill_tok_s", r.step_prefill_tok_s},
                                 {"step_tokens", r.step_tokens},
                                 {"prefill_speedup_vs_step", r.prefill_tok_s / r.step_prefill_tok_s}};
+    if (args->options.profile) {
+      nlohmann::json phases = nlohmann::json::object();
+      const double total = r.prefill_phases.total();
+      for (size_t i = 0; i < r.prefill_phases.seconds.size(); ++i) {
+        const double seconds = r.prefill_phases.seconds[i];
+        if (seconds <= 0) continue;
+        phases[std::string(phase_name(static_cast<Phase>(i)))] = {{"ms", seconds * 1e3}, {"share", seconds / total}};
+      }
+      out["prefill_phases"] = phases;
+      if (!args->json) {
+        for (const auto& [name, value] : phases.items())
+          std::printf("  %-24s %9.2f ms  %5.1f%%\n", name.c_str(), value["ms"].get<double>(),
+                      100 * value["share"].get<double>());
+      }
+    }
     if (args->json) {
       std::printf("%s\n", out.dump().c_str());
     } else {

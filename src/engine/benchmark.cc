@@ -44,8 +44,10 @@ BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const B
   for (int run = 0; run <= o.repeats; ++run) {  // run 0 is the warm-up
     SequenceState state = model.new_state();
     SequenceInput input{&state, prompt, {}};
-    const double prefill_s =
-        time_seconds([&] { model.forward(ctx, std::span(&input, 1), {OutputKind::LogitsLast, o.chunk}, ws, out); });
+    ComputeContext prefill_ctx = ctx;
+    if (o.profile && run > 0) prefill_ctx.profile = &result.prefill_phases;
+    const double prefill_s = time_seconds(
+        [&] { model.forward(prefill_ctx, std::span(&input, 1), {OutputKind::LogitsLast, o.chunk}, ws, out); });
     int32_t token = argmax(out[0]);
     const double decode_s = time_seconds([&] {
       for (int64_t i = 0; i < o.gen_len; ++i) {
@@ -66,6 +68,7 @@ BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const B
     decode.push_back(o.gen_len / decode_s);
     step.push_back(result.step_tokens / step_s);
   }
+  for (double& seconds : result.prefill_phases.seconds) seconds /= o.repeats;
   result.prefill_tok_s = median(prefill);
   result.decode_tok_s = median(decode);
   result.step_prefill_tok_s = median(step);

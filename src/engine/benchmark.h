@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/profile.h"
 #include "model/model.h"
 
 namespace mb {
@@ -17,11 +18,13 @@ struct BenchOptions {
   int repeats = 3;
   int64_t step_tokens = 0;  // prompt tokens fed through the step loop; 0 = min(prompt_len, 128)
   uint64_t seed = 1;
+  bool profile = false;     // time the phases of the prefill runs (a clock read per phase)
 };
 
 struct BenchResult {
   double prefill_tok_s = 0, decode_tok_s = 0, step_prefill_tok_s = 0;
   int64_t step_tokens = 0;
+  PhaseProfile prefill_phases;  // seconds per phase, averaged over the timed prefill runs
 };
 
 BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const BenchOptions& options);

@@ -61,6 +61,8 @@ Mamba1Reference::Mamba1Reference(const std::string& dir, const DType* round_to) 
   embedding_ = read_tensor(set, embedding_name, nullptr, true);
   lm_head_ = read_tensor(set, tied ? embedding_name : "lm_head.weight", round_to, true);
   norm_f_ = read_tensor(set, "backbone.norm_f.weight", round_to, false);
+  input_proj_ = read_tensor(set, "input_proj.weight", round_to, true);
+  input_proj_bias_ = read_tensor(set, "input_proj.bias", round_to, false);
   for (int64_t l = 0; l < n_layer; ++l) {
     const std::string p = "backbone.layers." + std::to_string(l) + ".";
     const std::string m = p + "mixer.";
@@ -84,8 +86,22 @@ Mamba1Reference::Mamba1Reference(const std::string& dir, const DType* round_to) 
 }
 
 std::vector<double> Mamba1Reference::step(int token) {
+  return step_hidden(std::vector<double>(embedding_.begin() + token * d_model_, embedding_.begin() + (token + 1) * d_model_));
+}
+
+std::vector<double> Mamba1Reference::step_features(const std::vector<float>& features) {
+  const int64_t d = d_model_, in = static_cast<int64_t>(features.size());
+  std::vector<double> h(d);
+  for (int64_t o = 0; o < d; ++o) {
+    double s = input_proj_bias_.empty() ? 0.0 : input_proj_bias_[o];
+    for (int64_t k = 0; k < in; ++k) s += input_proj_[o * in + k] * features[k];
+    h[o] = s;
+  }
+  return step_hidden(std::move(h));
+}
+
+std::vector<double> Mamba1Reference::step_hidden(std::vector<double> h) {
   const int64_t d = d_model_, D = d_inner_, N = d_state_, K = d_conv_, R = dt_rank_;
-  std::vector<double> h(embedding_.begin() + token * d, embedding_.begin() + (token + 1) * d);
   for (Layer& L : layers_) {
     const double inv = rms_inverse(h, eps_);
     std::vector<double> xn(d);

@@ -18,6 +18,8 @@ class Mamba1Reference {
 
   // Feeds one token and returns the logits [vocab_size].
   std::vector<double> step(int token);
+  // Feeds one row of raw features through input_proj (checkpoints made with --input-dim).
+  std::vector<double> step_features(const std::vector<float>& features);
   std::vector<double> hidden_after_norm() const { return last_hidden_; }
   int64_t vocab_size() const { return vocab_size_; }
 
@@ -30,7 +32,9 @@ class Mamba1Reference {
   };
   int64_t d_model_ = 0, d_inner_ = 0, d_state_ = 0, d_conv_ = 0, dt_rank_ = 0, vocab_size_ = 0;
   double eps_ = 1e-5;
-  std::vector<double> embedding_, lm_head_, norm_f_;
+  std::vector<double> step_hidden(std::vector<double> h);
+
+  std::vector<double> embedding_, lm_head_, norm_f_, input_proj_, input_proj_bias_;
   std::vector<Layer> layers_;
   std::vector<double> last_hidden_;
 };
