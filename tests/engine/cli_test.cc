@@ -1,0 +1,120 @@
+// The command-line tool end to end: make-model, logits (both modes, bit-identical files),
+// generate, tokenize, run, and one-line errors with a non-zero exit for bad input.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <memory>
+
+#include "common/test_util.h"
+#include "io/mapped_file.h"
+#include "io/npy.h"
+
+namespace mb {
+namespace {
+
+struct Output {
+  int status;
+  std::string out, err;
+};
+
+Output run_cli(const std::string& arguments) {
+  const std::string dir = test::make_temp_dir("cli_run");
+  const std::string command =
+      std::string(MB_CLI_PATH) + " " + arguments + " >" + dir + "/out.txt 2>" + dir + "/err.txt";
+  const int status = std::system(command.c_str());
+  return {status, read_text_file(dir + "/out.txt"), read_text_file(dir + "/err.txt")};
+}
+
+const std::string& cli_model() {
+  static const std::string dir = [] {
+    const std::string d = test::make_temp_dir("cli_model") + "/model";
+    const Output made = run_cli("make-model --out " + d + " --d-model 32 --n-layer 2 --vocab 301 --seed 3");
+    EXPECT_EQ(made.status, 0) << made.err;
+    return d;
+  }();
+  return dir;
+}
+
+TEST(Cli, LogitsFilesHaveTheRealVocabularyAndBothModesAgreeBitForBit) {
+  const std::string dir = test::make_temp_dir("cli_logits");
+  const std::string base = "logits -m " + cli_model() + " --tokens 5,6,7,8,9 --all-positions --threads 2 --out ";
+  ASSERT_EQ(run_cli(base + dir + "/prefill.npy").status, 0);
+  ASSERT_EQ(run_cli(base + dir + "/step.npy --mode step").status, 0);
+  ASSERT_EQ(run_cli(base + dir + "/chunked.npy --chunk 2").status, 0);
+  std::vector<int64_t> shape;
+  const auto prefill = read_npy_f32(dir + "/prefill.npy", shape);
+  EXPECT_EQ(shape, (std::vector<int64_t>{5, 301}));  // the config's vocab_size, not the padded 304 rows
+  EXPECT_TRUE(test::same_bits(prefill, read_npy_f32(dir + "/step.npy", shape)));
+  EXPECT_TRUE(test::same_bits(prefill, read_npy_f32(dir + "/chunked.npy", shape)));
+  ASSERT_EQ(run_cli("logits -m " + cli_model() + " --tokens 5,6,7 --out " + dir + "/last.npy").status, 0);
+  read_npy_f32(dir + "/last.npy", shape);
+  EXPECT_EQ(shape, (std::vector<int64_t>{1, 301}));
+}
+
+TEST(Cli, GeneratePrintsTheRequestedNumberOfIds) {
+  const Output out = run_cli("generate -m " + cli_model() + " --tokens 1,2,3 -n 16 --ignore-eos");
+  ASSERT_EQ(out.status, 0) << out.err;
+  int count = 0;
+  for (const char* p = out.out.c_str(); *p;) {
+    char* end = nullptr;
+    const long id = std::strtol(p, &end, 10);
+    if (end == p) break;
+    EXPECT_GE(id, 0);
+    EXPECT_LT(id, 301);
+    ++count;
+    p = end;
+  }
+  EXPECT_EQ(count, 16) << out.out;
+}
+
+TEST(Cli, BadInputsGiveOneLineErrorsAndNonZeroExit) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"generate -m " + cli_model() + " --tokens 1,2,301 -n 4", "outside the vocabulary"},
+      {"generate -m " + cli_model() + " --tokens 1,x,3 -n 4", "'x' is not a token id"},
+      {"generate -m " + cli_model() + " --tokens -5 -n 4", "outside the vocabulary"},
+      {"generate -m /nonexistent/model --tokens 1 -n 4", "no config.json"},
+      {"logits -m " + cli_model() + " --tokens 1 --out /tmp/x.npy --mode fast", "--mode"},
+      {"logits -m " + cli_model() + " --tokens 1 --out /tmp/x.npy --dtype int4", "unknown dtype"},
+      {"run -m " + cli_model() + " -p hi --temp -1", "temperature"},
+      {"run -m " + cli_model() + " -p hi --state-in /nonexistent.state", "cannot open"},
+  };
+  for (const auto& [arguments, fragment] : cases) {
+    const Output out = run_cli(arguments);
+    EXPECT_NE(out.status, 0) << arguments;
+    EXPECT_NE(out.err.find(fragment), std::string::npos) << arguments << "\n" << out.err;
+    EXPECT_EQ(std::count(out.err.begin(), out.err.end(), '\n'), 1) << arguments << "\n" << out.err;
+  }
+}
+
+TEST(Cli, TokenizeRoundTripsAndRunStreamsText) {
+  const Output ids = run_cli("tokenize -m " + cli_model() + " -p 'hello world'");
+  ASSERT_EQ(ids.status, 0) << ids.err;
+  std::string list = ids.out.substr(0, ids.out.find('\n'));
+  std::replace(list.begin(), list.end(), ' ', ',');
+  const Output text = run_cli("tokenize -m " + cli_model() + " --decode " + list);
+  EXPECT_EQ(text.out, "hello world\n");
+  const Output run = run_cli("run -m " + cli_model() + " -p 'Once upon a time' -n 12 --seed 4 --ignore-eos");
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(run.out.rfind("Once upon a time", 0), 0u) << run.out;
+  EXPECT_NE(run.err.find("prefill:"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("decode:"), std::string::npos) << run.err;
+  // The same seed gives the same text.
+  EXPECT_EQ(run_cli("run -m " + cli_model() + " -p 'Once upon a time' -n 12 --seed 4 --ignore-eos").out, run.out);
+}
+
+TEST(Cli, StateFilesContinueAConversation) {
+  const std::string dir = test::make_temp_dir("cli_state");
+  const std::string m = " -m " + cli_model() + " --temp 0 ";
+  ASSERT_EQ(run_cli("generate" + m + "--tokens 4,5,6 -n 5 --ignore-eos --state-out " + dir + "/a.state").status, 0);
+  const Output continued = run_cli("generate" + m + "--tokens 7,8 -n 6 --ignore-eos --state-in " + dir + "/a.state");
+  ASSERT_EQ(continued.status, 0) << continued.err;
+  const Output first = run_cli("generate" + m + "--tokens 4,5,6 -n 5 --ignore-eos");
+  std::string ids = first.out.substr(0, first.out.find('\n'));
+  std::replace(ids.begin(), ids.end(), ' ', ',');
+  const Output whole = run_cli("generate" + m + "--tokens 4,5,6," + ids + ",7,8 -n 6 --ignore-eos");
+  EXPECT_EQ(continued.out, whole.out);
+}
+
+}  // namespace
+}  // namespace mb
