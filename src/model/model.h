@@ -59,12 +59,15 @@ struct SequenceInput {
 
 // How Mamba-3 runs a round's positions of one sequence: the sequential recurrence (bit-identical
 // to decode steps), the chunked SSD form (equal up to rounding, faster for long rounds), or the
-// choice of Mamba3Model::auto_prefers_chunked by the round's length.
+// choice of Mamba3Model::auto_prefers_chunked by the round's length. With the chunked form each
+// round is a window continued from the last, so the round size changes results within rounding.
 enum class Mamba3Scan { Auto, Sequential, Chunked };
 
 struct ForwardOptions {
   OutputKind output = OutputKind::LogitsLast;
-  int64_t chunk = 0;  // positions per sequence per round; 0 = all at once
+  // Positions per sequence per round; 0 = all at once. The default bounds scratch memory for
+  // long inputs; the chunk never changes results (see BENCHMARKS.md for the measured curve).
+  int64_t chunk = 512;
   Mamba3Scan scan = Mamba3Scan::Auto;  // Mamba-3 only
   int64_t ssd_chunk = 0;               // Mamba-3 SSD chunk length; 0 = the config's chunk_size
 };

@@ -21,7 +21,8 @@ inline std::vector<float> random_floats(size_t count, uint64_t seed, float scale
 }
 
 inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  if (a.size() != b.size()) return false;
+  return a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {

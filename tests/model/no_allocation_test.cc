@@ -56,3 +56,26 @@ TEST(Workspace, ForwardAllocatesNothingOnceWarm) {
 
 }  // namespace
 }  // namespace mb
+
+namespace mb {
+namespace {
+
+TEST(Workspace, LongInputsRunInMemoryBoundedByTheChunk) {
+  MakeModelOptions o;
+  o.config = test::small_config(16, 1, 64);
+  const auto model = Model::load(test::write_model(o, "long_input"));
+  const auto tokens = test::random_tokens(100000, 64, 7);
+  SequenceState state = model->new_state();
+  Workspace ws;
+  std::vector<std::vector<float>> out;
+  SequenceInput input{&state, tokens, {}};
+  model->forward(ComputeContext{1, best_isa()}, std::span(&input, 1), {OutputKind::LogitsLast, 256}, ws, out);
+  EXPECT_EQ(state.position, 100000);
+  ASSERT_EQ(out[0].size(), 64u);
+  // Scratch holds one round of 256 positions (a few KiB per row here), not 100000.
+  EXPECT_LT(ws.arena.size(), 256u * 1024u);
+  EXPECT_GT(ws.arena.size(), 0u);
+}
+
+}  // namespace
+}  // namespace mb
