@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/profile.h"
 #include "io/safetensors.h"
 #include "model/weight_binder.h"
 #include "ops/rms_norm.h"
@@ -21,8 +22,8 @@ void check_layer_indices(const TensorSet& tensors, int64_t n_layer) {
     char* parse_end = nullptr;
     const long long index = std::strtoll(index_text.c_str(), &parse_end, 10);
     if (index_text.empty() || *parse_end != '\0' || index < 0 || index >= n_layer)
-      throw Error("checkpoint tensor '" + name + "' belongs to a layer outside the config's " + std::to_string(n_layer) +
-                  " layers");
+      throw Error("checkpoint tensor '" + name + "' belongs to a layer outside the config's " +
+                  std::to_string(n_layer) + " layers");
   }
 }
 
@@ -33,12 +34,16 @@ int64_t mamba3_rope_angles(int64_t d_state, double rope_fraction) {
 }
 
 bool Mamba3Model::auto_prefers_chunked(int64_t positions, int64_t ssd_chunk) {
-  // Measured on the 130m-sized model (d_state 128, headdim 64; see BENCHMARKS.md): the chunked
-  // form only pays once a window holds a couple of whole chunks.
-  return positions >= 2 * ssd_chunk;
+  // Measured on one layer of the 130m-sized shape (24 heads of 64 channels, d_state 128; the
+  // scan op alone, one thread, bench/mamba3_op_bench): with chunks of 16 to 64 positions the
+  // chunked form is 10-25% faster from 32 positions on, about even at 16, and up to 3x slower
+  // below that, where its per-chunk setup is not amortized. With chunks of 128 its in-chunk
+  // work (quadratic in the chunk length) and working set make it slower at every length.
+  return positions >= 32 && ssd_chunk <= 64;
 }
 
-Mamba3Model::Mamba3Model(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors, const LoadOptions& options) {
+Mamba3Model::Mamba3Model(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors,
+                         const LoadOptions& options) {
   config_ = config;
   tensors_ = tensors;
   binder_ = std::make_shared<WeightBinder>(*tensors_, options.weight_dtype);
@@ -85,14 +90,14 @@ size_t Mamba3Model::scratch_floats_per_row() const {
   return config_.d_model + in_proj_dim() + config_.d_inner;
 }
 
-void Mamba3Model::forward_layers(const ComputeContext& ctx, std::span<const Rows> rows, float* hidden, int64_t m,
-                                 Workspace& ws, float* scratch) const {
+void Mamba3Model::forward_layers(const ComputeContext& ctx, std::span<const Rows> rows, float* hidden,
+                                 int64_t m, Workspace& ws, float* scratch) const {
   const ModelConfig& c = config_;
   const int64_t d = c.d_model, di = c.d_inner, ip = in_proj_dim();
   const int64_t ssd_chunk = ws.options.ssd_chunk > 0 ? ws.options.ssd_chunk : c.chunk_size;
-  float* xn = scratch;        // [m, d]
-  float* proj = xn + m * d;   // [m, in_proj_dim]
-  float* y = proj + m * ip;   // [m, d_inner]
+  float* xn = scratch;       // [m, d]
+  float* proj = xn + m * d;  // [m, in_proj_dim]
+  float* y = proj + m * ip;  // [m, d_inner]
 
   std::vector<Mamba3ScanSequence>& args = ws.mamba3_args;
   args.resize(rows.size());
@@ -100,16 +105,28 @@ void Mamba3Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
     // The choice depends only on this sequence's own positions in the round, so a sequence
     // computes the same bits in any batch.
     switch (ws.options.scan) {
-      case Mamba3Scan::Sequential: args[s].chunked = false; break;
-      case Mamba3Scan::Chunked: args[s].chunked = true; break;
-      case Mamba3Scan::Auto: args[s].chunked = auto_prefers_chunked(rows[s].count, ssd_chunk); break;
+      case Mamba3Scan::Sequential:
+        args[s].chunked = false;
+        break;
+      case Mamba3Scan::Chunked:
+        args[s].chunked = true;
+        break;
+      case Mamba3Scan::Auto:
+        args[s].chunked = auto_prefers_chunked(rows[s].count, ssd_chunk);
+        break;
     }
   }
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const Mamba3Layer& layer = layers_[l];
     const size_t state_offset = l * layer_state_floats();
-    rms_norm(ctx, {hidden, d, m, d, layer.norm, c.norm_eps, xn, d});                // [m, d]
-    matmul(ctx, {xn, d, m, layer.in_proj, nullptr, proj, ip, false});              // [m, d] -> [m, in_proj_dim]
+    {
+      ScopedPhase timer(ctx.profile, Phase::Norm);
+      rms_norm(ctx, {hidden, d, m, d, layer.norm, c.norm_eps, xn, d});  // [m, d]
+    }
+    {
+      ScopedPhase timer(ctx.profile, Phase::InProj);
+      matmul(ctx, {xn, d, m, layer.in_proj, nullptr, proj, ip, false});  // [m, d] -> [m, in_proj_dim]
+    }
     for (size_t s = 0; s < rows.size(); ++s) {
       Mamba3ScanSequence& a = args[s];
       a.length = rows[s].count;
@@ -119,10 +136,16 @@ void Mamba3Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
       a.y = y + rows[s].begin * di;
       a.ldy = di;
     }
-    Mamba3ScanParams params = layer.scan;
-    params.chunk = ssd_chunk;
-    mamba3_scan(ctx, params, args);                                                 // -> gated y [m, d_inner]
-    matmul(ctx, {y, di, m, layer.out_proj, nullptr, hidden, d, true});              // residual += [m, di] -> [m, d]
+    {
+      ScopedPhase timer(ctx.profile, Phase::Scan);
+      Mamba3ScanParams params = layer.scan;
+      params.chunk = ssd_chunk;
+      mamba3_scan(ctx, params, args);  // -> gated y [m, d_inner]
+    }
+    {
+      ScopedPhase timer(ctx.profile, Phase::OutProj);
+      matmul(ctx, {y, di, m, layer.out_proj, nullptr, hidden, d, true});  // residual += [m, di] -> [m, d]
+    }
   }
 }
 

@@ -14,18 +14,21 @@
 namespace mb {
 
 struct Mamba3Layer {
-  const float* norm = nullptr;       // [d_model]
-  WeightMatrix in_proj;              // [in_proj_dim, d_model], rows z | x | B | C | dd_dt | dd_A | trap | angles
-  WeightMatrix out_proj;             // [d_model, d_inner]
-  Mamba3ScanParams scan;             // biases, norms, D and sizes of this layer's mixer
+  const float* norm = nullptr;  // [d_model]
+  WeightMatrix in_proj;         // [in_proj_dim, d_model], rows z | x | B | C | dd_dt | dd_A | trap | angles
+  WeightMatrix out_proj;        // [d_model, d_inner]
+  Mamba3ScanParams scan;        // biases, norms, D and sizes of this layer's mixer
 };
 
 class Mamba3Model : public Model {
  public:
-  Mamba3Model(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors, const LoadOptions& options);
+  Mamba3Model(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors,
+              const LoadOptions& options);
 
   size_t state_floats() const override { return config_.n_layer * layer_state_floats(); }
-  size_t layer_state_floats() const { return static_cast<size_t>(mamba3_state_layout(layers_[0].scan).total); }
+  size_t layer_state_floats() const {
+    return static_cast<size_t>(mamba3_state_layout(layers_[0].scan).total);
+  }
   int64_t n_rope_angles() const { return n_angles_; }
   int64_t in_proj_dim() const { return layers_[0].scan.proj_width(); }
   const std::vector<Mamba3Layer>& layers() const { return layers_; }

@@ -43,7 +43,10 @@ std::vector<GeneratedTensor> make_mamba3_layer_tensors(const ModelConfig& c, uin
     // Unit-variance outputs for unit-variance inputs (uniform, bound sqrt(3 / fan_in)): z and x
     // are O(1), dd_dt moves softplus around the dt_bias, dd_A gives A of order -1, and the
     // trapezoid mix and the angle velocities cover their ranges.
-    out.push_back({m + "in_proj.weight", {in_proj_dim, d}, rng.uniform_values(in_proj_dim * d, std::sqrt(3.0 / d)), false});
+    out.push_back({m + "in_proj.weight",
+                   {in_proj_dim, d},
+                   rng.uniform_values(in_proj_dim * d, std::sqrt(3.0 / d)),
+                   false});
     std::vector<float> dt_bias(H);
     for (float& b : dt_bias) {
       const double dt = std::exp(std::log(1e-3) + rng.uniform() * (std::log(1e-1) - std::log(1e-3)));

@@ -10,8 +10,12 @@
 namespace mb {
 namespace {
 
-double softplus(double x) { return x > 20.0 ? x : std::log1p(std::exp(x)); }
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double softplus(double x) {
+  return x > 20.0 ? x : std::log1p(std::exp(x));
+}
+double sigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
 
 // RMSNorm of n values with weight w, in double.
 std::vector<double> rms_normed(const float* x, int64_t n, const float* w, double eps) {
@@ -26,7 +30,8 @@ std::vector<double> rms_normed(const float* x, int64_t n, const float* w, double
 }  // namespace
 
 void mamba3_scan_reference(const Mamba3ScanParams& p, const Mamba3ScanSequence& seq) {
-  const int64_t H = p.n_heads, P = p.headdim, N = p.d_state, G = p.n_groups, na = p.n_angles, di = p.d_inner();
+  const int64_t H = p.n_heads, P = p.headdim, N = p.d_state, G = p.n_groups, na = p.n_angles,
+                di = p.d_inner();
   const int64_t off_b = 2 * di, off_c = off_b + G * N, off_dt = off_c + G * N, off_a = off_dt + H,
                 off_trap = off_a + H, off_angle = off_trap + H;
   const Mamba3StateLayout layout = mamba3_state_layout(p);

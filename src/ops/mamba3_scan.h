@@ -23,11 +23,11 @@
 namespace mb {
 
 struct Mamba3ScanParams {
-  int64_t n_heads = 0;   // H
-  int64_t headdim = 0;   // P
-  int64_t d_state = 0;   // N
-  int64_t n_groups = 0;  // G; heads h use group h / (H / G)
-  int64_t n_angles = 0;  // na = floor(floor(N * rope_fraction) / 2)
+  int64_t n_heads = 0;               // H
+  int64_t headdim = 0;               // P
+  int64_t d_state = 0;               // N
+  int64_t n_groups = 0;              // G; heads h use group h / (H / G)
+  int64_t n_angles = 0;              // na = floor(floor(N * rope_fraction) / 2)
   const float* dt_bias = nullptr;    // [H]
   const float* b_bias = nullptr;     // [H, N]
   const float* c_bias = nullptr;     // [H, N]
@@ -54,10 +54,10 @@ struct Mamba3StateLayout {
 inline Mamba3StateLayout mamba3_state_layout(const Mamba3ScanParams& p) {
   const int64_t H = p.n_heads, N = p.d_state, P = p.headdim;
   Mamba3StateLayout s;
-  s.ssm = 0;                         // [H, N, P]: S[h][p][n] of the spec at (h * N + n) * P + p
-  s.k = s.ssm + H * N * P;           // [H, N] k of the last position (post-bias, post-RoPE, unscaled)
-  s.v = s.k + H * N;                 // [H, P] x of the last position
-  s.angle = s.v + H * P;             // [H, max(na, 1)] RoPE phases in [0, 2pi]
+  s.ssm = 0;                // [H, N, P]: S[h][p][n] of the spec at (h * N + n) * P + p
+  s.k = s.ssm + H * N * P;  // [H, N] k of the last position (post-bias, post-RoPE, unscaled)
+  s.v = s.k + H * N;        // [H, P] x of the last position
+  s.angle = s.v + H * P;    // [H, max(na, 1)] RoPE phases in [0, 2pi]
   s.total = s.angle + H * (p.n_angles > 0 ? p.n_angles : 1);
   return s;
 }
@@ -72,7 +72,7 @@ struct Mamba3ScanSequence {
   float* state = nullptr;  // the layer's block of the sequence's state (Mamba3StateLayout)
   float* y = nullptr;      // [length, ldy] gated outputs (d_inner columns), the input of out_proj
   int64_t ldy = 0;
-  bool chunked = false;    // SSD chunked order instead of the sequential recurrence
+  bool chunked = false;  // SSD chunked order instead of the sequential recurrence
 };
 
 void mamba3_scan(const ComputeContext& ctx, const Mamba3ScanParams& params,

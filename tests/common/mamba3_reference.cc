@@ -13,7 +13,8 @@ namespace {
 
 using nlohmann::json;
 
-std::vector<double> read_tensor(const TensorSet& set, const std::string& name, const DType* round_to, bool is_matrix) {
+std::vector<double> read_tensor(const TensorSet& set, const std::string& name, const DType* round_to,
+                                bool is_matrix) {
   const StoredTensor* t = set.find(name);
   if (t == nullptr) throw std::runtime_error("reference: missing tensor " + name);
   std::vector<double> values(t->element_count());
@@ -38,8 +39,12 @@ std::vector<double> rms_norm(const double* x, int64_t n, const double* w, double
   return y;
 }
 
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-double softplus(double x) { return x > 20 ? x : std::log1p(std::exp(x)); }
+double sigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
+double softplus(double x) {
+  return x > 20 ? x : std::log1p(std::exp(x));
+}
 
 // y[o] = sum_i W[o][i] x[i] with W in the PyTorch [out, in] layout.
 std::vector<double> linear(const std::vector<double>& w, const std::vector<double>& x, int64_t out) {
@@ -96,7 +101,8 @@ Mamba3Reference::Mamba3Reference(const std::string& dir, const DType* round_to) 
 }
 
 std::vector<double> Mamba3Reference::step(int token) {
-  const int64_t d = d_model_, di = d_inner_, N = d_state_, P = headdim_, H = heads_, G = groups_, na = angles_;
+  const int64_t d = d_model_, di = d_inner_, N = d_state_, P = headdim_, H = heads_, G = groups_,
+                na = angles_;
   const int64_t in_proj_dim = 2 * di + 2 * G * N + 3 * H + na;
   std::vector<double> hidden(embedding_.begin() + token * d, embedding_.begin() + (token + 1) * d);
   for (Layer& layer : layers_) {

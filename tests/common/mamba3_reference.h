@@ -12,7 +12,8 @@
 namespace mb::test {
 
 // A small Mamba-3 config that tests then adjust.
-inline ModelConfig mamba3_config(int64_t d_model = 64, int64_t d_state = 16, int64_t headdim = 64, int64_t vocab = 97) {
+inline ModelConfig mamba3_config(int64_t d_model = 64, int64_t d_state = 16, int64_t headdim = 64,
+                                 int64_t vocab = 97) {
   ModelConfig c;
   c.arch = Architecture::Mamba3;
   c.d_model = d_model;

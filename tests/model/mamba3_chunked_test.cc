@@ -39,8 +39,9 @@ const Model& model_named(const std::string& name) {
   return *it->second;
 }
 
-std::vector<float> run(const Model& model, SequenceState& state, const std::vector<int32_t>& tokens, Mamba3Scan scan,
-                       int64_t ssd_chunk = 0, int64_t round = 0, OutputKind kind = OutputKind::LogitsAll) {
+std::vector<float> run(const Model& model, SequenceState& state, const std::vector<int32_t>& tokens,
+                       Mamba3Scan scan, int64_t ssd_chunk = 0, int64_t round = 0,
+                       OutputKind kind = OutputKind::LogitsAll) {
   Workspace ws;
   std::vector<std::vector<float>> out;
   SequenceInput input{&state, tokens, {}};
@@ -65,7 +66,8 @@ double worst_relative(const std::vector<float>& a, const std::vector<float>& b, 
 
 // Final states agree part by part: SSM, k and v within 1e-4 of the part's largest magnitude (at
 // least 1), angles within 1e-4 rad modulo 2 pi.
-void expect_states_close(const Model& model, const SequenceState& a, const SequenceState& b, const std::string& what) {
+void expect_states_close(const Model& model, const SequenceState& a, const SequenceState& b,
+                         const std::string& what) {
   const auto& m3 = dynamic_cast<const Mamba3Model&>(model);
   const Mamba3StateLayout layout = mamba3_state_layout(m3.layers()[0].scan);
   for (int64_t l = 0; l < model.config().n_layer; ++l) {
@@ -103,7 +105,8 @@ TEST_P(Mamba3Chunked, StatelessWindowsMatchTheSequentialOrder) {
       const double rel = worst_relative(expected, got, V);
       EXPECT_LE(rel, 1e-4) << "T " << T << " chunk " << ssd_chunk;
       worst = std::max(worst, rel);
-      expect_states_close(model, seq_state, state, "T " + std::to_string(T) + " chunk " + std::to_string(ssd_chunk));
+      expect_states_close(model, seq_state, state,
+                          "T " + std::to_string(T) + " chunk " + std::to_string(ssd_chunk));
     }
   }
   std::printf("[ chunked ] %-12s stateless windows: worst relative diff %.3g\n", GetParam().c_str(), worst);
@@ -116,12 +119,16 @@ TEST_P(Mamba3Chunked, DecodeAfterAChunkedPrefillContinuesTheSequence) {
   SequenceState stepped = model.new_state();
   const auto expected = test::step_logits(model, ComputeContext{2, best_isa()}, tokens, stepped);
   SequenceState state = model.new_state();
-  run(model, state, std::vector<int32_t>(tokens.begin(), tokens.begin() + 100), Mamba3Scan::Chunked, 0, 0, OutputKind::None);
-  const auto decoded = test::step_logits(model, ComputeContext{2, best_isa()}, std::vector<int32_t>(tokens.begin() + 100, tokens.end()), state);
-  const double rel = worst_relative(std::vector<float>(expected.begin() + 100 * V, expected.end()), decoded, V);
+  run(model, state, std::vector<int32_t>(tokens.begin(), tokens.begin() + 100), Mamba3Scan::Chunked, 0, 0,
+      OutputKind::None);
+  const auto decoded = test::step_logits(model, ComputeContext{2, best_isa()},
+                                         std::vector<int32_t>(tokens.begin() + 100, tokens.end()), state);
+  const double rel =
+      worst_relative(std::vector<float>(expected.begin() + 100 * V, expected.end()), decoded, V);
   EXPECT_LE(rel, 1e-4);
   expect_states_close(model, stepped, state, "after decode");
-  std::printf("[ chunked ] %-12s decode after chunked prefill: worst relative diff %.3g\n", GetParam().c_str(), rel);
+  std::printf("[ chunked ] %-12s decode after chunked prefill: worst relative diff %.3g\n",
+              GetParam().c_str(), rel);
 }
 
 // Windows that start from a nonzero state: after 9 decode steps, and every round after the first
@@ -160,8 +167,8 @@ TEST_P(Mamba3Chunked, RemovingTheBoundaryFoldBreaksContinuedWindows) {
   const double without_fold = continued_window_error(*unfolded, false);
   EXPECT_LE(with_fold, 1e-4);
   EXPECT_GE(without_fold, 1e-2);
-  std::printf("[ chunked ] %-12s continued windows: with the fold %.3g, without %.3g\n", GetParam().c_str(), with_fold,
-              without_fold);
+  std::printf("[ chunked ] %-12s continued windows: with the fold %.3g, without %.3g\n", GetParam().c_str(),
+              with_fold, without_fold);
 }
 
 TEST_P(Mamba3Chunked, AutoChoosesByRoundLength) {
@@ -172,7 +179,8 @@ TEST_P(Mamba3Chunked, AutoChoosesByRoundLength) {
     const bool chunked = Mamba3Model::auto_prefers_chunked(T, model.config().chunk_size);
     SequenceState a = model.new_state(), b = model.new_state();
     const auto automatic = run(model, a, prompt, Mamba3Scan::Auto);
-    const auto explicit_choice = run(model, b, prompt, chunked ? Mamba3Scan::Chunked : Mamba3Scan::Sequential);
+    const auto explicit_choice =
+        run(model, b, prompt, chunked ? Mamba3Scan::Chunked : Mamba3Scan::Sequential);
     EXPECT_TRUE(test::same_bits(automatic, explicit_choice)) << "T " << T;
   }
   EXPECT_FALSE(Mamba3Model::auto_prefers_chunked(1, 64));

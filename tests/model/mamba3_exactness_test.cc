@@ -40,13 +40,14 @@ std::vector<Shape> shapes() {
 const Model& model_for(const Shape& shape) {
   static std::map<std::string, std::unique_ptr<Model>> models;
   auto it = models.find(shape.name);
-  if (it == models.end()) it = models.emplace(shape.name, Model::load(test::write_model(shape.options, "m3exact"))).first;
+  if (it == models.end())
+    it = models.emplace(shape.name, Model::load(test::write_model(shape.options, "m3exact"))).first;
   return *it->second;
 }
 
 std::vector<float> prefill(const Model& model, const ComputeContext& ctx, const std::vector<int32_t>& tokens,
-                           SequenceState& state, OutputKind kind, int64_t chunk, Mamba3Scan scan = Mamba3Scan::Sequential,
-                           int64_t ssd_chunk = 0) {
+                           SequenceState& state, OutputKind kind, int64_t chunk,
+                           Mamba3Scan scan = Mamba3Scan::Sequential, int64_t ssd_chunk = 0) {
   Workspace ws;
   std::vector<std::vector<float>> out;
   SequenceInput input{&state, tokens, {}};
@@ -78,7 +79,8 @@ TEST_P(Mamba3Exactness, SequentialPrefillEqualsDecodeStepsForEveryLengthUpTo70) 
     SequenceState fresh = model.new_state();
     const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + T);
     const bool all = T % 3 == 0;
-    const auto logits = prefill(model, ctx, prompt, fresh, all ? OutputKind::LogitsAll : OutputKind::LogitsLast, 0);
+    const auto logits =
+        prefill(model, ctx, prompt, fresh, all ? OutputKind::LogitsAll : OutputKind::LogitsLast, 0);
     const std::vector<float> expected(step_all.begin() + (all ? 0 : (T - 1) * V), step_all.begin() + T * V);
     ASSERT_TRUE(same_bits(logits, expected)) << "logits differ at T=" << T;
     ASSERT_TRUE(same_bits(fresh.values, states[T - 1].values)) << "state differs at T=" << T;
@@ -91,22 +93,27 @@ TEST_P(Mamba3Exactness, ThreadCountsRoundSizesAndInstructionSetsChangeNoBit) {
   const auto tokens = test::random_tokens(150, model.config().vocab_size, 4);
   for (Mamba3Scan scan : {Mamba3Scan::Sequential, Mamba3Scan::Chunked}) {
     SequenceState base_state = model.new_state();
-    const auto base = prefill(model, ComputeContext{1, best_isa()}, tokens, base_state, OutputKind::LogitsAll, 0, scan);
+    const auto base =
+        prefill(model, ComputeContext{1, best_isa()}, tokens, base_state, OutputKind::LogitsAll, 0, scan);
     // Round sizes split the chunked form into continued windows, which differ in rounding, so
     // only the sequential order is round-size invariant.
-    const std::vector<int64_t> rounds = scan == Mamba3Scan::Sequential ? std::vector<int64_t>{0, 1, 7, 64, 150}
-                                                                       : std::vector<int64_t>{0};
+    const std::vector<int64_t> rounds =
+        scan == Mamba3Scan::Sequential ? std::vector<int64_t>{0, 1, 7, 64, 150} : std::vector<int64_t>{0};
     for (int threads : {1, 2, 3}) {
       for (int64_t chunk : rounds) {
         SequenceState state = model.new_state();
-        const auto got = prefill(model, ComputeContext{threads, best_isa()}, tokens, state, OutputKind::LogitsAll, chunk, scan);
-        EXPECT_TRUE(same_bits(got, base)) << "threads " << threads << " round " << chunk << " chunked " << (scan == Mamba3Scan::Chunked);
-        EXPECT_TRUE(same_bits(state.values, base_state.values)) << "threads " << threads << " round " << chunk;
+        const auto got = prefill(model, ComputeContext{threads, best_isa()}, tokens, state,
+                                 OutputKind::LogitsAll, chunk, scan);
+        EXPECT_TRUE(same_bits(got, base))
+            << "threads " << threads << " round " << chunk << " chunked " << (scan == Mamba3Scan::Chunked);
+        EXPECT_TRUE(same_bits(state.values, base_state.values))
+            << "threads " << threads << " round " << chunk;
       }
     }
     for (Isa isa : test::supported_isas()) {
       SequenceState state = model.new_state();
-      EXPECT_TRUE(same_bits(prefill(model, ComputeContext{2, isa}, tokens, state, OutputKind::LogitsAll, 0, scan), base))
+      EXPECT_TRUE(same_bits(
+          prefill(model, ComputeContext{2, isa}, tokens, state, OutputKind::LogitsAll, 0, scan), base))
           << isa_name(isa);
       EXPECT_TRUE(same_bits(state.values, base_state.values)) << isa_name(isa);
     }
@@ -133,7 +140,8 @@ TEST_P(Mamba3Exactness, EachSequenceOfABatchEqualsItAlone) {
         model.forward(ctx, batch, {kind, chunk, scan, 16}, ws, batched);
         for (size_t i = 0; i < prompts.size(); ++i) {
           SequenceState alone = model.new_state();
-          const auto solo = prefill(model, ComputeContext{1, best_isa()}, prompts[i], alone, kind, chunk, scan, 16);
+          const auto solo =
+              prefill(model, ComputeContext{1, best_isa()}, prompts[i], alone, kind, chunk, scan, 16);
           EXPECT_TRUE(same_bits(batched[i], solo)) << "sequence " << i << " round " << chunk;
           EXPECT_TRUE(same_bits(states[i].values, alone.values)) << "sequence " << i;
         }
@@ -149,11 +157,13 @@ TEST_P(Mamba3Exactness, EachSequenceOfABatchEqualsItAlone) {
   for (int step = 0; step < 12; ++step) {
     const auto next = test::random_tokens(prompts.size(), model.config().vocab_size, 100 + step);
     std::vector<SequenceInput> batch;
-    for (size_t i = 0; i < prompts.size(); ++i) batch.push_back({&batch_states[i], std::span(&next[i], 1), {}});
+    for (size_t i = 0; i < prompts.size(); ++i)
+      batch.push_back({&batch_states[i], std::span(&next[i], 1), {}});
     model.forward(ctx, batch, {OutputKind::LogitsLast, 0}, ws, out);
     for (size_t i = 0; i < prompts.size(); ++i) {
       SequenceInput input{&solo_states[i], std::span(&next[i], 1), {}};
-      model.forward(ComputeContext{1, best_isa()}, std::span(&input, 1), {OutputKind::LogitsLast, 0}, ws, solo_out);
+      model.forward(ComputeContext{1, best_isa()}, std::span(&input, 1), {OutputKind::LogitsLast, 0}, ws,
+                    solo_out);
       ASSERT_TRUE(same_bits(out[i], solo_out[0])) << "step " << step << " sequence " << i;
     }
   }
@@ -193,7 +203,8 @@ TEST_P(Mamba3Exactness, AFreshStateReproducesTheSameLogits) {
     const int64_t ends[] = {layout.k, layout.v, layout.angle, layout.total};
     int64_t begin = 0;
     for (int64_t end : ends) {
-      EXPECT_GT(test::max_abs(std::vector<float>(block + begin, block + end)), 0.0) << "layer " << l << " part at " << begin;
+      EXPECT_GT(test::max_abs(std::vector<float>(block + begin, block + end)), 0.0)
+          << "layer " << l << " part at " << begin;
       begin = end;
     }
     for (int64_t i = layout.angle; i < layout.total; ++i) {

@@ -42,7 +42,8 @@ void rewrite_tensors(const std::string& dir, const std::function<void(std::vecto
   for (size_t i = 0; i < tensors.size(); ++i) tensors[i].data = copies[i].data();
   edit(tensors);
   SafetensorsWriter writer;
-  for (const auto& t : tensors) writer.add_raw(t.name, t.dtype_string, t.shape, std::vector<uint8_t>(t.data, t.data + t.byte_size));
+  for (const auto& t : tensors)
+    writer.add_raw(t.name, t.dtype_string, t.shape, std::vector<uint8_t>(t.data, t.data + t.byte_size));
   writer.write(dir + "/model.safetensors");
 }
 
@@ -120,7 +121,8 @@ TEST(Mamba3Load, BadForwardOptionsLeaveTheStateUntouched) {
   SequenceInput input{&state, tokens, {}};
   Workspace ws;
   std::vector<std::vector<float>> out;
-  EXPECT_THROW(model->forward(ComputeContext{}, std::span(&input, 1), {OutputKind::LogitsLast, 0, Mamba3Scan::Chunked, -1}, ws, out),
+  EXPECT_THROW(model->forward(ComputeContext{}, std::span(&input, 1),
+                              {OutputKind::LogitsLast, 0, Mamba3Scan::Chunked, -1}, ws, out),
                Error);
   const std::vector<int32_t> bad = {1, 40};
   input.tokens = bad;

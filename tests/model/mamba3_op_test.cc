@@ -61,17 +61,20 @@ struct OpFixture {
   }
 
   // Runs the op (or the reference) on copies; returns y [T, d_inner] and leaves the state in `out_state`.
-  std::vector<float> run(bool chunked, int64_t chunk, bool fold, bool reference, std::vector<float>& out_state,
-                         Isa isa = best_isa(), int threads = 2) const {
+  std::vector<float> run(bool chunked, int64_t chunk, bool fold, bool reference,
+                         std::vector<float>& out_state, Isa isa = best_isa(), int threads = 2) const {
     std::vector<float> rows = proj;
     out_state = state;
     std::vector<float> y(length * params.d_inner(), 0.0f);
     Mamba3ScanParams p = params;
     p.chunk = chunk;
     p.boundary_fold = fold;
-    const Mamba3ScanSequence seq{length, rows.data(), p.proj_width(), out_state.data(), y.data(), p.d_inner(), chunked};
-    if (reference) mamba3_scan_reference(p, seq);
-    else mamba3_scan(ComputeContext{threads, isa}, p, std::span(&seq, 1));
+    const Mamba3ScanSequence seq{length,   rows.data(), p.proj_width(), out_state.data(),
+                                 y.data(), p.d_inner(), chunked};
+    if (reference)
+      mamba3_scan_reference(p, seq);
+    else
+      mamba3_scan(ComputeContext{threads, isa}, p, std::span(&seq, 1));
     return y;
   }
 };
@@ -98,7 +101,8 @@ TEST_P(Mamba3Op, BothOrdersMatchTheDoubleReferenceFromACarriedState) {
       for (int64_t chunk : chunked ? std::vector<int64_t>{5, 16, 64} : std::vector<int64_t>{64}) {
         std::vector<float> state;
         const auto y = f.run(chunked, chunk, true, false, state);
-        const std::string what = "T " + std::to_string(T) + (chunked ? " chunked " + std::to_string(chunk) : " sequential");
+        const std::string what =
+            "T " + std::to_string(T) + (chunked ? " chunked " + std::to_string(chunk) : " sequential");
         EXPECT_LE(relative(expected, y, 0, y.size()), 1e-4) << what;
         EXPECT_LE(relative(ref_state, state, layout.ssm, layout.k), 1e-4) << what << " ssm";
         EXPECT_LE(relative(ref_state, state, layout.k, layout.v), 1e-5) << what << " k";
@@ -120,7 +124,8 @@ TEST_P(Mamba3Op, ResultsDoNotDependOnThreadsOrInstructionSet) {
     for (Isa isa : test::supported_isas()) {
       for (int threads : {1, 3}) {
         std::vector<float> state;
-        EXPECT_TRUE(test::same_bits(f.run(chunked, 16, true, false, state, isa, threads), base)) << isa_name(isa);
+        EXPECT_TRUE(test::same_bits(f.run(chunked, 16, true, false, state, isa, threads), base))
+            << isa_name(isa);
         EXPECT_TRUE(test::same_bits(state, base_state)) << isa_name(isa);
       }
     }
@@ -137,9 +142,12 @@ TEST_P(Mamba3Op, WithoutTheBoundaryFoldAContinuedWindowIsWrong) {
   const double with_fold = relative(expected, folded, 0, expected.size());
   const double without_first = relative(expected, unfolded, 0, first_row);
   EXPECT_LE(with_fold, 1e-4);
-  EXPECT_GE(without_first, 1e-2);  // 100x the tolerance; the seam: position 0 misses beta_0 v_state k_state^T entirely
-  std::printf("[ fold ] %-16s relative error with the fold %.3g; without it %.3g at the first position, %.3g overall\n",
-              GetParam().name.c_str(), with_fold, without_first, relative(expected, unfolded, 0, expected.size()));
+  EXPECT_GE(without_first,
+            1e-2);  // 100x the tolerance; the seam: position 0 misses beta_0 v_state k_state^T entirely
+  std::printf(
+      "[ fold ] %-16s relative error with the fold %.3g; without it %.3g at the first position, %.3g "
+      "overall\n",
+      GetParam().name.c_str(), with_fold, without_first, relative(expected, unfolded, 0, expected.size()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Mamba3Op,

@@ -58,12 +58,15 @@ std::vector<ParityCase> parity_cases() {
     c.tie_embeddings = false;
     c.vocab_size = 101;
   });
-  add("stored_bf16", [](ModelConfig&) {}, DType::BF16);
-  add("f32_loaded_as_f16", [](ModelConfig& c) { c.is_outproj_norm = true; }, DType::F32, DType::F16);
+  add(
+      "stored_bf16", [](ModelConfig&) {}, DType::BF16);
+  add(
+      "f32_loaded_as_f16", [](ModelConfig& c) { c.is_outproj_norm = true; }, DType::F32, DType::F16);
   return cases;
 }
 
-double worst_step_ratio(const std::vector<std::vector<double>>& expected, const std::vector<float>& got, int64_t V) {
+double worst_step_ratio(const std::vector<std::vector<double>>& expected, const std::vector<float>& got,
+                        int64_t V) {
   double worst = 0;
   for (size_t t = 0; t < expected.size(); ++t) {
     double max_logit = 0, max_diff = 0;

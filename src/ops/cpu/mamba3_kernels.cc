@@ -6,7 +6,8 @@
 
 namespace mb {
 
-void mamba3_scan(const ComputeContext& ctx, const Mamba3ScanParams& p, std::span<const Mamba3ScanSequence> sequences) {
+void mamba3_scan(const ComputeContext& ctx, const Mamba3ScanParams& p,
+                 std::span<const Mamba3ScanSequence> sequences) {
   MB_CHECK(p.n_heads > 0 && p.headdim > 0 && p.d_state > 0 && p.n_groups > 0 && p.n_heads % p.n_groups == 0);
   MB_CHECK(p.n_angles >= 0 && 2 * p.n_angles <= p.d_state && p.chunk > 0);
   MB_CHECK(p.dt_bias && p.b_bias && p.c_bias && p.b_norm && p.c_norm && p.d_skip);
@@ -17,9 +18,15 @@ void mamba3_scan(const ComputeContext& ctx, const Mamba3ScanParams& p, std::span
   if (!isa_supported(ctx.isa))
     throw Error(std::string("instruction set ") + isa_name(ctx.isa) + " is not supported by this CPU");
   switch (ctx.isa) {
-    case Isa::Avx512: cpu::mamba3_scan_avx512(p, sequences, ctx.n_threads); return;
-    case Isa::Avx2: cpu::mamba3_scan_avx2(p, sequences, ctx.n_threads); return;
-    case Isa::Scalar: cpu::mamba3_scan_scalar(p, sequences, ctx.n_threads); return;
+    case Isa::Avx512:
+      cpu::mamba3_scan_avx512(p, sequences, ctx.n_threads);
+      return;
+    case Isa::Avx2:
+      cpu::mamba3_scan_avx2(p, sequences, ctx.n_threads);
+      return;
+    case Isa::Scalar:
+      cpu::mamba3_scan_scalar(p, sequences, ctx.n_threads);
+      return;
   }
 }
 

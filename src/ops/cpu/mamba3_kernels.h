@@ -8,8 +8,11 @@
 
 namespace mb::cpu {
 
-void mamba3_scan_avx512(const Mamba3ScanParams& params, std::span<const Mamba3ScanSequence> sequences, int n_threads);
-void mamba3_scan_avx2(const Mamba3ScanParams& params, std::span<const Mamba3ScanSequence> sequences, int n_threads);
-void mamba3_scan_scalar(const Mamba3ScanParams& params, std::span<const Mamba3ScanSequence> sequences, int n_threads);
+void mamba3_scan_avx512(const Mamba3ScanParams& params, std::span<const Mamba3ScanSequence> sequences,
+                        int n_threads);
+void mamba3_scan_avx2(const Mamba3ScanParams& params, std::span<const Mamba3ScanSequence> sequences,
+                      int n_threads);
+void mamba3_scan_scalar(const Mamba3ScanParams& params, std::span<const Mamba3ScanSequence> sequences,
+                        int n_threads);
 
 }  // namespace mb::cpu

@@ -15,7 +15,8 @@ namespace mb::cpu_avx2 {
 }  // namespace mb::cpu_avx2
 
 namespace mb::cpu {
-void mamba3_scan_avx2(const Mamba3ScanParams& params, std::span<const Mamba3ScanSequence> sequences, int n_threads) {
+void mamba3_scan_avx2(const Mamba3ScanParams& params, std::span<const Mamba3ScanSequence> sequences,
+                      int n_threads) {
   cpu_avx2::mamba3_scan_all(params, sequences, n_threads);
 }
 }  // namespace mb::cpu

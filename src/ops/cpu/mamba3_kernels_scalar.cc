@@ -15,7 +15,8 @@ namespace mb::cpu_scalar {
 }  // namespace mb::cpu_scalar
 
 namespace mb::cpu {
-void mamba3_scan_scalar(const Mamba3ScanParams& params, std::span<const Mamba3ScanSequence> sequences, int n_threads) {
+void mamba3_scan_scalar(const Mamba3ScanParams& params, std::span<const Mamba3ScanSequence> sequences,
+                        int n_threads) {
   cpu_scalar::mamba3_scan_all(params, sequences, n_threads);
 }
 }  // namespace mb::cpu
