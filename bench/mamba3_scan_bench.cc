@@ -115,7 +115,8 @@ int main(int argc, char** argv) {
         const double rate[2] = {median(runs[0]), median(runs[1])};
         const double ratio = median(ratios);
         std::printf("%-8lld %-6lld %-17.1f %-14.1f %-19.2f %-26.0f %.0f\n", static_cast<long long>(n_threads),
-                    static_cast<long long>(T), rate[0], rate[1], ratio, median(scan_us[0]), median(scan_us[1]));
+                    static_cast<long long>(T), rate[0], rate[1], ratio, median(scan_us[0]),
+                    median(scan_us[1]));
         std::fflush(stdout);
       }
       std::vector<double> decode;

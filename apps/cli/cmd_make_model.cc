@@ -36,7 +36,8 @@ void add_make_model(CLI::App& app) {
   cmd->add_flag("--no-conv-bias", args->no_conv_bias, "Omit the conv1d bias (use_conv_bias = false)");
   cmd->add_option("--shards", args->shards, "Number of safetensors shards")->capture_default_str();
   cmd->add_option("--input-dim", args->input_dim, "Add an input projection from raw features of this width");
-  cmd->add_option("--config-form", args->form, "config.json form: hf | original")->capture_default_str();
+  CLI::Option* form_option =
+      cmd->add_option("--config-form", args->form, "config.json form: hf | original (Mamba-3: original only)");
   cmd->add_option("--arch", args->arch, "mamba1 | mamba3 (Mamba-3 SISO, state-spaces config form)")->capture_default_str();
   cmd->add_option("--headdim", args->headdim, "Mamba-3 channels per head (default 64)");
   cmd->add_option("--ngroups", args->ngroups, "Mamba-3 B/C groups (default 1)");
@@ -44,7 +45,7 @@ void add_make_model(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--outproj-norm", args->outproj_norm, "Mamba-3 gated RMSNorm before out_proj (is_outproj_norm)");
   cmd->add_option("--chunk-size", args->chunk_size, "Mamba-3 SSD chunk length (default 64)");
-  cmd->callback([args] {
+  cmd->callback([args, form_option] {
     MakeModelOptions o;
     o.config = preset_config(args->preset);
     ModelConfig& c = o.config;
@@ -75,6 +76,8 @@ void add_make_model(CLI::App& app) {
     }
     if (args->input_dim < 0) throw Error("--input-dim must be positive");
     if (args->form != "hf" && args->form != "original") throw Error("--config-form must be hf or original");
+    if (args->arch == "mamba3" && args->form == "hf" && form_option->count() > 0)
+      throw Error("--config-form hf: Mamba-3 checkpoints only exist in the state-spaces form (use original)");
     o.form = args->form == "hf" ? ConfigForm::HuggingFace : ConfigForm::Original;
     o.dtype = parse_dtype(args->dtype);
     o.seed = args->seed;

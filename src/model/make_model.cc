@@ -1,3 +1,4 @@
+#include "model/random.h"
 #include "model/make_model.h"
 
 #include <cmath>
@@ -13,26 +14,6 @@
 namespace mb {
 namespace {
 
-// A seeded generator whose output does not depend on the standard library's distributions.
-class Random {
- public:
-  explicit Random(uint64_t seed) : state_(seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull) {}
-  uint64_t next() {  // splitmix64
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
-  std::vector<float> uniform_values(size_t count, double bound) {
-    std::vector<float> values(count);
-    for (float& v : values) v = static_cast<float>((2.0 * uniform() - 1.0) * bound);
-    return values;
-  }
-
- private:
-  uint64_t state_;
-};
 
 struct PendingTensor {
   std::string name;
@@ -41,7 +22,7 @@ struct PendingTensor {
   bool keep_f32;  // per-channel parameters the reference code keeps in f32 (A_log, D, dt bias)
 };
 
-void add_mamba1_layers(const ModelConfig& c, Random& rng, std::vector<PendingTensor>& out) {
+void add_mamba1_layers(const ModelConfig& c, SeededRandom& rng, std::vector<PendingTensor>& out) {
   const int64_t d = c.d_model, D = c.d_inner, N = c.d_state, R = c.dt_rank, K = c.d_conv;
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const std::string p = "backbone.layers." + std::to_string(l) + ".";
@@ -142,7 +123,7 @@ void make_model(const std::string& out_dir, const MakeModelOptions& options) {
   parse_model_config(config_json, "make-model");
 
   std::filesystem::create_directories(out_dir);
-  Random rng(options.seed);
+  SeededRandom rng(options.seed);
   std::vector<PendingTensor> tensors;
   const int64_t d = c.d_model;
   const bool hf_names = options.form == ConfigForm::HuggingFace && c.arch == Architecture::Mamba1;

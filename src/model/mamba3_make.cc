@@ -1,3 +1,4 @@
+#include "model/random.h"
 #include "model/mamba3_make.h"
 
 #include <cmath>
@@ -7,31 +8,11 @@
 namespace mb {
 namespace {
 
-// splitmix64, so the draw does not depend on the standard library's distributions.
-class Random {
- public:
-  explicit Random(uint64_t seed) : state_(seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
-  std::vector<float> uniform_values(size_t count, double bound) {
-    std::vector<float> values(count);
-    for (float& v : values) v = static_cast<float>((2.0 * uniform() - 1.0) * bound);
-    return values;
-  }
-
- private:
-  uint64_t state_;
-};
 
 }  // namespace
 
 std::vector<GeneratedTensor> make_mamba3_layer_tensors(const ModelConfig& c, uint64_t seed) {
-  Random rng(seed);
+  SeededRandom rng(seed);
   const int64_t d = c.d_model, di = c.d_inner, N = c.d_state, H = c.n_heads(), G = c.ngroups;
   const int64_t na = mamba3_rope_angles(N, c.rope_fraction);
   const int64_t in_proj_dim = 2 * di + 2 * G * N + 3 * H + na;

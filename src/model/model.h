@@ -66,7 +66,8 @@ enum class Mamba3Scan { Auto, Sequential, Chunked };
 struct ForwardOptions {
   OutputKind output = OutputKind::LogitsLast;
   // Positions per sequence per round; 0 = all at once. The default bounds scratch memory for
-  // long inputs; the chunk never changes results (see BENCHMARKS.md for the measured curve).
+  // long inputs. For Mamba-1 and Mamba-3's sequential scan the chunk never changes a bit; with
+  // Mamba-3's chunked scan each round is a continued window (equal within rounding).
   int64_t chunk = 512;
   Mamba3Scan scan = Mamba3Scan::Auto;  // Mamba-3 only
   int64_t ssd_chunk = 0;               // Mamba-3 SSD chunk length; 0 = the config's chunk_size

@@ -33,6 +33,20 @@ const StoredTensor& WeightBinder::require(const std::string& name, const std::ve
   return *tensor;
 }
 
+void check_layer_indices(const TensorSet& tensors, int64_t n_layer) {
+  const std::string prefix = "backbone.layers.";
+  for (const auto& [name, tensor] : tensors.tensors()) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    const size_t end = name.find('.', prefix.size());
+    const std::string index_text = name.substr(prefix.size(), end - prefix.size());
+    char* parse_end = nullptr;
+    const long long index = std::strtoll(index_text.c_str(), &parse_end, 10);
+    if (index_text.empty() || *parse_end != '\0' || index < 0 || index >= n_layer)
+      throw Error("checkpoint tensor '" + name + "' belongs to a layer outside the config's " +
+                  std::to_string(n_layer) + " layers");
+  }
+}
+
 WeightMatrix WeightBinder::matrix(const std::string& name, int64_t rows, int64_t cols) {
   const StoredTensor& tensor = require(name, {rows, cols});
   const DType target = matrix_dtype_.value_or(*tensor.dtype);

@@ -50,4 +50,8 @@ class WeightBinder {
 
 std::string shape_string(const std::vector<int64_t>& shape);
 
+// Refuses tensors of layers the config does not have: a checkpoint with more layers than the
+// config says is malformed, not something to run partially.
+void check_layer_indices(const TensorSet& tensors, int64_t n_layer);
+
 }  // namespace mb
