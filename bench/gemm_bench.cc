@@ -6,6 +6,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <iterator>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -31,16 +32,16 @@ __attribute__((target("avx512f"))) double fma_peak_gflops(int threads) {
   float sink = 0;
 #pragma omp parallel num_threads(threads) reduction(+ : sink)
   {
-    __m512 acc[12];
-    for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+    __m512 acc[16];
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
     const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
     for (long it = 0; it < kIterations; ++it)
-      for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
-    for (int i = 0; i < 12; ++i) sink += _mm512_reduce_add_ps(acc[i]);
+      for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+    for (int i = 0; i < 16; ++i) sink += _mm512_reduce_add_ps(acc[i]);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (sink == 12345.0f) std::printf(" ");
-  return threads * kIterations * 12.0 * 16 * 2 / seconds / 1e9;
+  return threads * kIterations * 16.0 * 16 * 2 / seconds / 1e9;
 }
 
 template <class F>
@@ -73,29 +74,49 @@ int main(int argc, char** argv) {
   const double peak = __builtin_cpu_supports("avx512f") ? fma_peak_gflops(threads) : 0.0;
   std::printf("f32 FMA peak on %d thread(s): %.1f GFLOP/s\n", threads, peak);
   std::printf("%-9s %6s %6s %12s %12s %7s %8s\n", "shape", "N", "K", "mambacpp", "openblas", "ratio", "of peak");
-  double total_ours = 0, total_blas = 0, total_flops = 0;
+  // All of mambacpp's runs come first and OpenBLAS's after: OpenBLAS worker threads keep
+  // spinning for a while after each call and would steal the cores from the next measurement.
+  struct Data {
+    std::vector<float> x, w, y;
+    std::vector<uint8_t> stored;
+  };
+  std::vector<Data> data;
   for (const Shape& s : shapes) {
-    std::vector<float> x(rows * s.k), w(s.n * s.k), y(rows * s.n);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
-    for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 104729) % 1000) / 1000.0f - 0.5f;
-    const std::vector<uint8_t> stored = mb::pack_weights(w.data(), mb::DType::F32, s.n, s.k, dtype);
+    Data d{std::vector<float>(rows * s.k), std::vector<float>(s.n * s.k), std::vector<float>(rows * s.n), {}};
+    for (size_t i = 0; i < d.x.size(); ++i) d.x[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
+    for (size_t i = 0; i < d.w.size(); ++i) d.w[i] = static_cast<float>((i * 104729) % 1000) / 1000.0f - 0.5f;
+    d.stored = mb::pack_weights(d.w.data(), mb::DType::F32, s.n, s.k, dtype);
+    data.push_back(std::move(d));
+  }
+  const int repeats = 7;
+  std::vector<double> ours(std::size(shapes)), blas(std::size(shapes));
+  for (size_t i = 0; i < std::size(shapes); ++i) {
+    const Shape& s = shapes[i];
+    Data& d = data[i];
     const mb::ComputeContext ctx{threads, mb::best_isa()};
-    const mb::MatmulArgs args{x.data(), s.k, rows, {stored.data(), dtype, s.n, s.k}, nullptr, y.data(), s.n, false};
-    const int repeats = 7;
-    const double ours = median_seconds([&] { mb::matmul(ctx, args); }, repeats);
-    const double blas = median_seconds(
+    const mb::MatmulArgs args{d.x.data(), s.k, rows, {d.stored.data(), dtype, s.n, s.k}, nullptr, d.y.data(), s.n, false};
+    ours[i] = median_seconds([&] { mb::matmul(ctx, args); }, repeats);
+  }
+  for (size_t i = 0; i < std::size(shapes); ++i) {
+    const Shape& s = shapes[i];
+    Data& d = data[i];
+    blas[i] = median_seconds(
         [&] {
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, s.n, s.k, 1.0f, x.data(), s.k, w.data(), s.k,
-                      0.0f, y.data(), s.n);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, s.n, s.k, 1.0f, d.x.data(), s.k, d.w.data(), s.k,
+                      0.0f, d.y.data(), s.n);
         },
         repeats);
+  }
+  double total_ours = 0, total_blas = 0, total_flops = 0;
+  for (size_t i = 0; i < std::size(shapes); ++i) {
+    const Shape& s = shapes[i];
     const double flops = 2.0 * rows * s.n * s.k;
-    total_ours += ours;
-    total_blas += blas;
+    total_ours += ours[i];
+    total_blas += blas[i];
     total_flops += flops;
     std::printf("%-9s %6lld %6lld %9.1f GF %9.1f GF %6.2fx %7.0f%%\n", s.name, static_cast<long long>(s.n),
-                static_cast<long long>(s.k), flops / ours / 1e9, flops / blas / 1e9, blas / ours,
-                peak > 0 ? 100 * flops / ours / 1e9 / peak : 0.0);
+                static_cast<long long>(s.k), flops / ours[i] / 1e9, flops / blas[i] / 1e9, blas[i] / ours[i],
+                peak > 0 ? 100 * flops / ours[i] / 1e9 / peak : 0.0);
   }
   std::printf("%-9s %13s %9.1f GF %9.1f GF %6.2fx %7.0f%%\n", "all", "", total_flops / total_ours / 1e9,
               total_flops / total_blas / 1e9, total_blas / total_ours,
