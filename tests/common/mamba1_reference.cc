@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "io/mapped_file.h"
+#include "common/tensor_io.h"
 #include "io/safetensors.h"
 
 namespace mb::test {
@@ -13,20 +14,6 @@ namespace {
 
 using nlohmann::json;
 
-std::vector<double> read_tensor(const TensorSet& set, const std::string& name, const DType* round_to, bool is_matrix) {
-  const StoredTensor* t = set.find(name);
-  if (t == nullptr) return {};
-  std::vector<double> values(t->element_count());
-  for (size_t i = 0; i < values.size(); ++i) {
-    float v = load_as_f32(t->data, *t->dtype, i);
-    if (round_to != nullptr && is_matrix) {
-      if (*round_to == DType::BF16) v = bf16_to_f32(f32_to_bf16(v));
-      if (*round_to == DType::F16) v = f16_to_f32(f32_to_f16(v));
-    }
-    values[i] = v;
-  }
-  return values;
-}
 
 double rms_inverse(const std::vector<double>& x, double eps) {
   double sum = 0;
@@ -58,27 +45,27 @@ Mamba1Reference::Mamba1Reference(const std::string& dir, const DType* round_to) 
   const TensorSet set = TensorSet::open_dir(dir);
   // Lookups read the embedding as stored; only the LM head is held in the engine's storage dtype.
   const std::string embedding_name = set.find("backbone.embeddings.weight") ? "backbone.embeddings.weight" : "backbone.embedding.weight";
-  embedding_ = read_tensor(set, embedding_name, nullptr, true);
-  lm_head_ = read_tensor(set, tied ? embedding_name : "lm_head.weight", round_to, true);
-  norm_f_ = read_tensor(set, "backbone.norm_f.weight", round_to, false);
-  input_proj_ = read_tensor(set, "input_proj.weight", round_to, true);
-  input_proj_bias_ = read_tensor(set, "input_proj.bias", round_to, false);
+  embedding_ = read_tensor_values(set, embedding_name, nullptr);
+  lm_head_ = read_tensor_values(set, tied ? embedding_name : "lm_head.weight", round_to);
+  norm_f_ = read_tensor_values(set, "backbone.norm_f.weight", nullptr);
+  input_proj_ = read_tensor_values(set, "input_proj.weight", round_to);
+  input_proj_bias_ = read_tensor_values(set, "input_proj.bias", nullptr);
   for (int64_t l = 0; l < n_layer; ++l) {
     const std::string p = "backbone.layers." + std::to_string(l) + ".";
     const std::string m = p + "mixer.";
     Layer layer;
-    layer.norm = read_tensor(set, p + "norm.weight", round_to, false);
-    layer.in_proj = read_tensor(set, m + "in_proj.weight", round_to, true);
-    layer.in_proj_bias = read_tensor(set, m + "in_proj.bias", round_to, false);
-    layer.conv_w = read_tensor(set, m + "conv1d.weight", round_to, false);
-    layer.conv_b = read_tensor(set, m + "conv1d.bias", round_to, false);
-    layer.x_proj = read_tensor(set, m + "x_proj.weight", round_to, true);
-    layer.dt_proj = read_tensor(set, m + "dt_proj.weight", round_to, true);
-    layer.dt_bias = read_tensor(set, m + "dt_proj.bias", round_to, false);
-    layer.a_log = read_tensor(set, m + "A_log", round_to, false);
-    layer.d = read_tensor(set, m + "D", round_to, false);
-    layer.out_proj = read_tensor(set, m + "out_proj.weight", round_to, true);
-    layer.out_proj_bias = read_tensor(set, m + "out_proj.bias", round_to, false);
+    layer.norm = read_tensor_values(set, p + "norm.weight", nullptr);
+    layer.in_proj = read_tensor_values(set, m + "in_proj.weight", round_to);
+    layer.in_proj_bias = read_tensor_values(set, m + "in_proj.bias", nullptr);
+    layer.conv_w = read_tensor_values(set, m + "conv1d.weight", nullptr);
+    layer.conv_b = read_tensor_values(set, m + "conv1d.bias", nullptr);
+    layer.x_proj = read_tensor_values(set, m + "x_proj.weight", round_to);
+    layer.dt_proj = read_tensor_values(set, m + "dt_proj.weight", round_to);
+    layer.dt_bias = read_tensor_values(set, m + "dt_proj.bias", nullptr);
+    layer.a_log = read_tensor_values(set, m + "A_log", nullptr);
+    layer.d = read_tensor_values(set, m + "D", nullptr);
+    layer.out_proj = read_tensor_values(set, m + "out_proj.weight", round_to);
+    layer.out_proj_bias = read_tensor_values(set, m + "out_proj.bias", nullptr);
     layer.conv_state.assign(d_inner_ * d_conv_, 0.0);
     layer.ssm.assign(d_inner_ * d_state_, 0.0);
     layers_.push_back(std::move(layer));

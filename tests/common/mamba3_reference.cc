@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "io/mapped_file.h"
+#include "common/tensor_io.h"
 #include "io/safetensors.h"
 
 namespace mb::test {
@@ -13,21 +14,6 @@ namespace {
 
 using nlohmann::json;
 
-std::vector<double> read_tensor(const TensorSet& set, const std::string& name, const DType* round_to,
-                                bool is_matrix) {
-  const StoredTensor* t = set.find(name);
-  if (t == nullptr) throw std::runtime_error("reference: missing tensor " + name);
-  std::vector<double> values(t->element_count());
-  for (size_t i = 0; i < values.size(); ++i) {
-    float v = load_as_f32(t->data, *t->dtype, i);
-    if (round_to != nullptr && is_matrix) {
-      if (*round_to == DType::BF16) v = bf16_to_f32(f32_to_bf16(v));
-      if (*round_to == DType::F16) v = f16_to_f32(f32_to_f16(v));
-    }
-    values[i] = v;
-  }
-  return values;
-}
 
 // x * (1 / sqrt(mean(x^2) + eps)) * w over n values starting at x.
 std::vector<double> rms_norm(const double* x, int64_t n, const double* w, double eps) {
@@ -75,23 +61,23 @@ Mamba3Reference::Mamba3Reference(const std::string& dir, const DType* round_to) 
 
   const TensorSet set = TensorSet::open_dir(dir);
   // Lookups read the embedding as stored; only the LM head is held in the engine's storage dtype.
-  embedding_ = read_tensor(set, "backbone.embedding.weight", nullptr, true);
-  lm_head_ = read_tensor(set, tied ? "backbone.embedding.weight" : "lm_head.weight", round_to, true);
-  norm_f_ = read_tensor(set, "backbone.norm_f.weight", round_to, false);
+  embedding_ = read_tensor_values(set, "backbone.embedding.weight", nullptr, true);
+  lm_head_ = read_tensor_values(set, tied ? "backbone.embedding.weight" : "lm_head.weight", round_to, true);
+  norm_f_ = read_tensor_values(set, "backbone.norm_f.weight", nullptr, true);
   for (int64_t l = 0; l < n_layer; ++l) {
     const std::string p = "backbone.layers." + std::to_string(l) + ".";
     const std::string m = p + "mixer.";
     Layer layer;
-    layer.norm = read_tensor(set, p + "norm.weight", round_to, false);
-    layer.in_proj = read_tensor(set, m + "in_proj.weight", round_to, true);
-    layer.dt_bias = read_tensor(set, m + "dt_bias", round_to, false);
-    layer.b_bias = read_tensor(set, m + "B_bias", round_to, false);
-    layer.c_bias = read_tensor(set, m + "C_bias", round_to, false);
-    layer.b_norm = read_tensor(set, m + "B_norm.weight", round_to, false);
-    layer.c_norm = read_tensor(set, m + "C_norm.weight", round_to, false);
-    layer.d = read_tensor(set, m + "D", round_to, false);
-    if (outproj_norm_) layer.gate_norm = read_tensor(set, m + "norm.weight", round_to, false);
-    layer.out_proj = read_tensor(set, m + "out_proj.weight", round_to, true);
+    layer.norm = read_tensor_values(set, p + "norm.weight", nullptr, true);
+    layer.in_proj = read_tensor_values(set, m + "in_proj.weight", round_to, true);
+    layer.dt_bias = read_tensor_values(set, m + "dt_bias", nullptr, true);
+    layer.b_bias = read_tensor_values(set, m + "B_bias", nullptr, true);
+    layer.c_bias = read_tensor_values(set, m + "C_bias", nullptr, true);
+    layer.b_norm = read_tensor_values(set, m + "B_norm.weight", nullptr, true);
+    layer.c_norm = read_tensor_values(set, m + "C_norm.weight", nullptr, true);
+    layer.d = read_tensor_values(set, m + "D", nullptr, true);
+    if (outproj_norm_) layer.gate_norm = read_tensor_values(set, m + "norm.weight", nullptr, true);
+    layer.out_proj = read_tensor_values(set, m + "out_proj.weight", round_to, true);
     layer.ssm.assign(heads_ * headdim_ * d_state_, 0.0);
     layer.k.assign(heads_ * d_state_, 0.0);
     layer.v.assign(heads_ * headdim_, 0.0);

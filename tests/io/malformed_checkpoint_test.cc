@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/model_fixture.h"
+#include "common/tensor_io.h"
 #include "common/test_util.h"
 #include "core/error.h"
 #include "io/mapped_file.h"
@@ -47,23 +48,6 @@ std::string safetensors_bytes(const std::string& header, const std::string& data
 json read_config(const std::string& dir) { return json::parse(read_text_file(dir + "/config.json")); }
 void write_config(const std::string& dir, const json& config) { write_bytes(dir + "/config.json", config.dump()); }
 
-// Rewrites model.safetensors through `edit`, which may drop, rename or reshape tensors.
-void rewrite_tensors(const std::string& dir, const std::function<void(std::vector<StoredTensor>&)>& edit) {
-  std::vector<StoredTensor> tensors;
-  std::vector<std::vector<uint8_t>> copies;
-  {
-    const TensorSet set = TensorSet::open_dir(dir);
-    for (const auto& [name, t] : set.tensors()) {
-      copies.emplace_back(t.data, t.data + t.byte_size);
-      tensors.push_back(t);
-    }
-  }
-  for (size_t i = 0; i < tensors.size(); ++i) tensors[i].data = copies[i].data();
-  edit(tensors);
-  SafetensorsWriter writer;
-  for (const auto& t : tensors) writer.add_raw(t.name, t.dtype_string, t.shape, std::vector<uint8_t>(t.data, t.data + t.byte_size));
-  writer.write(dir + "/model.safetensors");
-}
 
 struct Defect {
   std::string name;
@@ -95,9 +79,9 @@ std::vector<Defect> defects() {
       {"begin_after_end", [](auto& d) { write_bytes(d + "/model.safetensors", safetensors_bytes(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}})", std::string(4, '\0'))); }, "begin > end"},
       {"negative_shape", [](auto& d) { write_bytes(d + "/model.safetensors", safetensors_bytes(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", std::string(4, '\0'))); }, "non-negative integer"},
       {"duplicate_tensor_name", [](auto& d) { write_bytes(d + "/model.safetensors", safetensors_bytes(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", std::string(8, '\0'))); }, "appears twice"},
-      {"missing_tensor", [](auto& d) { rewrite_tensors(d, [](auto& ts) { std::erase_if(ts, [](auto& t) { return t.name == "backbone.layers.1.mixer.x_proj.weight"; }); }); }, "missing tensor 'backbone.layers.1.mixer.x_proj.weight'"},
-      {"misshaped_tensor", [](auto& d) { rewrite_tensors(d, [](auto& ts) { for (auto& t : ts) if (t.name == "backbone.layers.0.mixer.dt_proj.weight") t.shape = {t.shape[1], t.shape[0]}; }); }, "has shape [1, 32] but the config implies [32, 1]"},
-      {"integer_weight", [](auto& d) { rewrite_tensors(d, [](auto& ts) { for (auto& t : ts) if (t.name == "backbone.norm_f.weight") t.dtype_string = "I32"; }); }, "I32"},
+      {"missing_tensor", [](auto& d) { test::rewrite_tensors(d, [](auto& ts) { std::erase_if(ts, [](auto& t) { return t.name == "backbone.layers.1.mixer.x_proj.weight"; }); }); }, "missing tensor 'backbone.layers.1.mixer.x_proj.weight'"},
+      {"misshaped_tensor", [](auto& d) { test::rewrite_tensors(d, [](auto& ts) { for (auto& t : ts) if (t.name == "backbone.layers.0.mixer.dt_proj.weight") t.shape = {t.shape[1], t.shape[0]}; }); }, "has shape [1, 32] but the config implies [32, 1]"},
+      {"integer_weight", [](auto& d) { test::rewrite_tensors(d, [](auto& ts) { for (auto& t : ts) if (t.name == "backbone.norm_f.weight") t.dtype_string = "I32"; }); }, "I32"},
       {"index_points_to_missing_shard", [](auto& d) { fs::remove(d + "/model.safetensors"); write_bytes(d + "/model.safetensors.index.json", R"({"weight_map":{"backbone.norm_f.weight":"model-00001-of-00002.safetensors"}})"); }, "cannot open"},
       {"index_without_weight_map", [](auto& d) { fs::remove(d + "/model.safetensors"); write_bytes(d + "/model.safetensors.index.json", R"({"metadata":{}})"); }, "no weight_map"},
   };

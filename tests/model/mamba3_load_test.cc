@@ -9,6 +9,7 @@
 
 #include "common/mamba3_reference.h"
 #include "common/model_fixture.h"
+#include "common/tensor_io.h"
 #include "common/test_util.h"
 #include "core/error.h"
 #include "io/mapped_file.h"
@@ -28,24 +29,6 @@ std::string good_model(bool outproj_norm) {
   return test::write_model(o, "m3load");
 }
 
-// Rewrites model.safetensors through `edit`, which may drop or reshape tensors.
-void rewrite_tensors(const std::string& dir, const std::function<void(std::vector<StoredTensor>&)>& edit) {
-  std::vector<StoredTensor> tensors;
-  std::vector<std::vector<uint8_t>> copies;
-  {
-    const TensorSet set = TensorSet::open_dir(dir);
-    for (const auto& [name, t] : set.tensors()) {
-      copies.emplace_back(t.data, t.data + t.byte_size);
-      tensors.push_back(t);
-    }
-  }
-  for (size_t i = 0; i < tensors.size(); ++i) tensors[i].data = copies[i].data();
-  edit(tensors);
-  SafetensorsWriter writer;
-  for (const auto& t : tensors)
-    writer.add_raw(t.name, t.dtype_string, t.shape, std::vector<uint8_t>(t.data, t.data + t.byte_size));
-  writer.write(dir + "/model.safetensors");
-}
 
 void expect_load_error(const std::string& dir, const std::vector<std::string>& fragments) {
   try {
@@ -59,7 +42,7 @@ void expect_load_error(const std::string& dir, const std::vector<std::string>& f
 
 TEST(Mamba3Load, MissingTensorIsNamed) {
   const std::string dir = good_model(false);
-  rewrite_tensors(dir, [](auto& tensors) {
+  test::rewrite_tensors(dir, [](auto& tensors) {
     std::erase_if(tensors, [](const StoredTensor& t) { return t.name == "backbone.layers.1.mixer.B_bias"; });
   });
   expect_load_error(dir, {"backbone.layers.1.mixer.B_bias", "[4, 1, 16]"});
@@ -68,7 +51,7 @@ TEST(Mamba3Load, MissingTensorIsNamed) {
 TEST(Mamba3Load, MisshapedTensorNamesBothShapes) {
   const std::string dir = good_model(false);
   // in_proj with one row too few: [2*64 + 2*16 + 3*4 + 4 - 1, 32] instead of [176, 32].
-  rewrite_tensors(dir, [](auto& tensors) {
+  test::rewrite_tensors(dir, [](auto& tensors) {
     for (StoredTensor& t : tensors)
       if (t.name == "backbone.layers.0.mixer.in_proj.weight") {
         t.shape[0] -= 1;
