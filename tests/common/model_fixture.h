@@ -32,9 +32,14 @@ std::string write_model(const MakeModelOptions& options, const std::string& tag)
 // Random token ids in [0, vocab).
 std::vector<int32_t> random_tokens(size_t count, int64_t vocab, uint64_t seed);
 
-// Runs `tokens` one decode step at a time on a fresh state; returns the logits of every step
-// concatenated ([T, vocab]) and leaves the final state in `state`.
+// Runs `tokens` one decode step at a time from `state`; returns the logits of every step
+// concatenated ([T, vocab]) and leaves the final state in `state`. When `states_after` is given
+// it receives a copy of the state after every step.
 std::vector<float> step_logits(const Model& model, const ComputeContext& ctx, const std::vector<int32_t>& tokens,
-                               SequenceState& state);
+                               SequenceState& state, std::vector<SequenceState>* states_after = nullptr);
+
+// Runs `tokens` as one forward call (a prefill) from `state` and returns its output rows.
+std::vector<float> prefill(const Model& model, const ComputeContext& ctx, const std::vector<int32_t>& tokens,
+                           SequenceState& state, const ForwardOptions& options);
 
 }  // namespace mb::test

@@ -35,11 +35,7 @@ const Fixture& fixture_for(DType dtype) {
 
 std::vector<float> prefill(const Model& model, const ComputeContext& ctx, const std::vector<int32_t>& tokens,
                            SequenceState& state, OutputKind kind, int64_t chunk) {
-  Workspace ws;
-  std::vector<std::vector<float>> out;
-  SequenceInput input{&state, tokens, {}};
-  model.forward(ctx, std::span(&input, 1), {kind, chunk}, ws, out);
-  return out[0];
+  return test::prefill(model, ctx, tokens, state, {kind, chunk});
 }
 
 class Exactness : public ::testing::TestWithParam<DType> {};
@@ -52,17 +48,7 @@ TEST_P(Exactness, PrefillEqualsDecodeStepsForEveryLengthUpTo300) {
   // Decode once, remembering the state after every step.
   std::vector<SequenceState> states;
   SequenceState state = model.new_state();
-  std::vector<float> step_all;
-  {
-    Workspace ws;
-    std::vector<std::vector<float>> out;
-    for (int32_t token : tokens) {
-      SequenceInput input{&state, std::span(&token, 1), {}};
-      model.forward(ctx, std::span(&input, 1), {OutputKind::LogitsLast, 0}, ws, out);
-      step_all.insert(step_all.end(), out[0].begin(), out[0].end());
-      states.push_back(state);
-    }
-  }
+  const std::vector<float> step_all = test::step_logits(model, ctx, tokens, state, &states);
   for (int64_t T = 1; T <= 300; ++T) {
     SequenceState fresh = model.new_state();
     const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + T);
