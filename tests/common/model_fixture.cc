@@ -1,5 +1,7 @@
 #include "common/model_fixture.h"
 
+#include <gtest/gtest.h>
+
 #include <random>
 
 #include "common/test_util.h"
@@ -42,6 +44,24 @@ std::vector<float> prefill(const Model& model, const ComputeContext& ctx, const 
   SequenceInput input{&state, tokens, {}};
   model.forward(ctx, std::span(&input, 1), options, ws, out);
   return out[0];
+}
+
+void expect_batched_steps_equal_solo(const Model& model, const ComputeContext& ctx, size_t sequences, int steps) {
+  std::vector<SequenceState> batch_states(sequences, model.new_state());
+  std::vector<SequenceState> solo_states(sequences, model.new_state());
+  Workspace ws;
+  std::vector<std::vector<float>> out, solo_out;
+  for (int step = 0; step < steps; ++step) {
+    const auto next = random_tokens(sequences, model.config().vocab_size, 100 + step);
+    std::vector<SequenceInput> batch;
+    for (size_t i = 0; i < sequences; ++i) batch.push_back({&batch_states[i], std::span(&next[i], 1), {}});
+    model.forward(ctx, batch, {OutputKind::LogitsLast, 0}, ws, out);
+    for (size_t i = 0; i < sequences; ++i) {
+      SequenceInput input{&solo_states[i], std::span(&next[i], 1), {}};
+      model.forward(ComputeContext{1, best_isa()}, std::span(&input, 1), {OutputKind::LogitsLast, 0}, ws, solo_out);
+      ASSERT_TRUE(same_bits(out[i], solo_out[0])) << "step " << step << " sequence " << i;
+    }
+  }
 }
 
 }  // namespace mb::test

@@ -38,6 +38,11 @@ std::vector<int32_t> random_tokens(size_t count, int64_t vocab, uint64_t seed);
 std::vector<float> step_logits(const Model& model, const ComputeContext& ctx, const std::vector<int32_t>& tokens,
                                SequenceState& state, std::vector<SequenceState>* states_after = nullptr);
 
+// Runs `steps` decode steps of `sequences` fresh sequences as one batch (different tokens per
+// step) under `ctx`, and each sequence alone on one thread; fails the test at the first logit
+// row that differs in any bit.
+void expect_batched_steps_equal_solo(const Model& model, const ComputeContext& ctx, size_t sequences, int steps);
+
 // Runs `tokens` as one forward call (a prefill) from `state` and returns its output rows.
 std::vector<float> prefill(const Model& model, const ComputeContext& ctx, const std::vector<int32_t>& tokens,
                            SequenceState& state, const ForwardOptions& options);

@@ -136,23 +136,7 @@ TEST_P(Mamba3Exactness, EachSequenceOfABatchEqualsItAlone) {
   }
 
   // Then decode steps as a batch (different tokens each step) against each sequence alone.
-  std::vector<SequenceState> batch_states(prompts.size(), model.new_state());
-  std::vector<SequenceState> solo_states(prompts.size(), model.new_state());
-  Workspace ws;
-  std::vector<std::vector<float>> out, solo_out;
-  for (int step = 0; step < 12; ++step) {
-    const auto next = test::random_tokens(prompts.size(), model.config().vocab_size, 100 + step);
-    std::vector<SequenceInput> batch;
-    for (size_t i = 0; i < prompts.size(); ++i)
-      batch.push_back({&batch_states[i], std::span(&next[i], 1), {}});
-    model.forward(ctx, batch, {OutputKind::LogitsLast, 0}, ws, out);
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      SequenceInput input{&solo_states[i], std::span(&next[i], 1), {}};
-      model.forward(ComputeContext{1, best_isa()}, std::span(&input, 1), {OutputKind::LogitsLast, 0}, ws,
-                    solo_out);
-      ASSERT_TRUE(same_bits(out[i], solo_out[0])) << "step " << step << " sequence " << i;
-    }
-  }
+  test::expect_batched_steps_equal_solo(model, ctx, prompts.size(), 12);
 }
 
 TEST_P(Mamba3Exactness, PrefillThenDecodeContinuesLikeDecodeAllTheWay) {
