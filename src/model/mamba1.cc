@@ -1,6 +1,7 @@
 #include "model/mamba1.h"
 
 #include <cmath>
+#include <numbers>
 #include <string>
 
 #include "core/error.h"
@@ -11,10 +12,7 @@
 #include "ops/rms_norm.h"
 
 namespace mb {
-namespace {
-
-
-}  // namespace
+namespace {}  // namespace
 
 Mamba1Model::Mamba1Model(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors,
                          const LoadOptions& options) {
@@ -57,11 +55,13 @@ Mamba1Model::Mamba1Model(const ModelConfig& config, std::shared_ptr<const Tensor
     layer.conv_weight = binder.keep(std::move(taps));
 
     const float* a_log = binder.f32(mixer + "A_log", {D, N});
-    std::vector<float> a(N * D);
+    // A = -exp(A_log), kept premultiplied by log2(e) (in double, one rounding) for the scan.
+    std::vector<float> a_base2(N * D);
     for (int64_t c = 0; c < D; ++c)
       for (int64_t n = 0; n < N; ++n)
-        a[n * D + c] = static_cast<float>(-std::exp(static_cast<double>(a_log[c * N + n])));
-    layer.a = binder.keep(std::move(a));
+        a_base2[n * D + c] =
+            static_cast<float>(-std::exp(static_cast<double>(a_log[c * N + n])) * std::numbers::log2e);
+    layer.a_base2 = binder.keep(std::move(a_base2));
   }
 }
 
@@ -145,7 +145,7 @@ void Mamba1Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
       scan.ldbc = xdbl_width;
       scan.z = xz + begin * 2 * D + D;
       scan.ldz = 2 * D;
-      scan.a = layer.a;
+      scan.a_base2 = layer.a_base2;
       scan.d_skip = layer.d_skip;
       scan.state = rows[s].state->values.data() + state_offset + (K - 1) * D;
       scan.y = y + begin * D;

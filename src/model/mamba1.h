@@ -9,23 +9,24 @@
 namespace mb {
 
 struct Mamba1Layer {
-  const float* norm = nullptr;          // [d_model]
-  WeightMatrix in_proj;                 // [2 * d_inner, d_model]: rows 0..D-1 give x, D..2D-1 give z
-  const float* in_proj_bias = nullptr;  // [2 * d_inner] or null
-  const float* conv_weight = nullptr;   // [d_conv, d_inner] tap-major
-  const float* conv_bias = nullptr;     // [d_inner] or null
-  WeightMatrix x_proj;                  // [dt_rank + 2 * d_state, d_inner]: [dt_low | B | C]
-  WeightMatrix dt_proj;                 // [d_inner, dt_rank]
-  const float* dt_bias = nullptr;       // [d_inner]
-  const float* a = nullptr;             // [d_state, d_inner] = -exp(A_log), state-major
-  const float* d_skip = nullptr;        // [d_inner]
-  WeightMatrix out_proj;                // [d_model, d_inner]
-  const float* out_proj_bias = nullptr; // [d_model] or null
+  const float* norm = nullptr;           // [d_model]
+  WeightMatrix in_proj;                  // [2 * d_inner, d_model]: rows 0..D-1 give x, D..2D-1 give z
+  const float* in_proj_bias = nullptr;   // [2 * d_inner] or null
+  const float* conv_weight = nullptr;    // [d_conv, d_inner] tap-major
+  const float* conv_bias = nullptr;      // [d_inner] or null
+  WeightMatrix x_proj;                   // [dt_rank + 2 * d_state, d_inner]: [dt_low | B | C]
+  WeightMatrix dt_proj;                  // [d_inner, dt_rank]
+  const float* dt_bias = nullptr;        // [d_inner]
+  const float* a_base2 = nullptr;        // [d_state, d_inner] = -exp(A_log) * log2(e), state-major
+  const float* d_skip = nullptr;         // [d_inner]
+  WeightMatrix out_proj;                 // [d_model, d_inner]
+  const float* out_proj_bias = nullptr;  // [d_model] or null
 };
 
 class Mamba1Model : public Model {
  public:
-  Mamba1Model(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors, const LoadOptions& options);
+  Mamba1Model(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors,
+              const LoadOptions& options);
 
   // Per layer: conv history [d_conv - 1, d_inner] (oldest first), then SSM state [d_state, d_inner].
   size_t state_floats() const override { return config_.n_layer * layer_state_floats(); }

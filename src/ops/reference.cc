@@ -63,7 +63,7 @@ void selective_scan_reference(const SelectiveScanArgs& a) {
       const double dt = a.dt[t * a.lddt + ch];
       double y = 0.0;
       for (int64_t n = 0; n < a.d_state; ++n) {
-        h[n] = std::exp(dt * a.a[n * a.channels + ch]) * h[n] + dt * u * a.b[t * a.ldbc + n];
+        h[n] = std::exp2(dt * a.a_base2[n * a.channels + ch]) * h[n] + dt * u * a.b[t * a.ldbc + n];
         y += h[n] * a.c[t * a.ldbc + n];
       }
       y += static_cast<double>(a.d_skip[ch]) * u;

@@ -1,6 +1,7 @@
 // Mamba-1 selective scan with the D skip and the SiLU(z) gate, over a run of positions of one
 // sequence, state carried in and out:
-//   dA[n] = exp(dt * A[n]);  h[n] = fma(dA[n], h[n], (dt * u) * B[n]);  y = sum_n h[n] * C[n]
+//   dA[n] = exp(dt * A[n]) = 2^(dt * A[n] log2(e));  h[n] = fma(dA[n], h[n], (dt * u) * B[n]);
+//   y = sum_n h[n] * C[n]
 //   y = fma(D, u, y);  out = y * silu(z)
 // per channel, n ascending. The same per-channel sequence of operations runs whether the
 // positions come one per call (decode) or T per call (prefill); channels are vectorized
@@ -18,18 +19,20 @@ inline constexpr int kMaxStateSize = 256;
 
 struct SelectiveScanArgs {
   int64_t length = 0;
-  int64_t channels = 0;  // D (d_inner)
-  int64_t d_state = 0;   // N, at most kMaxStateSize
-  const float* u = nullptr;   // [length, ldu] conv outputs
+  int64_t channels = 0;      // D (d_inner)
+  int64_t d_state = 0;       // N, at most kMaxStateSize
+  const float* u = nullptr;  // [length, ldu] conv outputs
   int64_t ldu = 0;
   const float* dt = nullptr;  // [length, lddt] softplus(dt_proj) already applied
   int64_t lddt = 0;
-  const float* b = nullptr;   // [length, ldbc] B row of each position (N values)
-  const float* c = nullptr;   // [length, ldbc] C row of each position
+  const float* b = nullptr;  // [length, ldbc] B row of each position (N values)
+  const float* c = nullptr;  // [length, ldbc] C row of each position
   int64_t ldbc = 0;
-  const float* z = nullptr;   // [length, ldz] gate inputs, or null for no gate
+  const float* z = nullptr;  // [length, ldz] gate inputs, or null for no gate
   int64_t ldz = 0;
-  const float* a = nullptr;       // [N, channels] = -exp(A_log), state-major
+  // [N, channels] = A * log2(e) = -exp(A_log) * log2(e), state-major. The kernels take the decay
+  // as 2^(dt * a_base2): a base-2 exponential needs no reduction by ln 2, which halves its cost.
+  const float* a_base2 = nullptr;
   const float* d_skip = nullptr;  // [channels]
   float* state = nullptr;         // [N, channels], read and updated
   float* y = nullptr;             // [length, ldy]

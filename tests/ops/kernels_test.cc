@@ -159,9 +159,9 @@ std::vector<float> run_scan(const ComputeContext* ctx, int64_t channels, int64_t
   for (float& v : dt) v = std::fabs(v) + 1e-3f;
   const auto bc = random_floats(length * 2 * d_state, 13);
   const auto z = random_floats(length * channels, 14, 2.0f);
-  std::vector<float> a(d_state * channels);
+  std::vector<float> a_base2(d_state * channels);
   for (int64_t n = 0; n < d_state; ++n)
-    for (int64_t c = 0; c < channels; ++c) a[n * channels + c] = -float(n + 1) * (1.0f + 0.01f * c);
+    for (int64_t c = 0; c < channels; ++c) a_base2[n * channels + c] = -float(n + 1) * (1.0f + 0.01f * c);
   const auto d_skip = random_floats(channels, 15);
   std::vector<float> y(length * channels);
   for (int64_t t0 = 0; t0 < length; t0 += piece) {
@@ -178,7 +178,7 @@ std::vector<float> run_scan(const ComputeContext* ctx, int64_t channels, int64_t
     args.ldbc = 2 * d_state;
     args.z = gate ? z.data() + t0 * channels : nullptr;
     args.ldz = channels;
-    args.a = a.data();
+    args.a_base2 = a_base2.data();
     args.d_skip = d_skip.data();
     args.state = state.data();
     args.y = y.data() + t0 * channels;

@@ -18,9 +18,15 @@ struct Mask16 {
   __m256 lo, hi;
 };
 
-inline Vec16 zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
-inline Vec16 set1(float x) { return {_mm256_set1_ps(x), _mm256_set1_ps(x)}; }
-inline Vec16 load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+inline Vec16 zero() {
+  return {_mm256_setzero_ps(), _mm256_setzero_ps()};
+}
+inline Vec16 set1(float x) {
+  return {_mm256_set1_ps(x), _mm256_set1_ps(x)};
+}
+inline Vec16 load(const float* p) {
+  return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)};
+}
 inline Vec16 load_partial(const float* p, int n) {
   alignas(32) float lanes[16] = {};
   std::memcpy(lanes, p, sizeof(float) * n);
@@ -36,7 +42,9 @@ inline void store_partial(float* p, Vec16 a, int n) {
   std::memcpy(p, lanes, sizeof(float) * n);
 }
 
-inline __m256 widen_bf16(__m128i h) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)); }
+inline __m256 widen_bf16(__m128i h) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
 inline Vec16 load_bf16(const uint16_t* p) {
   return {widen_bf16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
           widen_bf16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)))};
@@ -68,15 +76,27 @@ inline Vec16 load_f16_partial(const uint16_t* p, int n) {
   return load_f16(lanes);
 }
 
-inline Vec16 add(Vec16 a, Vec16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
-inline Vec16 sub(Vec16 a, Vec16 b) { return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
-inline Vec16 mul(Vec16 a, Vec16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
-inline Vec16 div(Vec16 a, Vec16 b) { return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)}; }
+inline Vec16 add(Vec16 a, Vec16 b) {
+  return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)};
+}
+inline Vec16 sub(Vec16 a, Vec16 b) {
+  return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)};
+}
+inline Vec16 mul(Vec16 a, Vec16 b) {
+  return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)};
+}
+inline Vec16 div(Vec16 a, Vec16 b) {
+  return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)};
+}
 inline Vec16 fma(Vec16 a, Vec16 b, Vec16 c) {
   return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
 }
-inline Vec16 max(Vec16 a, Vec16 b) { return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
-inline Vec16 min(Vec16 a, Vec16 b) { return {_mm256_min_ps(a.lo, b.lo), _mm256_min_ps(a.hi, b.hi)}; }
+inline Vec16 max(Vec16 a, Vec16 b) {
+  return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)};
+}
+inline Vec16 min(Vec16 a, Vec16 b) {
+  return {_mm256_min_ps(a.lo, b.lo), _mm256_min_ps(a.hi, b.hi)};
+}
 inline Vec16 round_even(Vec16 a) {
   constexpr int mode = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   return {_mm256_round_ps(a.lo, mode), _mm256_round_ps(a.hi, mode)};
@@ -86,12 +106,19 @@ inline __m256 pow2_int8(__m256 n) {
   const __m256i biased = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
   return _mm256_castsi256_ps(_mm256_slli_epi32(biased, 23));
 }
-inline Vec16 pow2_int(Vec16 n) { return {pow2_int8(n.lo), pow2_int8(n.hi)}; }
+inline Vec16 pow2_int(Vec16 n) {
+  return {pow2_int8(n.lo), pow2_int8(n.hi)};
+}
+// p * 2^n for integral n in [-126, 127]: 2^n is exact, so the product is the one rounding.
+inline Vec16 scale_pow2(Vec16 p, Vec16 n) {
+  return mul(p, pow2_int(n));
+}
 
 inline void frexp8(__m256 x, __m256& mantissa, __m256& exponent) {
   const __m256i bits = _mm256_castps_si256(x);
   exponent = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(bits, 23), _mm256_set1_epi32(126)));
-  const __m256i m = _mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi32(0x007fffff)), _mm256_set1_epi32(0x3f000000));
+  const __m256i m =
+      _mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi32(0x007fffff)), _mm256_set1_epi32(0x3f000000));
   mantissa = _mm256_castsi256_ps(m);
 }
 inline void frexp(Vec16 x, Vec16& mantissa, Vec16& exponent) {
@@ -99,9 +126,15 @@ inline void frexp(Vec16 x, Vec16& mantissa, Vec16& exponent) {
   frexp8(x.hi, mantissa.hi, exponent.hi);
 }
 
-inline Mask16 less(Vec16 a, Vec16 b) { return {_mm256_cmp_ps(a.lo, b.lo, _CMP_LT_OQ), _mm256_cmp_ps(a.hi, b.hi, _CMP_LT_OQ)}; }
-inline Mask16 equal(Vec16 a, Vec16 b) { return {_mm256_cmp_ps(a.lo, b.lo, _CMP_EQ_OQ), _mm256_cmp_ps(a.hi, b.hi, _CMP_EQ_OQ)}; }
-inline Mask16 greater(Vec16 a, Vec16 b) { return {_mm256_cmp_ps(a.lo, b.lo, _CMP_GT_OQ), _mm256_cmp_ps(a.hi, b.hi, _CMP_GT_OQ)}; }
+inline Mask16 less(Vec16 a, Vec16 b) {
+  return {_mm256_cmp_ps(a.lo, b.lo, _CMP_LT_OQ), _mm256_cmp_ps(a.hi, b.hi, _CMP_LT_OQ)};
+}
+inline Mask16 equal(Vec16 a, Vec16 b) {
+  return {_mm256_cmp_ps(a.lo, b.lo, _CMP_EQ_OQ), _mm256_cmp_ps(a.hi, b.hi, _CMP_EQ_OQ)};
+}
+inline Mask16 greater(Vec16 a, Vec16 b) {
+  return {_mm256_cmp_ps(a.lo, b.lo, _CMP_GT_OQ), _mm256_cmp_ps(a.hi, b.hi, _CMP_GT_OQ)};
+}
 inline Vec16 select(Mask16 m, Vec16 if_true, Vec16 if_false) {
   return {_mm256_blendv_ps(if_false.lo, if_true.lo, m.lo), _mm256_blendv_ps(if_false.hi, if_true.hi, m.hi)};
 }

@@ -28,7 +28,9 @@ inline Vec16 map2(Vec16 a, Vec16 b, F f) {
   return r;
 }
 
-inline Vec16 zero() { return Vec16{}; }
+inline Vec16 zero() {
+  return Vec16{};
+}
 inline Vec16 set1(float x) {
   Vec16 r;
   for (float& lane : r.v) lane = x;
@@ -44,14 +46,20 @@ inline Vec16 load_partial(const float* p, int n) {
   std::memcpy(r.v, p, sizeof(float) * n);
   return r;
 }
-inline void store(float* p, Vec16 a) { std::memcpy(p, a.v, sizeof a.v); }
-inline void store_partial(float* p, Vec16 a, int n) { std::memcpy(p, a.v, sizeof(float) * n); }
+inline void store(float* p, Vec16 a) {
+  std::memcpy(p, a.v, sizeof a.v);
+}
+inline void store_partial(float* p, Vec16 a, int n) {
+  std::memcpy(p, a.v, sizeof(float) * n);
+}
 inline Vec16 load_bf16_partial(const uint16_t* p, int n) {
   Vec16 r{};
   for (int i = 0; i < n; ++i) r.v[i] = bf16_to_f32(p[i]);
   return r;
 }
-inline Vec16 load_bf16(const uint16_t* p) { return load_bf16_partial(p, 16); }
+inline Vec16 load_bf16(const uint16_t* p) {
+  return load_bf16_partial(p, 16);
+}
 inline void load_bf16_interleaved(const uint16_t* p, Vec16& even, Vec16& odd) {
   for (int i = 0; i < 16; ++i) {
     even.v[i] = bf16_to_f32(p[2 * i]);
@@ -68,19 +76,33 @@ inline Vec16 load_f16_partial(const uint16_t* p, int n) {
   for (int i = 0; i < n; ++i) r.v[i] = f16_to_f32(p[i]);
   return r;
 }
-inline Vec16 load_f16(const uint16_t* p) { return load_f16_partial(p, 16); }
+inline Vec16 load_f16(const uint16_t* p) {
+  return load_f16_partial(p, 16);
+}
 
-inline Vec16 add(Vec16 a, Vec16 b) { return map2(a, b, [](float x, float y) { return x + y; }); }
-inline Vec16 sub(Vec16 a, Vec16 b) { return map2(a, b, [](float x, float y) { return x - y; }); }
-inline Vec16 mul(Vec16 a, Vec16 b) { return map2(a, b, [](float x, float y) { return x * y; }); }
-inline Vec16 div(Vec16 a, Vec16 b) { return map2(a, b, [](float x, float y) { return x / y; }); }
+inline Vec16 add(Vec16 a, Vec16 b) {
+  return map2(a, b, [](float x, float y) { return x + y; });
+}
+inline Vec16 sub(Vec16 a, Vec16 b) {
+  return map2(a, b, [](float x, float y) { return x - y; });
+}
+inline Vec16 mul(Vec16 a, Vec16 b) {
+  return map2(a, b, [](float x, float y) { return x * y; });
+}
+inline Vec16 div(Vec16 a, Vec16 b) {
+  return map2(a, b, [](float x, float y) { return x / y; });
+}
 inline Vec16 fma(Vec16 a, Vec16 b, Vec16 c) {
   Vec16 r;
   for (int i = 0; i < 16; ++i) r.v[i] = std::fmaf(a.v[i], b.v[i], c.v[i]);
   return r;
 }
-inline Vec16 max(Vec16 a, Vec16 b) { return map2(a, b, [](float x, float y) { return x > y ? x : y; }); }
-inline Vec16 min(Vec16 a, Vec16 b) { return map2(a, b, [](float x, float y) { return x < y ? x : y; }); }
+inline Vec16 max(Vec16 a, Vec16 b) {
+  return map2(a, b, [](float x, float y) { return x > y ? x : y; });
+}
+inline Vec16 min(Vec16 a, Vec16 b) {
+  return map2(a, b, [](float x, float y) { return x < y ? x : y; });
+}
 inline Vec16 round_even(Vec16 a) {
   for (float& lane : a.v) lane = std::nearbyint(lane);
   return a;
@@ -95,6 +117,10 @@ inline Vec16 pow2_int(Vec16 n) {
     std::memcpy(&r.v[i], &bits, sizeof bits);
   }
   return r;
+}
+// p * 2^n for integral n in [-126, 127]: 2^n is exact, so the product is the one rounding.
+inline Vec16 scale_pow2(Vec16 p, Vec16 n) {
+  return mul(p, pow2_int(n));
 }
 inline void frexp(Vec16 x, Vec16& mantissa, Vec16& exponent) {
   for (int i = 0; i < 16; ++i) {
