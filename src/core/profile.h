@@ -8,7 +8,20 @@
 
 namespace mb {
 
-enum class Phase { Embed, Norm, InProj, Conv, XProj, DtProj, Softplus, Scan, OutProj, FinalNorm, LmHead, Other, kCount };
+enum class Phase {
+  Embed,
+  Norm,
+  InProj,
+  Conv,
+  XProj,
+  DtProj,
+  Scan,
+  OutProj,
+  FinalNorm,
+  LmHead,
+  Other,
+  kCount
+};
 std::string_view phase_name(Phase phase);
 
 struct PhaseProfile {

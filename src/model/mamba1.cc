@@ -123,11 +123,8 @@ void Mamba1Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
     }
     {
       ScopedPhase timer(ctx.profile, Phase::DtProj);
-      matmul(ctx, {xdbl, xdbl_width, m, layer.dt_proj, layer.dt_bias, dt, D, false});  // [m, R] -> [m, D]
-    }
-    {
-      ScopedPhase timer(ctx.profile, Phase::Softplus);
-      softplus_rows(ctx, dt, m, D, D);  // [m, D]
+      matmul(ctx, {xdbl, xdbl_width, m, layer.dt_proj, layer.dt_bias, dt, D, false,
+                   true});  // softplus, [m, R] -> [m, D]
     }
 
     for (size_t s = 0; s < rows.size(); ++s) {

@@ -1,7 +1,7 @@
 // Element-wise activations and the exp/log they are built from.
 //
 // All are computed by one polynomial algorithm (Cephes-style exp and log, see
-// src/ops/cpu/kernels_generic.inc) in every instruction set, so a value never depends on
+// src/ops/cpu/vec16_math.inc) in every instruction set, so a value never depends on
 // whether it was computed in a vector body, a tail, or by the scalar fallback.
 #pragma once
 
@@ -10,9 +10,6 @@
 #include "core/threading.h"
 
 namespace mb {
-
-// softplus(x) = x for x > 20, else log(1 + exp(x)), in place over [rows, cols] with stride ld.
-void softplus_rows(const ComputeContext& ctx, float* x, int64_t rows, int64_t cols, int64_t ld);
 
 // The scalar entry points of the same algorithms, for code that needs single values.
 float exp_f32(float x);

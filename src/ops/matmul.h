@@ -1,6 +1,8 @@
 // Matrix product against a weight matrix packed in column panels.
 //
 //   y[m, n] = sum_k x[m, k] * W[n, k]  (+ bias[n])  (+ y[m, n] when accumulating)
+//   or y[m, n] = softplus(sum_k x[m, k] * W[n, k] + bias[n])  (Mamba-1's dt: fused, so the
+//   activation is applied while the tile is in registers instead of in a pass over memory)
 //
 // The checkpoint stores W output-major [N, K]. At load it is packed once (in its storage dtype:
 // f32, bf16 or f16) into panels of kPanelWidth outputs, [ceil(N / 64)][K][64]: for each k the 64
@@ -49,7 +51,8 @@ struct MatmulArgs {
   const float* bias = nullptr;  // [w.rows] or null
   float* y = nullptr;           // [m, ldy], the first w.rows columns are written
   int64_t ldy = 0;
-  bool accumulate = false;      // y += result instead of y = result
+  bool accumulate = false;  // y += result instead of y = result
+  bool softplus = false;    // y = softplus(result), after the bias (not with accumulate)
 };
 
 void matmul(const ComputeContext& ctx, const MatmulArgs& args);

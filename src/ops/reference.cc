@@ -12,7 +12,12 @@
 namespace mb {
 namespace {
 
-double silu(double x) { return x / (1.0 + std::exp(-x)); }
+double silu(double x) {
+  return x / (1.0 + std::exp(-x));
+}
+double softplus(double x) {
+  return x > 20.0 ? x : std::log1p(std::exp(x));
+}
 
 }  // namespace
 
@@ -23,6 +28,7 @@ void matmul_reference(const MatmulArgs& a) {
       for (int64_t k = 0; k < a.w.cols; ++k)
         sum += static_cast<double>(a.x[m * a.ldx + k]) * packed_weight(a.w, n, k);
       if (a.bias != nullptr) sum += a.bias[n];
+      if (a.softplus) sum = softplus(sum);
       float& out = a.y[m * a.ldy + n];
       out = static_cast<float>(a.accumulate ? out + sum : sum);
     }
@@ -32,9 +38,11 @@ void matmul_reference(const MatmulArgs& a) {
 void rms_norm_reference(const RmsNormArgs& a) {
   for (int64_t r = 0; r < a.rows; ++r) {
     double sum_squares = 0.0;
-    for (int64_t k = 0; k < a.dim; ++k) sum_squares += static_cast<double>(a.x[r * a.ldx + k]) * a.x[r * a.ldx + k];
+    for (int64_t k = 0; k < a.dim; ++k)
+      sum_squares += static_cast<double>(a.x[r * a.ldx + k]) * a.x[r * a.ldx + k];
     const double inv = 1.0 / std::sqrt(sum_squares / a.dim + a.eps);
-    for (int64_t k = 0; k < a.dim; ++k) a.y[r * a.ldy + k] = static_cast<float>(a.x[r * a.ldx + k] * inv * a.weight[k]);
+    for (int64_t k = 0; k < a.dim; ++k)
+      a.y[r * a.ldy + k] = static_cast<float>(a.x[r * a.ldx + k] * inv * a.weight[k]);
   }
 }
 

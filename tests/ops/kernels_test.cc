@@ -22,6 +22,7 @@ struct MatmulCase {
   int64_t m, n, k;
   DType dtype;
   bool bias, accumulate;
+  bool softplus = false;
 };
 
 std::vector<float> run_matmul(const MatmulCase& c, const std::vector<uint8_t>& w, const std::vector<float>& x,
@@ -37,21 +38,25 @@ std::vector<float> run_matmul(const MatmulCase& c, const std::vector<uint8_t>& w
   args.y = y.data();
   args.ldy = c.n + 3;
   args.accumulate = c.accumulate;
-  if (ctx != nullptr) matmul(*ctx, args);
-  else matmul_reference(args);
+  args.softplus = c.softplus;
+  if (ctx != nullptr)
+    matmul(*ctx, args);
+  else
+    matmul_reference(args);
   return y;
 }
 
 TEST(Matmul, MatchesReferenceAndIsBitIdenticalAcrossIsasThreadsAndRowCounts) {
   const std::vector<MatmulCase> cases = {
-      {1, 1, 1, DType::F32, false, false},   {1, 17, 15, DType::F32, true, false},
-      {5, 33, 16, DType::BF16, true, true},  {7, 9, 33, DType::F16, false, true},
-      {13, 70, 100, DType::F32, true, false}, {4, 8, 768, DType::BF16, false, false},
-      {9, 130, 47, DType::F16, true, true},   {1, 200, 33, DType::F32, true, true},
-      {20, 64, 5, DType::BF16, false, false}, {7, 129, 64, DType::F32, false, true}};
+      {1, 1, 1, DType::F32, false, false},          {1, 17, 15, DType::F32, true, false},
+      {5, 33, 16, DType::BF16, true, true},         {7, 9, 33, DType::F16, false, true},
+      {13, 70, 100, DType::F32, true, false},       {4, 8, 768, DType::BF16, false, false},
+      {9, 130, 47, DType::F16, true, true},         {1, 200, 33, DType::F32, true, true},
+      {20, 64, 5, DType::BF16, false, false},       {7, 129, 64, DType::F32, false, true},
+      {11, 100, 48, DType::F32, true, false, true}, {8, 37, 48, DType::BF16, true, false, true}};
   for (const auto& c : cases) {
-    SCOPED_TRACE("m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) + " " +
-                 std::string(dtype_name(c.dtype)));
+    SCOPED_TRACE("m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
+                 " " + std::string(dtype_name(c.dtype)) + (c.softplus ? " softplus" : ""));
     const auto w = encode_f32(random_floats(c.n * c.k, 1), c.dtype);
     const auto x = random_floats(c.m * (c.k + 1), 2);
     const auto bias = random_floats(c.n, 3);
@@ -113,17 +118,20 @@ TEST(Activations, ScalarEntryPointsMatchLibm) {
 }
 
 // Runs conv over `length` positions in pieces of `piece` positions, carrying the history.
-std::vector<float> run_conv(const ComputeContext& ctx, int64_t channels, int kernel, int64_t length, int64_t piece,
-                            bool bias, std::vector<float>& history) {
+std::vector<float> run_conv(const ComputeContext& ctx, int64_t channels, int kernel, int64_t length,
+                            int64_t piece, bool bias, std::vector<float>& history) {
   const auto x = random_floats(length * channels, 7);
   const auto w = random_floats(kernel * channels, 8);
   const auto b = random_floats(channels, 9);
   std::vector<float> y(length * channels);
   for (int64_t t0 = 0; t0 < length; t0 += piece) {
-    CausalConvArgs args{x.data() + t0 * channels, channels, std::min(piece, length - t0), channels, kernel, w.data(),
-                        bias ? b.data() : nullptr, history.data(), y.data() + t0 * channels, channels};
-    if (ctx.n_threads == 0) causal_conv_silu_reference(args);
-    else causal_conv_silu(ctx, std::span(&args, 1));
+    CausalConvArgs args{
+        x.data() + t0 * channels,  channels,       std::min(piece, length - t0), channels, kernel, w.data(),
+        bias ? b.data() : nullptr, history.data(), y.data() + t0 * channels,     channels};
+    if (ctx.n_threads == 0)
+      causal_conv_silu_reference(args);
+    else
+      causal_conv_silu(ctx, std::span(&args, 1));
   }
   return y;
 }
@@ -135,7 +143,8 @@ TEST(CausalConv, MatchesReferenceAndPiecewiseEqualsWhole) {
         const bool bias = kernel != 2;
         auto ref_history = random_floats((kernel - 1) * channels, 10);
         const auto initial = ref_history;
-        const auto expected = run_conv(ComputeContext{0, Isa::Scalar}, channels, kernel, length, length, bias, ref_history);
+        const auto expected =
+            run_conv(ComputeContext{0, Isa::Scalar}, channels, kernel, length, length, bias, ref_history);
         std::vector<float> first, first_history;
         for (Isa isa : test::supported_isas()) {
           for (int64_t piece : {int64_t{1}, int64_t{2}, length}) {
@@ -183,8 +192,10 @@ std::vector<float> run_scan(const ComputeContext* ctx, int64_t channels, int64_t
     args.state = state.data();
     args.y = y.data() + t0 * channels;
     args.ldy = channels;
-    if (ctx == nullptr) selective_scan_reference(args);
-    else selective_scan(*ctx, std::span(&args, 1));
+    if (ctx == nullptr)
+      selective_scan_reference(args);
+    else
+      selective_scan(*ctx, std::span(&args, 1));
   }
   return y;
 }

@@ -6,18 +6,24 @@ namespace mb {
 namespace cpu {
 
 const KernelTable& kernels_for(Isa isa) {
-  if (!isa_supported(isa)) throw Error(std::string("instruction set ") + isa_name(isa) + " is not supported by this CPU");
+  if (!isa_supported(isa))
+    throw Error(std::string("instruction set ") + isa_name(isa) + " is not supported by this CPU");
   switch (isa) {
-    case Isa::Avx512: return kernels_avx512();
-    case Isa::Avx2: return kernels_avx2();
-    case Isa::Scalar: return kernels_scalar();
+    case Isa::Avx512:
+      return kernels_avx512();
+    case Isa::Avx2:
+      return kernels_avx2();
+    case Isa::Scalar:
+      return kernels_scalar();
   }
   return kernels_scalar();
 }
 
 }  // namespace cpu
 
-void matmul(const ComputeContext& ctx, const MatmulArgs& args) { cpu::kernels_for(ctx.isa).matmul(args, ctx.n_threads); }
+void matmul(const ComputeContext& ctx, const MatmulArgs& args) {
+  cpu::kernels_for(ctx.isa).matmul(args, ctx.n_threads);
+}
 
 void rms_norm(const ComputeContext& ctx, const RmsNormArgs& args) {
   cpu::kernels_for(ctx.isa).rms_norm(args, ctx.n_threads);
@@ -33,12 +39,14 @@ void selective_scan(const ComputeContext& ctx, std::span<const SelectiveScanArgs
   cpu::kernels_for(ctx.isa).selective_scan(sequences, ctx.n_threads);
 }
 
-void softplus_rows(const ComputeContext& ctx, float* x, int64_t rows, int64_t cols, int64_t ld) {
-  cpu::kernels_for(ctx.isa).softplus_rows(x, rows, cols, ld, ctx.n_threads);
+float exp_f32(float x) {
+  return cpu::kernels_for(best_isa()).exp1(x);
 }
-
-float exp_f32(float x) { return cpu::kernels_for(best_isa()).exp1(x); }
-float silu_f32(float x) { return cpu::kernels_for(best_isa()).silu1(x); }
-float softplus_f32(float x) { return cpu::kernels_for(best_isa()).softplus1(x); }
+float silu_f32(float x) {
+  return cpu::kernels_for(best_isa()).silu1(x);
+}
+float softplus_f32(float x) {
+  return cpu::kernels_for(best_isa()).softplus1(x);
+}
 
 }  // namespace mb

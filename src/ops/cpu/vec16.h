@@ -31,7 +31,6 @@ struct KernelTable {
   void (*rms_norm)(const RmsNormArgs& args, int n_threads);
   void (*causal_conv_silu)(std::span<const CausalConvArgs> sequences, int n_threads);
   void (*selective_scan)(std::span<const SelectiveScanArgs> sequences, int n_threads);
-  void (*softplus_rows)(float* x, int64_t rows, int64_t cols, int64_t ld, int n_threads);
   float (*exp1)(float x);
   float (*silu1)(float x);
   float (*softplus1)(float x);
