@@ -40,7 +40,7 @@ BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const B
   result.step_tokens = o.step_tokens > 0 ? std::min(o.step_tokens, o.prompt_len) : std::min<int64_t>(o.prompt_len, 128);
   Workspace ws;
   std::vector<std::vector<float>> out;
-  std::vector<double> prefill, decode, step;
+  std::vector<double> prefill, decode, step, speedup;
   for (int run = 0; run <= o.repeats; ++run) {  // run 0 is the warm-up
     SequenceState state = model.new_state();
     SequenceInput input{&state, prompt, {}};
@@ -67,11 +67,13 @@ BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const B
     prefill.push_back(o.prompt_len / prefill_s);
     decode.push_back(o.gen_len / decode_s);
     step.push_back(result.step_tokens / step_s);
+    speedup.push_back(prefill.back() / step.back());
   }
   for (double& seconds : result.prefill_phases.seconds) seconds /= o.repeats;
   result.prefill_tok_s = median(prefill);
   result.decode_tok_s = median(decode);
   result.step_prefill_tok_s = median(step);
+  result.prefill_speedup = median(speedup);
   return result;
 }
 

@@ -23,6 +23,9 @@ struct BenchOptions {
 
 struct BenchResult {
   double prefill_tok_s = 0, decode_tok_s = 0, step_prefill_tok_s = 0;
+  // Median over the repeats of (prefill tok/s) / (step-loop tok/s) of the same repeat: the two
+  // runs of a pair are seconds apart, so a slow spell of a shared machine mostly cancels out.
+  double prefill_speedup = 0;
   int64_t step_tokens = 0;
   PhaseProfile prefill_phases;  // seconds per phase, averaged over the timed prefill runs
 };
