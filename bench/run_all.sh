@@ -14,12 +14,12 @@ mkdir -p "$models"
 echo "## machine"; lscpu | grep -E 'Model name|^CPU\(s\)|L2|L3' ; date -u
 echo "## bandwidth"; "$build/bench/bandwidth_probe" 1024 2
 
-echo "## decode and prefill (medians of 3 after a warm-up)"
+echo "## decode and prefill (medians of 5 after a warm-up)"
 for dtype in f32 bf16; do
   for threads in 1 2; do
     for T in 128 512 2048; do
       echo -n "$dtype threads=$threads T=$T: "
-      "$cli" bench -m "$models/m130-$dtype" --prompt-len "$T" --gen-len 32 --threads "$threads" --repeats 3 \
+      "$cli" bench -m "$models/m130-$dtype" --prompt-len "$T" --gen-len 32 --threads "$threads" --repeats 5 \
         --step-tokens 32 --json
     done
   done
@@ -32,8 +32,10 @@ for chunk in 16 32 64 128 256 512 1024 2048; do
     --chunk "$chunk" --json
 done
 
-echo "## prefill phases (f32, T=512, 1 thread)"
-"$cli" bench -m "$models/m130-f32" --prompt-len 512 --gen-len 1 --threads 1 --repeats 3 --step-tokens 1 --profile
+for dtype in f32 bf16; do
+  echo "## prefill phases ($dtype, T=512, 1 thread)"
+  "$cli" bench -m "$models/m130-$dtype" --prompt-len 512 --gen-len 1 --threads 1 --repeats 3 --step-tokens 1 --profile
+done
 
 echo "## GEMM vs OpenBLAS (rows 512; OpenBLAS forced to its AVX-512 kernels)"
 for dtype in f32 bf16; do
