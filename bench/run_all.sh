@@ -25,6 +25,15 @@ for dtype in f32 bf16; do
   done
 done
 
+echo "## bf16 at T=512, the case closest to the 10x target: five more runs per thread count"
+for run in 1 2 3 4 5; do
+  for threads in 1 2; do
+    echo -n "bf16 threads=$threads T=512 run=$run: "
+    "$cli" bench -m "$models/m130-bf16" --prompt-len 512 --gen-len 16 --threads "$threads" --repeats 7 \
+      --step-tokens 32 --json
+  done
+done
+
 echo "## chunk-size curve (f32, T=2048, 1 thread)"
 for chunk in 16 32 64 128 256 512 1024 2048; do
   echo -n "chunk=$chunk: "
