@@ -3,8 +3,8 @@
 //   dA[n] = exp(dt * A[n]) = 2^(dt * A[n] log2(e));  h[n] = fma(dA[n], h[n], (dt * u) * B[n]);
 //   y = sum_n h[n] * C[n]
 //   y = fma(D, u, y);  out = y * silu(z)
-// per channel, n ascending. Decays below 2^-64 are taken as exactly 0 (they are below what an f32
-// state resolves; as subnormals they would slow x86 arithmetic ~100x). The same per-channel sequence of
+// per channel, n ascending. Decays below 2^-64 are taken as 2^-64 (far below what an f32 state
+// resolves; smaller ones would make decay * h subnormal, which slows x86 arithmetic ~100x). The same per-channel sequence of
 // operations runs whether the positions come one per call (decode) or T per call (prefill); channels are
 // vectorized sixteen at a time, which changes nothing within a channel.
 #pragma once
