@@ -23,8 +23,9 @@ std::vector<int32_t> random_tokens(size_t count, int64_t vocab, uint64_t seed) {
   return tokens;
 }
 
-std::vector<float> step_logits(const Model& model, const ComputeContext& ctx, const std::vector<int32_t>& tokens,
-                               SequenceState& state, std::vector<SequenceState>* states_after) {
+std::vector<float> step_logits(const Model& model, const ComputeContext& ctx,
+                               const std::vector<int32_t>& tokens, SequenceState& state,
+                               std::vector<SequenceState>* states_after) {
   Workspace ws;
   std::vector<std::vector<float>> out;
   std::vector<float> all;
@@ -46,7 +47,8 @@ std::vector<float> prefill(const Model& model, const ComputeContext& ctx, const 
   return out[0];
 }
 
-void expect_batched_steps_equal_solo(const Model& model, const ComputeContext& ctx, size_t sequences, int steps) {
+void expect_batched_steps_equal_solo(const Model& model, const ComputeContext& ctx, size_t sequences,
+                                     int steps) {
   std::vector<SequenceState> batch_states(sequences, model.new_state());
   std::vector<SequenceState> solo_states(sequences, model.new_state());
   Workspace ws;
@@ -58,10 +60,25 @@ void expect_batched_steps_equal_solo(const Model& model, const ComputeContext& c
     model.forward(ctx, batch, {OutputKind::LogitsLast, 0}, ws, out);
     for (size_t i = 0; i < sequences; ++i) {
       SequenceInput input{&solo_states[i], std::span(&next[i], 1), {}};
-      model.forward(ComputeContext{1, best_isa()}, std::span(&input, 1), {OutputKind::LogitsLast, 0}, ws, solo_out);
+      model.forward(ComputeContext{1, best_isa()}, std::span(&input, 1), {OutputKind::LogitsLast, 0}, ws,
+                    solo_out);
       ASSERT_TRUE(same_bits(out[i], solo_out[0])) << "step " << step << " sequence " << i;
     }
   }
+}
+
+void expect_prefill_then_decode_equals_decode(const Model& model, const ComputeContext& ctx,
+                                              const ForwardOptions& prefill_options) {
+  const auto tokens = random_tokens(40, model.config().vocab_size, 5);
+  SequenceState stepped = model.new_state();
+  const auto all_steps = step_logits(model, ctx, tokens, stepped);
+  SequenceState mixed = model.new_state();
+  prefill(model, ctx, std::vector<int32_t>(tokens.begin(), tokens.begin() + 25), mixed, prefill_options);
+  const auto continued =
+      step_logits(model, ctx, std::vector<int32_t>(tokens.begin() + 25, tokens.end()), mixed);
+  const int64_t V = model.config().vocab_size;
+  EXPECT_TRUE(same_bits(continued, std::vector<float>(all_steps.begin() + 25 * V, all_steps.end())));
+  EXPECT_TRUE(same_bits(mixed.values, stepped.values));
 }
 
 }  // namespace mb::test

@@ -35,13 +35,21 @@ std::vector<int32_t> random_tokens(size_t count, int64_t vocab, uint64_t seed);
 // Runs `tokens` one decode step at a time from `state`; returns the logits of every step
 // concatenated ([T, vocab]) and leaves the final state in `state`. When `states_after` is given
 // it receives a copy of the state after every step.
-std::vector<float> step_logits(const Model& model, const ComputeContext& ctx, const std::vector<int32_t>& tokens,
-                               SequenceState& state, std::vector<SequenceState>* states_after = nullptr);
+std::vector<float> step_logits(const Model& model, const ComputeContext& ctx,
+                               const std::vector<int32_t>& tokens, SequenceState& state,
+                               std::vector<SequenceState>* states_after = nullptr);
 
 // Runs `steps` decode steps of `sequences` fresh sequences as one batch (different tokens per
 // step) under `ctx`, and each sequence alone on one thread; fails the test at the first logit
 // row that differs in any bit.
-void expect_batched_steps_equal_solo(const Model& model, const ComputeContext& ctx, size_t sequences, int steps);
+void expect_batched_steps_equal_solo(const Model& model, const ComputeContext& ctx, size_t sequences,
+                                     int steps);
+
+// Decodes 40 random tokens step by step from a fresh state, then again as a prefill of the
+// first 25 (run with `prefill_options`) followed by 15 steps; fails the test unless the 15
+// steps' logits and the final state are bit-identical.
+void expect_prefill_then_decode_equals_decode(const Model& model, const ComputeContext& ctx,
+                                              const ForwardOptions& prefill_options);
 
 // Runs `tokens` as one forward call (a prefill) from `state` and returns its output rows.
 std::vector<float> prefill(const Model& model, const ComputeContext& ctx, const std::vector<int32_t>& tokens,

@@ -52,9 +52,11 @@ TEST_P(Exactness, PrefillEqualsDecodeStepsForEveryLengthUpTo300) {
   for (int64_t T = 1; T <= 300; ++T) {
     SequenceState fresh = model.new_state();
     const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + T);
-    const auto logits = prefill(model, ctx, prompt, fresh, T % 3 == 0 ? OutputKind::LogitsAll : OutputKind::LogitsLast, 0);
-    const std::vector<float> expected = T % 3 == 0 ? std::vector<float>(step_all.begin(), step_all.begin() + T * V)
-                                                   : std::vector<float>(step_all.begin() + (T - 1) * V, step_all.begin() + T * V);
+    const auto logits =
+        prefill(model, ctx, prompt, fresh, T % 3 == 0 ? OutputKind::LogitsAll : OutputKind::LogitsLast, 0);
+    const std::vector<float> expected =
+        T % 3 == 0 ? std::vector<float>(step_all.begin(), step_all.begin() + T * V)
+                   : std::vector<float>(step_all.begin() + (T - 1) * V, step_all.begin() + T * V);
     ASSERT_TRUE(same_bits(logits, expected)) << "logits differ at T=" << T;
     ASSERT_TRUE(same_bits(fresh.values, states[T - 1].values)) << "state differs at T=" << T;
     ASSERT_EQ(fresh.position, T);
@@ -65,11 +67,13 @@ TEST_P(Exactness, ThreadCountsAndChunkSizesChangeNoBit) {
   const Model& model = *fixture_for(GetParam()).model;
   const auto tokens = test::random_tokens(150, model.config().vocab_size, 4);
   SequenceState base_state = model.new_state();
-  const auto base = prefill(model, ComputeContext{1, best_isa()}, tokens, base_state, OutputKind::LogitsAll, 0);
+  const auto base =
+      prefill(model, ComputeContext{1, best_isa()}, tokens, base_state, OutputKind::LogitsAll, 0);
   for (int threads : {1, 2, 3}) {
     for (int64_t chunk : {0, 1, 7, 64, 150}) {
       SequenceState state = model.new_state();
-      const auto got = prefill(model, ComputeContext{threads, best_isa()}, tokens, state, OutputKind::LogitsAll, chunk);
+      const auto got =
+          prefill(model, ComputeContext{threads, best_isa()}, tokens, state, OutputKind::LogitsAll, chunk);
       EXPECT_TRUE(same_bits(got, base)) << "threads " << threads << " chunk " << chunk;
       EXPECT_TRUE(same_bits(state.values, base_state.values)) << "threads " << threads << " chunk " << chunk;
     }
@@ -77,7 +81,8 @@ TEST_P(Exactness, ThreadCountsAndChunkSizesChangeNoBit) {
   // Every instruction set gives the same bits too.
   for (Isa isa : test::supported_isas()) {
     SequenceState state = model.new_state();
-    EXPECT_TRUE(same_bits(prefill(model, ComputeContext{2, isa}, tokens, state, OutputKind::LogitsAll, 64), base))
+    EXPECT_TRUE(
+        same_bits(prefill(model, ComputeContext{2, isa}, tokens, state, OutputKind::LogitsAll, 64), base))
         << isa_name(isa);
   }
 }
@@ -90,7 +95,8 @@ TEST_P(Exactness, EachSequenceOfABatchEqualsItAlone) {
   for (size_t i = 0; i < lengths.size(); ++i)
     prompts.push_back(test::random_tokens(lengths[i], model.config().vocab_size, 20 + i));
 
-  for (OutputKind kind : {OutputKind::LogitsLast, OutputKind::LogitsAll, OutputKind::HiddenMean, OutputKind::HiddenAll}) {
+  for (OutputKind kind :
+       {OutputKind::LogitsLast, OutputKind::LogitsAll, OutputKind::HiddenMean, OutputKind::HiddenAll}) {
     for (int64_t chunk : {0, 4}) {
       std::vector<SequenceState> states(prompts.size(), model.new_state());
       std::vector<SequenceInput> batch;
@@ -112,19 +118,8 @@ TEST_P(Exactness, EachSequenceOfABatchEqualsItAlone) {
 }
 
 TEST_P(Exactness, PrefillThenDecodeContinuesLikeDecodeAllTheWay) {
-  const Model& model = *fixture_for(GetParam()).model;
-  const ComputeContext ctx{2, best_isa()};
-  const auto tokens = test::random_tokens(40, model.config().vocab_size, 5);
-  SequenceState stepped = model.new_state();
-  const auto all_steps = test::step_logits(model, ctx, tokens, stepped);
-  SequenceState mixed = model.new_state();
-  const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + 25);
-  prefill(model, ctx, prompt, mixed, OutputKind::None, 8);
-  const std::vector<int32_t> rest(tokens.begin() + 25, tokens.end());
-  const auto continued = test::step_logits(model, ctx, rest, mixed);
-  const int64_t V = model.config().vocab_size;
-  EXPECT_TRUE(same_bits(continued, std::vector<float>(all_steps.begin() + 25 * V, all_steps.end())));
-  EXPECT_TRUE(same_bits(mixed.values, stepped.values));
+  test::expect_prefill_then_decode_equals_decode(*fixture_for(GetParam()).model,
+                                                 ComputeContext{2, best_isa()}, {OutputKind::None, 8});
 }
 
 INSTANTIATE_TEST_SUITE_P(Storage, Exactness, ::testing::Values(DType::F32, DType::BF16, DType::F16),

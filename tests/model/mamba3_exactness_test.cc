@@ -140,19 +140,8 @@ TEST_P(Mamba3Exactness, EachSequenceOfABatchEqualsItAlone) {
 }
 
 TEST_P(Mamba3Exactness, PrefillThenDecodeContinuesLikeDecodeAllTheWay) {
-  const Model& model = model_for(GetParam());
-  const ComputeContext ctx{2, best_isa()};
-  const auto tokens = test::random_tokens(40, model.config().vocab_size, 5);
-  SequenceState stepped = model.new_state();
-  const auto all_steps = test::step_logits(model, ctx, tokens, stepped);
-  SequenceState mixed = model.new_state();
-  const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + 25);
-  prefill(model, ctx, prompt, mixed, OutputKind::None, 8);
-  const std::vector<int32_t> rest(tokens.begin() + 25, tokens.end());
-  const auto continued = test::step_logits(model, ctx, rest, mixed);
-  const int64_t V = model.config().vocab_size;
-  EXPECT_TRUE(same_bits(continued, std::vector<float>(all_steps.begin() + 25 * V, all_steps.end())));
-  EXPECT_TRUE(same_bits(mixed.values, stepped.values));
+  test::expect_prefill_then_decode_equals_decode(model_for(GetParam()), ComputeContext{2, best_isa()},
+                                                 {OutputKind::None, 8, Mamba3Scan::Sequential});
 }
 
 TEST_P(Mamba3Exactness, AFreshStateReproducesTheSameLogits) {

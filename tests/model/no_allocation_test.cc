@@ -20,8 +20,12 @@ void* operator new(std::size_t size) {
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
   throw std::bad_alloc();
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
 
 namespace mb {
 namespace {
@@ -40,7 +44,8 @@ TEST(Workspace, ForwardAllocatesNothingOnceWarm) {
       SequenceInput batch[2] = {{&states[0], prompt_a, {}}, {&states[1], prompt_b, {}}};
       model->forward(ctx, batch, {OutputKind::LogitsLast, 16}, ws, out);
       const int32_t next[2] = {3, 4};
-      SequenceInput step[2] = {{&states[0], std::span(&next[0], 1), {}}, {&states[1], std::span(&next[1], 1), {}}};
+      SequenceInput step[2] = {{&states[0], std::span(&next[0], 1), {}},
+                               {&states[1], std::span(&next[1], 1), {}}};
       model->forward(ctx, step, {OutputKind::LogitsLast, 0}, ws, out);
     };
     run_all();  // warm-up sizes every buffer
@@ -53,12 +58,6 @@ TEST(Workspace, ForwardAllocatesNothingOnceWarm) {
     EXPECT_EQ(allocations.load(), 0) << "threads " << threads;
   }
 }
-
-}  // namespace
-}  // namespace mb
-
-namespace mb {
-namespace {
 
 TEST(Workspace, LongInputsRunInMemoryBoundedByTheChunk) {
   MakeModelOptions o;

@@ -5,7 +5,7 @@
 // (lanes past n read as 0), store, store_partial, load_bf16(_partial), load_bf16_interleaved and
 // load_bf16_even (the pairwise-interleaved bf16 panel layout of matmul), load_f16(_partial), add,
 // sub, mul, div, fma, max, min (NaN rule of x86: return the second operand), round_even,
-// pow2_int, scale_pow2 (p * 2^n, one rounding), frexp, less/equal/greater + select, and reduce_sum with one
+// scale_pow2 (p * 2^n, one rounding), frexp, less/equal/greater + select, and reduce_sum with one
 // fixed tree
 // ((l[i] + l[i+8]), then (+4), then (+2), then (+1)).
 //

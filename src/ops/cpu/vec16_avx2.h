@@ -102,16 +102,14 @@ inline Vec16 round_even(Vec16 a) {
   return {_mm256_round_ps(a.lo, mode), _mm256_round_ps(a.hi, mode)};
 }
 
-inline __m256 pow2_int8(__m256 n) {
+// p * 2^n for integral n in [-126, 127]: 2^n, built from exponent bits, is exact, so the
+// product is the one rounding (as vscalefps on AVX-512).
+inline __m256 scale_pow2_8(__m256 p, __m256 n) {
   const __m256i biased = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(biased, 23));
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(biased, 23)));
 }
-inline Vec16 pow2_int(Vec16 n) {
-  return {pow2_int8(n.lo), pow2_int8(n.hi)};
-}
-// p * 2^n for integral n in [-126, 127]: 2^n is exact, so the product is the one rounding.
 inline Vec16 scale_pow2(Vec16 p, Vec16 n) {
-  return mul(p, pow2_int(n));
+  return {scale_pow2_8(p.lo, n.lo), scale_pow2_8(p.hi, n.hi)};
 }
 
 inline void frexp8(__m256 x, __m256& mantissa, __m256& exponent) {

@@ -90,11 +90,6 @@ inline Vec16 round_even(Vec16 a) {
   return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)};
 }
 
-// 2^n for integral n in [-126, 127], built from exponent bits.
-inline Vec16 pow2_int(Vec16 n) {
-  const __m512i biased = _mm512_add_epi32(_mm512_cvtps_epi32(n.v), _mm512_set1_epi32(127));
-  return {_mm512_castsi512_ps(_mm512_slli_epi32(biased, 23))};
-}
 // p * 2^n for integral n in [-126, 127]: one correctly rounded operation (vscalefps).
 inline Vec16 scale_pow2(Vec16 p, Vec16 n) {
   return {_mm512_scalef_ps(p.v, n.v)};

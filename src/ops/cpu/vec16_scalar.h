@@ -107,20 +107,19 @@ inline Vec16 round_even(Vec16 a) {
   for (float& lane : a.v) lane = std::nearbyint(lane);
   return a;
 }
-inline Vec16 pow2_int(Vec16 n) {
-  Vec16 r;
+// p * 2^n for integral n in [-126, 127]: 2^n, built from exponent bits, is exact, so the
+// product is the one rounding (as vscalefps on AVX-512).
+inline Vec16 scale_pow2(Vec16 p, Vec16 n) {
   for (int i = 0; i < 16; ++i) {
-    // A NaN input (only possible when exp's argument was NaN) yields NaN through the
-    // polynomial anyway; converting it to int would be undefined, so it maps to 2^0.
+    // A NaN n (only possible when the exponential's argument was NaN) comes with a NaN p anyway;
+    // converting it to int would be undefined, so it maps to 2^0.
     const int32_t exponent = std::isnan(n.v[i]) ? 0 : static_cast<int32_t>(n.v[i]);
     const uint32_t bits = static_cast<uint32_t>(exponent + 127) << 23;
-    std::memcpy(&r.v[i], &bits, sizeof bits);
+    float power;
+    std::memcpy(&power, &bits, sizeof bits);
+    p.v[i] *= power;
   }
-  return r;
-}
-// p * 2^n for integral n in [-126, 127]: 2^n is exact, so the product is the one rounding.
-inline Vec16 scale_pow2(Vec16 p, Vec16 n) {
-  return mul(p, pow2_int(n));
+  return p;
 }
 inline void frexp(Vec16 x, Vec16& mantissa, Vec16& exponent) {
   for (int i = 0; i < 16; ++i) {
