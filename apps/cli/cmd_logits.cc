@@ -6,7 +6,7 @@ namespace mb::cli {
 
 void add_logits(CLI::App& app) {
   struct Args {
-    std::string model, tokens, out, dtype, mode = "prefill", scan = "auto";
+    std::string model, tokens, out, dtype, mode = "prefill", scan = "sequential";
     bool all_positions = false;
     int threads = 0;
     int64_t chunk = 0, ssd_chunk = 0;
@@ -22,15 +22,15 @@ void add_logits(CLI::App& app) {
   cmd->add_option("--mode", args->mode, "prefill (one batched pass) | step (one decode step per token)")
       ->capture_default_str();
   cmd->add_option("--chunk", args->chunk, "Prefill chunk in positions (0 = whole input)");
-  cmd->add_option("--scan", args->scan, "Mamba-3 prefill recurrence: sequential | chunked | auto")->capture_default_str();
-  cmd->add_option("--ssd-chunk", args->ssd_chunk, "Mamba-3 chunked-scan chunk length (0 = the config's chunk_size)");
+  cmd->add_option("--scan", args->scan, "Mamba-2/Mamba-3 prefill recurrence: sequential (bit-identical to decode) | chunked | auto")->capture_default_str();
+  cmd->add_option("--ssd-chunk", args->ssd_chunk, "Chunked-scan (SSD) chunk length (0 = the config's chunk_size)");
   cmd->callback([args] {
     if (args->mode != "prefill" && args->mode != "step") throw Error("--mode must be prefill or step");
     if (args->scan != "sequential" && args->scan != "chunked" && args->scan != "auto")
       throw Error("--scan must be sequential, chunked or auto");
-    const Mamba3Scan scan = args->scan == "sequential" ? Mamba3Scan::Sequential
-                            : args->scan == "chunked"  ? Mamba3Scan::Chunked
-                                                       : Mamba3Scan::Auto;
+    const ScanForm scan = args->scan == "sequential" ? ScanForm::Sequential
+                            : args->scan == "chunked"  ? ScanForm::Chunked
+                                                       : ScanForm::Auto;
     const auto tokens = parse_token_list(args->tokens);
     const auto ctx = make_context(args->threads);
     auto model = Model::load(args->model, make_load_options(args->dtype));
@@ -48,10 +48,10 @@ void add_logits(CLI::App& app) {
     } else {
       for (int32_t id : tokens)
         if (id < 0 || id >= vocab) throw Error("token id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
-      for (int32_t token : tokens) {
-        SequenceInput input{&state, std::span(&token, 1), {}};
+      for (size_t t = 0; t < tokens.size(); ++t) {
+        SequenceInput input{&state, std::span(&tokens[t], 1), {}};
         model->forward(ctx, std::span(&input, 1), {OutputKind::LogitsLast, 0}, ws, out);
-        if (args->all_positions || &token == &tokens.back()) logits.insert(logits.end(), out[0].begin(), out[0].end());
+        if (args->all_positions || t + 1 == tokens.size()) logits.insert(logits.end(), out[0].begin(), out[0].end());
       }
     }
     const int64_t rows = static_cast<int64_t>(logits.size()) / vocab;

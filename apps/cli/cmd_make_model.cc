@@ -36,15 +36,17 @@ void add_make_model(CLI::App& app) {
   cmd->add_flag("--no-conv-bias", args->no_conv_bias, "Omit the conv1d bias (use_conv_bias = false)");
   cmd->add_option("--shards", args->shards, "Number of safetensors shards")->capture_default_str();
   cmd->add_option("--input-dim", args->input_dim, "Add an input projection from raw features of this width");
-  CLI::Option* form_option =
-      cmd->add_option("--config-form", args->form, "config.json form: hf | original (Mamba-3: original only)");
-  cmd->add_option("--arch", args->arch, "mamba1 | mamba3 (Mamba-3 SISO, state-spaces config form)")->capture_default_str();
-  cmd->add_option("--headdim", args->headdim, "Mamba-3 channels per head (default 64)");
-  cmd->add_option("--ngroups", args->ngroups, "Mamba-3 B/C groups (default 1)");
+  CLI::Option* form_option = cmd->add_option(
+      "--layout,--config-form", args->form,
+      "Checkpoint layout: hf (Hugging Face names and config) | original (state-spaces; Mamba-3: original only)");
+  cmd->add_option("--arch", args->arch, "mamba1 | mamba2 | mamba3 (Mamba-3 SISO, state-spaces layout)")
+      ->capture_default_str();
+  cmd->add_option("--headdim", args->headdim, "Mamba-2/3 channels per head (default 64)");
+  cmd->add_option("--ngroups", args->ngroups, "Mamba-2/3 B/C groups (default 1)");
   cmd->add_option("--rope-fraction", args->rope_fraction, "Mamba-3 rotated fraction of d_state: 0.5 | 1.0")
       ->capture_default_str();
   cmd->add_flag("--outproj-norm", args->outproj_norm, "Mamba-3 gated RMSNorm before out_proj (is_outproj_norm)");
-  cmd->add_option("--chunk-size", args->chunk_size, "Mamba-3 SSD chunk length (default 64)");
+  cmd->add_option("--chunk-size", args->chunk_size, "Mamba-2/3 SSD chunk length (default 256 / 64)");
   cmd->callback([args, form_option] {
     MakeModelOptions o;
     o.config = preset_config(args->preset);
@@ -63,8 +65,17 @@ void add_make_model(CLI::App& app) {
     c.tie_embeddings = !args->untied;
     c.use_bias = args->use_bias;
     c.use_conv_bias = !args->no_conv_bias;
-    if (args->arch != "mamba1" && args->arch != "mamba3") throw Error("--arch must be mamba1 or mamba3");
-    if (args->arch == "mamba3") {
+    if (args->arch != "mamba1" && args->arch != "mamba2" && args->arch != "mamba3")
+      throw Error("--arch must be mamba1, mamba2 or mamba3");
+    if (args->arch == "mamba2") {
+      // Mamba-2 defaults are mamba_ssm's: d_state 128, headdim 64, ngroups 1, chunk_size 256.
+      c.arch = Architecture::Mamba2;
+      c.d_state = args->d_state > 0 ? args->d_state : 128;
+      c.chunk_size = 256;
+      set(args->headdim, c.headdim, "--headdim");
+      set(args->ngroups, c.ngroups, "--ngroups");
+      set(args->chunk_size, c.chunk_size, "--chunk-size");
+    } else if (args->arch == "mamba3") {
       // Mamba-3 defaults are mamba_ssm's: d_state 128, headdim 64.
       c.arch = Architecture::Mamba3;
       c.d_state = args->d_state > 0 ? args->d_state : 128;
@@ -75,9 +86,9 @@ void add_make_model(CLI::App& app) {
       c.is_outproj_norm = args->outproj_norm;
     }
     if (args->input_dim < 0) throw Error("--input-dim must be positive");
-    if (args->form != "hf" && args->form != "original") throw Error("--config-form must be hf or original");
+    if (args->form != "hf" && args->form != "original") throw Error("--layout must be hf or original");
     if (args->arch == "mamba3" && args->form == "hf" && form_option->count() > 0)
-      throw Error("--config-form hf: Mamba-3 checkpoints only exist in the state-spaces form (use original)");
+      throw Error("--layout hf: Mamba-3 checkpoints only exist in the state-spaces layout (use original)");
     o.form = args->form == "hf" ? ConfigForm::HuggingFace : ConfigForm::Original;
     o.dtype = parse_dtype(args->dtype);
     o.seed = args->seed;

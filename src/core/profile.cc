@@ -18,6 +18,8 @@ std::string_view phase_name(Phase phase) {
       return "dt_proj gemm+softplus";
     case Phase::Scan:
       return "selective scan+gate";
+    case Phase::GateNorm:
+      return "gated rmsnorm";
     case Phase::OutProj:
       return "out_proj gemm+residual";
     case Phase::FinalNorm:

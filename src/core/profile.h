@@ -16,6 +16,7 @@ enum class Phase {
   XProj,
   DtProj,
   Scan,
+  GateNorm,
   OutProj,
   FinalNorm,
   LmHead,

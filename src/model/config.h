@@ -3,10 +3,12 @@
 // Two forms are accepted for Mamba-1: the Hugging Face form (`model_type: "mamba"`,
 // hidden_size, num_hidden_layers, state_size, ...) and the original state-spaces form (d_model,
 // n_layer, ssm_cfg, ...). Every value is read from the file; the only defaults applied are the
-// ones the original code applies itself. Mamba-3 (the state-spaces form with
-// ssm_cfg.layer = "Mamba3") is parsed here too.
+// ones the original code applies itself. Mamba-2 (HF `model_type: "mamba2"`, or the state-spaces
+// form with ssm_cfg.layer = "Mamba2") and Mamba-3 (the state-spaces form with
+// ssm_cfg.layer = "Mamba3") are parsed here too.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,7 +17,7 @@
 
 namespace mb {
 
-enum class Architecture { Mamba1, Mamba3 };
+enum class Architecture { Mamba1, Mamba2, Mamba3 };
 
 struct ModelConfig {
   Architecture arch = Architecture::Mamba1;
@@ -38,13 +40,20 @@ struct ModelConfig {
   bool use_conv_bias_from_checkpoint = false;
   std::vector<int32_t> eos_token_ids;  // from "eos_token_id" (a number or a list); may be empty
 
-  // Mamba-3 SISO (spec §1).
+  // Mamba-2 and Mamba-3 SISO (spec §1): heads of headdim channels, B and C in ngroups groups.
   int64_t headdim = 64;
   int64_t ngroups = 1;
+  int64_t chunk_size = 64;  // SSD chunk length of the chunked scan
+
+  // Mamba-2 only.
+  double dt_limit_min = 0.0;       // time_step_limit / dt_limit: dt is clamped to [min, max]
+  double dt_limit_max = INFINITY;
+  bool gated_norm = true;          // RMSNormGated before out_proj (mamba_ssm `rmsnorm`); else y * silu(z)
+
+  // Mamba-3 only.
   double rope_fraction = 0.5;
   double a_floor = 1e-4;
   bool is_outproj_norm = false;
-  int64_t chunk_size = 64;
 
   int64_t n_heads() const { return d_inner / headdim; }
 };

@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "io/mapped_file.h"
 #include "io/safetensors.h"
-#include "model/mamba3_make.h"
+#include "model/generated_tensors.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mb {
@@ -117,16 +117,15 @@ void make_model(const std::string& out_dir, const MakeModelOptions& options) {
   c.vocab_rows = (c.vocab_size + c.pad_vocab_size_multiple - 1) / c.pad_vocab_size_multiple * c.pad_vocab_size_multiple;
   if (options.shards < 1) throw Error("--shards must be at least 1");
   // Round-trip the config through the parser so make-model never writes a folder the loader refuses.
-  const nlohmann::json config_json =
-      options.form == ConfigForm::HuggingFace && c.arch == Architecture::Mamba1 ? model_config_to_hf_json(c)
-                                                                                 : model_config_to_original_json(c);
+  // Mamba-3 checkpoints only exist in the state-spaces layout.
+  const bool hf_names = options.form == ConfigForm::HuggingFace && c.arch != Architecture::Mamba3;
+  const nlohmann::json config_json = hf_names ? model_config_to_hf_json(c) : model_config_to_original_json(c);
   parse_model_config(config_json, "make-model");
 
   std::filesystem::create_directories(out_dir);
   SeededRandom rng(options.seed);
   std::vector<PendingTensor> tensors;
   const int64_t d = c.d_model;
-  const bool hf_names = options.form == ConfigForm::HuggingFace && c.arch == Architecture::Mamba1;
   const std::string embedding_name = hf_names ? "backbone.embeddings.weight" : "backbone.embedding.weight";
   // Embedding rows with RMS 2/sqrt(d) give logits of a few units against a unit-RMS final state.
   tensors.push_back({embedding_name, {c.vocab_rows, d}, rng.uniform_values(c.vocab_rows * d, 2.0 * std::sqrt(3.0 / d)), false});
@@ -135,8 +134,10 @@ void make_model(const std::string& out_dir, const MakeModelOptions& options) {
                        rng.uniform_values(d * options.input_dim, std::sqrt(3.0 / options.input_dim)), false});
     tensors.push_back({"input_proj.bias", {d}, rng.uniform_values(d, 0.1), false});
   }
-  if (c.arch == Architecture::Mamba3) {
-    for (GeneratedTensor& t : make_mamba3_layer_tensors(c, rng.next()))
+  if (c.arch == Architecture::Mamba2 || c.arch == Architecture::Mamba3) {
+    const uint64_t seed = rng.next();
+    for (GeneratedTensor& t : c.arch == Architecture::Mamba2 ? make_mamba2_layer_tensors(c, seed)
+                                                             : make_mamba3_layer_tensors(c, seed))
       tensors.push_back({std::move(t.name), std::move(t.shape), std::move(t.values), t.keep_f32});
   } else {
     add_mamba1_layers(c, rng, tensors);

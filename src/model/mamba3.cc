@@ -90,13 +90,13 @@ void Mamba3Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
     // The choice depends only on this sequence's own positions in the round, so a sequence
     // computes the same bits in any batch.
     switch (ws.options.scan) {
-      case Mamba3Scan::Sequential:
+      case ScanForm::Sequential:
         args[s].chunked = false;
         break;
-      case Mamba3Scan::Chunked:
+      case ScanForm::Chunked:
         args[s].chunked = true;
         break;
-      case Mamba3Scan::Auto:
+      case ScanForm::Auto:
         args[s].chunked = auto_prefers_chunked(rows[s].count, ssd_chunk);
         break;
     }

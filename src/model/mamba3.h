@@ -34,7 +34,7 @@ class Mamba3Model : public Model {
   const std::vector<Mamba3Layer>& layers() const { return layers_; }
 
   // Whether a round of `positions` positions of one sequence runs the chunked SSD form when the
-  // caller asks for Mamba3Scan::Auto with SSD chunks of `ssd_chunk` positions.
+  // caller asks for ScanForm::Auto with SSD chunks of `ssd_chunk` positions.
   static bool auto_prefers_chunked(int64_t positions, int64_t ssd_chunk);
 
   // Test-only: drops the §10.3 boundary fold from chunked windows (see Mamba3ScanParams).

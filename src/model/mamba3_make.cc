@@ -1,5 +1,5 @@
 #include "model/random.h"
-#include "model/mamba3_make.h"
+#include "model/generated_tensors.h"
 
 #include <cmath>
 

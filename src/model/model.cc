@@ -7,6 +7,7 @@
 #include "core/profile.h"
 #include "io/safetensors.h"
 #include "model/mamba1.h"
+#include "model/mamba2.h"
 #include "model/mamba3.h"
 #include "model/weight_binder.h"
 #include "ops/rms_norm.h"
@@ -19,6 +20,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   switch (config.arch) {
     case Architecture::Mamba1:
       return std::make_unique<Mamba1Model>(config, tensors, options);
+    case Architecture::Mamba2:
+      return std::make_unique<Mamba2Model>(config, tensors, options);
     case Architecture::Mamba3:
       return std::make_unique<Mamba3Model>(config, tensors, options);
   }
@@ -38,8 +41,9 @@ uint64_t fnv1a(uint64_t hash, const void* data, size_t size) {
 uint64_t checkpoint_fingerprint(const ModelConfig& c, const TensorSet& tensors) {
   uint64_t hash = 0xcbf29ce484222325ull;
   const int64_t sizes[] = {static_cast<int64_t>(c.arch), c.d_model, c.n_layer, c.vocab_size, c.d_state, c.d_conv,
-                           c.d_inner,  c.dt_rank, c.headdim, c.ngroups, static_cast<int64_t>(c.is_outproj_norm)};
-  const double parameters[] = {c.norm_eps, c.rope_fraction, c.a_floor};
+                           c.d_inner,  c.dt_rank, c.headdim, c.ngroups, static_cast<int64_t>(c.is_outproj_norm),
+                           static_cast<int64_t>(c.gated_norm)};
+  const double parameters[] = {c.norm_eps, c.rope_fraction, c.a_floor, c.dt_limit_min, c.dt_limit_max};
   hash = fnv1a(hash, parameters, sizeof parameters);
   hash = fnv1a(hash, sizes, sizeof sizes);
   for (const auto& [name, tensor] : tensors.tensors()) {

@@ -23,6 +23,7 @@
 #include "core/threading.h"
 #include "model/config.h"
 #include "ops/causal_conv.h"
+#include "ops/mamba2_scan.h"
 #include "ops/mamba3_scan.h"
 #include "ops/matmul.h"
 #include "ops/selective_scan.h"
@@ -57,20 +58,21 @@ struct SequenceInput {
   std::span<const float> features;  // [T, input_dim] row-major when tokens is empty
 };
 
-// How Mamba-3 runs a round's positions of one sequence: the sequential recurrence (bit-identical
-// to decode steps), the chunked SSD form (equal up to rounding, faster for long rounds), or the
-// choice of Mamba3Model::auto_prefers_chunked by the round's length. With the chunked form each
-// round is a window continued from the last, so the round size changes results within rounding.
-enum class Mamba3Scan { Auto, Sequential, Chunked };
+// How Mamba-2 and Mamba-3 run a round's positions of one sequence: the sequential recurrence
+// (bit-identical to decode steps, the default), the chunked SSD form (equal up to rounding, faster
+// for long rounds), or the architecture's choice by the round's length. With the chunked form
+// each round is a window continued from the last, so the round size changes results within
+// rounding; only the sequential form keeps the exactness contract.
+enum class ScanForm { Auto, Sequential, Chunked };
 
 struct ForwardOptions {
   OutputKind output = OutputKind::LogitsLast;
   // Positions per sequence per round; 0 = all at once. The default bounds scratch memory for
-  // long inputs. For Mamba-1 and Mamba-3's sequential scan the chunk never changes a bit; with
-  // Mamba-3's chunked scan each round is a continued window (equal within rounding).
+  // long inputs. With the sequential scan the chunk never changes a bit; with the chunked scan
+  // each round is a continued window (equal within rounding).
   int64_t chunk = 512;
-  Mamba3Scan scan = Mamba3Scan::Auto;  // Mamba-3 only
-  int64_t ssd_chunk = 0;               // Mamba-3 SSD chunk length; 0 = the config's chunk_size
+  ScanForm scan = ScanForm::Sequential;  // Mamba-2 and Mamba-3; Mamba-1 is always sequential
+  int64_t ssd_chunk = 0;                 // SSD chunk length; 0 = the config's chunk_size
 };
 
 // The rows of one round's hidden buffer that belong to one sequence.
@@ -88,6 +90,7 @@ struct Workspace {
   std::vector<double> pooled;
   std::vector<CausalConvArgs> conv_args;     // per-sequence op arguments, reused across calls
   std::vector<SelectiveScanArgs> scan_args;
+  std::vector<Mamba2ScanSequence> mamba2_args;
   std::vector<Mamba3ScanSequence> mamba3_args;
   ForwardOptions options;  // the options of the forward call in progress, for forward_layers
   float* reserve(size_t floats) {

@@ -5,6 +5,7 @@
 
 #include "core/dtype.h"
 #include "ops/causal_conv.h"
+#include "ops/gated_rms_norm.h"
 #include "ops/matmul.h"
 #include "ops/rms_norm.h"
 #include "ops/selective_scan.h"
@@ -43,6 +44,23 @@ void rms_norm_reference(const RmsNormArgs& a) {
     const double inv = 1.0 / std::sqrt(sum_squares / a.dim + a.eps);
     for (int64_t k = 0; k < a.dim; ++k)
       a.y[r * a.ldy + k] = static_cast<float>(a.x[r * a.ldx + k] * inv * a.weight[k]);
+  }
+}
+
+void gated_rms_norm_reference(const GatedRmsNormArgs& a) {
+  for (int64_t r = 0; r < a.rows; ++r) {
+    std::vector<double> v(a.dim);
+    for (int64_t k = 0; k < a.dim; ++k) v[k] = a.y[r * a.ldy + k] * silu(a.z[r * a.ldz + k]);
+    for (int64_t g0 = 0; g0 < a.dim; g0 += a.group_size) {
+      double inv = 1.0;
+      if (a.weight != nullptr) {
+        double sum_squares = 0.0;
+        for (int64_t k = g0; k < g0 + a.group_size; ++k) sum_squares += v[k] * v[k];
+        inv = 1.0 / std::sqrt(sum_squares / a.group_size + a.eps);
+      }
+      for (int64_t k = g0; k < g0 + a.group_size; ++k)
+        a.out[r * a.ldout + k] = static_cast<float>(v[k] * inv * (a.weight != nullptr ? a.weight[k] : 1.0));
+    }
   }
 }
 

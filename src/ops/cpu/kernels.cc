@@ -29,6 +29,11 @@ void rms_norm(const ComputeContext& ctx, const RmsNormArgs& args) {
   cpu::kernels_for(ctx.isa).rms_norm(args, ctx.n_threads);
 }
 
+void gated_rms_norm(const ComputeContext& ctx, const GatedRmsNormArgs& args) {
+  MB_CHECK(args.group_size > 0 && args.dim % args.group_size == 0);
+  cpu::kernels_for(ctx.isa).gated_rms_norm(args, ctx.n_threads);
+}
+
 void causal_conv_silu(const ComputeContext& ctx, std::span<const CausalConvArgs> sequences) {
   for (const auto& s : sequences) MB_CHECK(s.kernel_size >= 1 && s.kernel_size <= kMaxConvKernel);
   cpu::kernels_for(ctx.isa).causal_conv_silu(sequences, ctx.n_threads);

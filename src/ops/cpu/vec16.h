@@ -19,6 +19,7 @@
 #include "core/dtype.h"
 #include "ops/activations.h"
 #include "ops/causal_conv.h"
+#include "ops/gated_rms_norm.h"
 #include "ops/matmul.h"
 #include "ops/rms_norm.h"
 #include "ops/selective_scan.h"
@@ -29,6 +30,7 @@ namespace mb::cpu {
 struct KernelTable {
   void (*matmul)(const MatmulArgs& args, int n_threads);
   void (*rms_norm)(const RmsNormArgs& args, int n_threads);
+  void (*gated_rms_norm)(const GatedRmsNormArgs& args, int n_threads);
   void (*causal_conv_silu)(std::span<const CausalConvArgs> sequences, int n_threads);
   void (*selective_scan)(std::span<const SelectiveScanArgs> sequences, int n_threads);
   float (*exp1)(float x);

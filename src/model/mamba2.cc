@@ -1,0 +1,174 @@
+#include "model/mamba2.h"
+
+#include <cmath>
+#include <numbers>
+#include <string>
+
+#include "core/error.h"
+#include "core/profile.h"
+#include "io/safetensors.h"
+#include "model/weight_binder.h"
+#include "ops/gated_rms_norm.h"
+#include "ops/rms_norm.h"
+
+namespace mb {
+
+bool Mamba2Model::auto_prefers_chunked(int64_t positions, int64_t ssd_chunk) {
+  // The chunked form pays a per-chunk setup and an in-chunk product quadratic in the chunk
+  // length; it wins once a round holds a few chunks' worth of positions. See BENCHMARKS.md.
+  return positions >= 2 * ssd_chunk && ssd_chunk <= 128;
+}
+
+Mamba2Model::Mamba2Model(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors,
+                         const LoadOptions& options) {
+  config_ = config;
+  tensors_ = tensors;
+  binder_ = std::make_shared<WeightBinder>(*tensors_, options.weight_dtype);
+  WeightBinder& binder = *binder_;
+  check_layer_indices(*tensors_, config.n_layer);
+
+  const int64_t d = config.d_model, di = config.d_inner, N = config.d_state, P = config.headdim,
+                H = config.n_heads(), K = config.d_conv, W = conv_width(), ip = in_proj_dim();
+  const std::string first = "backbone.layers.0.mixer.";
+  if (config.use_bias_from_checkpoint) config_.use_bias = binder.has(first + "in_proj.bias");
+  if (config.use_conv_bias_from_checkpoint) config_.use_conv_bias = binder.has(first + "conv1d.bias");
+  bind_common(binder);
+
+  layers_.resize(config.n_layer);
+  for (int64_t l = 0; l < config.n_layer; ++l) {
+    const std::string p = "backbone.layers." + std::to_string(l) + ".";
+    const std::string mixer = p + "mixer.";
+    Mamba2Layer& layer = layers_[l];
+    layer.norm = binder.f32(p + "norm.weight", {d});
+    layer.in_proj = binder.matrix(mixer + "in_proj.weight", ip, d);
+    layer.out_proj = binder.matrix(mixer + "out_proj.weight", d, di);
+    if (config_.use_bias) {
+      layer.in_proj_bias = binder.f32(mixer + "in_proj.bias", {ip});
+      layer.out_proj_bias = binder.f32(mixer + "out_proj.bias", {d});
+    }
+    if (config_.use_conv_bias) layer.conv_bias = binder.f32(mixer + "conv1d.bias", {W});
+    if (config_.gated_norm) layer.gate_norm = binder.f32(mixer + "norm.weight", {di});
+
+    // The conv taps are re-laid out once so the kernels read sixteen channels per load.
+    const float* conv = binder.f32(mixer + "conv1d.weight", {W, 1, K});
+    std::vector<float> taps(K * W);
+    for (int64_t c = 0; c < W; ++c)
+      for (int64_t k = 0; k < K; ++k) taps[k * W + c] = conv[c * K + k];
+    layer.conv_weight = binder.keep(std::move(taps));
+
+    Mamba2ScanParams& s = layer.scan;
+    s.n_heads = H;
+    s.headdim = P;
+    s.d_state = N;
+    s.n_groups = config.ngroups;
+    s.dt_min = static_cast<float>(config.dt_limit_min);
+    s.dt_max = static_cast<float>(config.dt_limit_max);
+    s.chunk = config.chunk_size;
+    s.dt_bias = binder.f32(mixer + "dt_bias", {H});
+    // D is one value per head, or one per channel in checkpoints made with D_has_hdim.
+    const StoredTensor* d_tensor = tensors_->find(mixer + "D");
+    s.d_skip_per_channel = d_tensor != nullptr && d_tensor->shape == std::vector<int64_t>{di};
+    s.d_skip = binder.f32(mixer + "D", {s.d_skip_per_channel ? di : H});
+    // A = -exp(A_log), for the chunked form, and premultiplied by log2(e) (in double, one
+    // rounding) for the sequential form's base-2 decay.
+    const float* a_log = binder.f32(mixer + "A_log", {H});
+    std::vector<float> a(H), a_base2(H);
+    for (int64_t h = 0; h < H; ++h) {
+      a[h] = static_cast<float>(-std::exp(static_cast<double>(a_log[h])));
+      a_base2[h] = static_cast<float>(-std::exp(static_cast<double>(a_log[h])) * std::numbers::log2e);
+    }
+    s.a = binder.keep(std::move(a));
+    s.a_base2 = binder.keep(std::move(a_base2));
+  }
+}
+
+size_t Mamba2Model::scratch_floats_per_row() const {
+  // xn [d] | proj [in_proj_dim] | xbc [conv_width] | y [d_inner]
+  return config_.d_model + in_proj_dim() + conv_width() + config_.d_inner;
+}
+
+void Mamba2Model::forward_layers(const ComputeContext& ctx, std::span<const Rows> rows, float* hidden, int64_t m,
+                                 Workspace& ws, float* scratch) const {
+  const ModelConfig& c = config_;
+  const int64_t d = c.d_model, di = c.d_inner, W = conv_width(), ip = in_proj_dim();
+  const size_t conv_floats = (c.d_conv - 1) * W;
+  const int64_t ssd_chunk = ws.options.ssd_chunk > 0 ? ws.options.ssd_chunk : c.chunk_size;
+  float* xn = scratch;       // [m, d]
+  float* proj = xn + m * d;  // [m, in_proj_dim]: z | xBC | dt
+  float* xbc = proj + m * ip;  // [m, conv_width] conv + SiLU outputs
+  float* y = xbc + m * W;      // [m, d_inner]
+
+  ws.conv_args.resize(rows.size());
+  std::vector<Mamba2ScanSequence>& args = ws.mamba2_args;
+  args.resize(rows.size());
+  for (size_t s = 0; s < rows.size(); ++s) {
+    // The choice depends only on this sequence's own positions in the round, so a sequence
+    // computes the same bits in any batch.
+    switch (ws.options.scan) {
+      case ScanForm::Sequential:
+        args[s].chunked = false;
+        break;
+      case ScanForm::Chunked:
+        args[s].chunked = true;
+        break;
+      case ScanForm::Auto:
+        args[s].chunked = auto_prefers_chunked(rows[s].count, ssd_chunk);
+        break;
+    }
+  }
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const Mamba2Layer& layer = layers_[l];
+    const size_t state_offset = l * layer_state_floats();
+    {
+      ScopedPhase timer(ctx.profile, Phase::Norm);
+      rms_norm(ctx, {hidden, d, m, d, layer.norm, c.norm_eps, xn, d});  // [m, d]
+    }
+    {
+      ScopedPhase timer(ctx.profile, Phase::InProj);
+      matmul(ctx, {xn, d, m, layer.in_proj, layer.in_proj_bias, proj, ip, false});  // [m, d] -> [m, in_proj_dim]
+    }
+    for (size_t s = 0; s < rows.size(); ++s) {
+      float* state = rows[s].state->values.data() + state_offset;
+      ws.conv_args[s] = {proj + rows[s].begin * ip + di,
+                         ip,
+                         rows[s].count,
+                         W,
+                         static_cast<int>(c.d_conv),
+                         layer.conv_weight,
+                         layer.conv_bias,
+                         state,
+                         xbc + rows[s].begin * W,
+                         W};
+      Mamba2ScanSequence& a = args[s];
+      a.length = rows[s].count;
+      a.xbc = xbc + rows[s].begin * W;
+      a.ldxbc = W;
+      a.dt = proj + rows[s].begin * ip + di + W;
+      a.lddt = ip;
+      a.state = state + conv_floats;
+      a.y = y + rows[s].begin * di;
+      a.ldy = di;
+    }
+    {
+      ScopedPhase timer(ctx.profile, Phase::Conv);
+      causal_conv_silu(ctx, ws.conv_args);  // xBC of proj -> xbc [m, conv_width]
+    }
+    {
+      ScopedPhase timer(ctx.profile, Phase::Scan);
+      Mamba2ScanParams params = layer.scan;
+      params.chunk = ssd_chunk;
+      mamba2_scan(ctx, params, args);  // -> y [m, d_inner] before the gate
+    }
+    {
+      ScopedPhase timer(ctx.profile, Phase::GateNorm);
+      GatedRmsNormArgs gate{y, di, proj, ip, m, di, di / c.ngroups, layer.gate_norm, c.norm_eps, y, di};
+      gated_rms_norm(ctx, gate);  // y = norm(y * silu(z)) per group, in place
+    }
+    {
+      ScopedPhase timer(ctx.profile, Phase::OutProj);
+      matmul(ctx, {y, di, m, layer.out_proj, layer.out_proj_bias, hidden, d, true});  // residual += [m, di] -> [m, d]
+    }
+  }
+}
+
+}  // namespace mb
