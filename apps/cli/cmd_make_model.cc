@@ -38,7 +38,9 @@ void add_make_model(CLI::App& app) {
   cmd->add_option("--input-dim", args->input_dim, "Add an input projection from raw features of this width");
   CLI::Option* form_option =
       cmd->add_option("--config-form", args->form, "config.json form: hf | original (Mamba-3: original only)");
-  cmd->add_option("--arch", args->arch, "mamba1 | mamba3 (Mamba-3 SISO, state-spaces config form)")->capture_default_str();
+  cmd->add_option("--arch", args->arch,
+                  "mamba1 | falcon-mamba (HF config form) | mamba3 (Mamba-3 SISO, state-spaces config form)")
+      ->capture_default_str();
   cmd->add_option("--headdim", args->headdim, "Mamba-3 channels per head (default 64)");
   cmd->add_option("--ngroups", args->ngroups, "Mamba-3 B/C groups (default 1)");
   cmd->add_option("--rope-fraction", args->rope_fraction, "Mamba-3 rotated fraction of d_state: 0.5 | 1.0")
@@ -63,7 +65,10 @@ void add_make_model(CLI::App& app) {
     c.tie_embeddings = !args->untied;
     c.use_bias = args->use_bias;
     c.use_conv_bias = !args->no_conv_bias;
-    if (args->arch != "mamba1" && args->arch != "mamba3") throw Error("--arch must be mamba1 or mamba3");
+    if (args->arch != "mamba1" && args->arch != "falcon-mamba" && args->arch != "mamba3")
+      throw Error("--arch must be mamba1, falcon-mamba or mamba3");
+    // FalconMamba is Mamba-1 plus the mixer norm, at FalconMambaConfig's default epsilon.
+    c.mixer_rms_norm = args->arch == "falcon-mamba";
     if (args->arch == "mamba3") {
       // Mamba-3 defaults are mamba_ssm's: d_state 128, headdim 64.
       c.arch = Architecture::Mamba3;
@@ -78,6 +83,8 @@ void add_make_model(CLI::App& app) {
     if (args->form != "hf" && args->form != "original") throw Error("--config-form must be hf or original");
     if (args->arch == "mamba3" && args->form == "hf" && form_option->count() > 0)
       throw Error("--config-form hf: Mamba-3 checkpoints only exist in the state-spaces form (use original)");
+    if (args->arch == "falcon-mamba" && args->form == "original")
+      throw Error("--config-form original: FalconMamba checkpoints only exist in the Hugging Face form (use hf)");
     o.form = args->form == "hf" ? ConfigForm::HuggingFace : ConfigForm::Original;
     o.dtype = parse_dtype(args->dtype);
     o.seed = args->seed;
