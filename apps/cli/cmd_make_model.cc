@@ -39,7 +39,8 @@ void add_make_model(CLI::App& app) {
   CLI::Option* form_option = cmd->add_option(
       "--layout,--config-form", args->form,
       "Checkpoint layout: hf (Hugging Face names and config) | original (state-spaces; Mamba-3: original only)");
-  cmd->add_option("--arch", args->arch, "mamba1 | mamba2 | mamba3 (Mamba-3 SISO, state-spaces layout)")
+  cmd->add_option("--arch", args->arch,
+                  "mamba1 | mamba2 | falcon-mamba (HF layout) | mamba3 (Mamba-3 SISO, state-spaces layout)")
       ->capture_default_str();
   cmd->add_option("--headdim", args->headdim, "Mamba-2/3 channels per head (default 64)");
   cmd->add_option("--ngroups", args->ngroups, "Mamba-2/3 B/C groups (default 1)");
@@ -65,8 +66,10 @@ void add_make_model(CLI::App& app) {
     c.tie_embeddings = !args->untied;
     c.use_bias = args->use_bias;
     c.use_conv_bias = !args->no_conv_bias;
-    if (args->arch != "mamba1" && args->arch != "mamba2" && args->arch != "mamba3")
-      throw Error("--arch must be mamba1, mamba2 or mamba3");
+    if (args->arch != "mamba1" && args->arch != "mamba2" && args->arch != "falcon-mamba" && args->arch != "mamba3")
+      throw Error("--arch must be mamba1, mamba2, falcon-mamba or mamba3");
+    // FalconMamba is Mamba-1 plus the mixer norm, at FalconMambaConfig's default epsilon.
+    c.mixer_rms_norm = args->arch == "falcon-mamba";
     if (args->arch == "mamba2") {
       // Mamba-2 defaults are mamba_ssm's: d_state 128, headdim 64, ngroups 1, chunk_size 256.
       c.arch = Architecture::Mamba2;
@@ -89,6 +92,8 @@ void add_make_model(CLI::App& app) {
     if (args->form != "hf" && args->form != "original") throw Error("--layout must be hf or original");
     if (args->arch == "mamba3" && args->form == "hf" && form_option->count() > 0)
       throw Error("--layout hf: Mamba-3 checkpoints only exist in the state-spaces layout (use original)");
+    if (args->arch == "falcon-mamba" && args->form == "original")
+      throw Error("--layout original: FalconMamba checkpoints only exist in the Hugging Face layout (use hf)");
     o.form = args->form == "hf" ? ConfigForm::HuggingFace : ConfigForm::Original;
     o.dtype = parse_dtype(args->dtype);
     o.seed = args->seed;

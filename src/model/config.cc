@@ -133,8 +133,14 @@ void parse_hf(const ConfigReader& reader, ModelConfig& config, const std::string
     parse_hf_mamba2(reader, config, where);
     return;
   }
-  if (model_type != "mamba")
-    throw Error(where + ": model_type '" + model_type + "' is not supported (expected \"mamba\" or \"mamba2\")");
+  if (model_type != "mamba" && model_type != "falcon_mamba")
+    throw Error(where + ": model_type '" + model_type +
+                "' is not supported (expected \"mamba\", \"mamba2\" or \"falcon_mamba\")");
+  if (model_type == "falcon_mamba") {
+    config.mixer_rms_norm = true;
+    // FalconMambaConfig's own default when the key is absent.
+    config.mixer_rms_eps = reader.positive_number_or("mixer_rms_eps", 1e-6);
+  }
   config.d_model = reader.positive_int("hidden_size", kMaxDModel);
   config.n_layer = reader.positive_int("num_hidden_layers", kMaxLayers);
   config.vocab_size = reader.positive_int("vocab_size", kMaxVocab);
@@ -142,6 +148,10 @@ void parse_hf(const ConfigReader& reader, ModelConfig& config, const std::string
   config.d_conv = reader.positive_int("conv_kernel", 1 << 20);
   config.expand = reader.positive_int_or("expand", 2, 64);
   config.d_inner = reader.positive_int_or("intermediate_size", config.expand * config.d_model, kMaxDModel * 8);
+  // HF lets a stated intermediate_size override expand, and tiiuae/falcon-mamba-7b relies on it
+  // (expand 16 beside intermediate_size 8192 = 2 x 4096), so for FalconMamba expand follows.
+  if (config.mixer_rms_norm && config.d_inner % config.d_model == 0)
+    config.expand = config.d_inner / config.d_model;
   parse_dt_rank(reader, "time_step_rank", config, where);
   config.use_bias_from_checkpoint = !reader.has("use_bias");
   config.use_bias = reader.boolean_or("use_bias", false);
@@ -250,6 +260,8 @@ void validate(const ModelConfig& config, const std::string& where) {
     if (!std::isfinite(config.a_floor)) fail("ssm_cfg.A_floor must be a finite positive number");
   }
   if (!(config.norm_eps < 1.0f)) fail("the norm epsilon must be below 1");
+  if (config.mixer_rms_norm && !(config.mixer_rms_eps < 1.0))
+    fail("'mixer_rms_eps' must be a positive number below 1");
 }
 
 }  // namespace
@@ -347,17 +359,23 @@ json mamba2_hf_json(const ModelConfig& c) {
 
 json model_config_to_hf_json(const ModelConfig& c) {
   if (c.arch == Architecture::Mamba2) return mamba2_hf_json(c);
-  return {{"model_type", "mamba"},         {"architectures", {"MambaForCausalLM"}},
-          {"hidden_size", c.d_model},      {"num_hidden_layers", c.n_layer},
-          {"vocab_size", c.vocab_size},    {"state_size", c.d_state},
-          {"conv_kernel", c.d_conv},       {"expand", c.expand},
-          {"intermediate_size", c.d_inner}, {"time_step_rank", c.dt_rank},
-          {"use_bias", c.use_bias},        {"use_conv_bias", c.use_conv_bias},
-          {"layer_norm_epsilon", c.norm_eps}, {"tie_word_embeddings", c.tie_embeddings},
-          {"pad_vocab_size_multiple", c.pad_vocab_size_multiple},
-          {"residual_in_fp32", true},      {"bos_token_id", 0},
-          {"eos_token_id", 0},             {"pad_token_id", 0},
-          {"hidden_act", "silu"},          {"torch_dtype", "float32"}};
+  json hf = {{"model_type", "mamba"},         {"architectures", {"MambaForCausalLM"}},
+             {"hidden_size", c.d_model},      {"num_hidden_layers", c.n_layer},
+             {"vocab_size", c.vocab_size},    {"state_size", c.d_state},
+             {"conv_kernel", c.d_conv},       {"expand", c.expand},
+             {"intermediate_size", c.d_inner}, {"time_step_rank", c.dt_rank},
+             {"use_bias", c.use_bias},        {"use_conv_bias", c.use_conv_bias},
+             {"layer_norm_epsilon", c.norm_eps}, {"tie_word_embeddings", c.tie_embeddings},
+             {"pad_vocab_size_multiple", c.pad_vocab_size_multiple},
+             {"residual_in_fp32", true},      {"bos_token_id", 0},
+             {"eos_token_id", 0},             {"pad_token_id", 0},
+             {"hidden_act", "silu"},          {"torch_dtype", "float32"}};
+  if (c.mixer_rms_norm) {
+    hf["model_type"] = "falcon_mamba";
+    hf["architectures"] = {"FalconMambaForCausalLM"};
+    hf["mixer_rms_eps"] = c.mixer_rms_eps;
+  }
+  return hf;
 }
 
 json model_config_to_original_json(const ModelConfig& c) {

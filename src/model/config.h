@@ -4,8 +4,9 @@
 // hidden_size, num_hidden_layers, state_size, ...) and the original state-spaces form (d_model,
 // n_layer, ssm_cfg, ...). Every value is read from the file; the only defaults applied are the
 // ones the original code applies itself. Mamba-2 (HF `model_type: "mamba2"`, or the state-spaces
-// form with ssm_cfg.layer = "Mamba2") and Mamba-3 (the state-spaces form with
-// ssm_cfg.layer = "Mamba3") are parsed here too.
+// form with ssm_cfg.layer = "Mamba2"), Mamba-3 (the state-spaces form with ssm_cfg.layer =
+// "Mamba3") and FalconMamba (`model_type: "falcon_mamba"`, which is Mamba-1 with a weightless
+// RMSNorm on x_proj's three outputs) are parsed here too.
 #pragma once
 
 #include <cmath>
@@ -39,6 +40,10 @@ struct ModelConfig {
   bool use_bias_from_checkpoint = false;
   bool use_conv_bias_from_checkpoint = false;
   std::vector<int32_t> eos_token_ids;  // from "eos_token_id" (a number or a list); may be empty
+
+  // FalconMamba: dt_low, B and C are each RMS-normalized (no weight) before use.
+  bool mixer_rms_norm = false;
+  double mixer_rms_eps = 1e-6;
 
   // Mamba-2 and Mamba-3 SISO (spec §1): heads of headdim channels, B and C in ngroups groups.
   int64_t headdim = 64;

@@ -116,6 +116,8 @@ void make_model(const std::string& out_dir, const MakeModelOptions& options) {
   if (c.pad_vocab_size_multiple <= 0) c.pad_vocab_size_multiple = 1;
   c.vocab_rows = (c.vocab_size + c.pad_vocab_size_multiple - 1) / c.pad_vocab_size_multiple * c.pad_vocab_size_multiple;
   if (options.shards < 1) throw Error("--shards must be at least 1");
+  if (c.mixer_rms_norm && (c.arch != Architecture::Mamba1 || options.form != ConfigForm::HuggingFace))
+    throw Error("FalconMamba checkpoints only exist in the Hugging Face form of Mamba-1");
   // Round-trip the config through the parser so make-model never writes a folder the loader refuses.
   // Mamba-3 checkpoints only exist in the state-spaces layout.
   const bool hf_names = options.form == ConfigForm::HuggingFace && c.arch != Architecture::Mamba3;

@@ -1,8 +1,10 @@
 #include "model/mamba1.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "core/profile.h"
@@ -28,6 +30,7 @@ Mamba1Model::Mamba1Model(const ModelConfig& config, std::shared_ptr<const Tensor
   if (config.use_bias_from_checkpoint) config_.use_bias = binder.has(first + "in_proj.bias");
   if (config.use_conv_bias_from_checkpoint) config_.use_conv_bias = binder.has(first + "conv1d.bias");
   bind_common(binder);
+  if (config.mixer_rms_norm) mixer_norm_ones_ = binder.keep(std::vector<float>(std::max(R, N), 1.0f));
 
   layers_.resize(config.n_layer);
   for (int64_t l = 0; l < config.n_layer; ++l) {
@@ -120,6 +123,15 @@ void Mamba1Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
     {
       ScopedPhase timer(ctx.profile, Phase::XProj);
       matmul(ctx, {u, D, m, layer.x_proj, nullptr, xdbl, xdbl_width, false});  // [m, D] -> [m, R + 2N]
+    }
+    if (c.mixer_rms_norm) {
+      ScopedPhase timer(ctx.profile, Phase::Norm);
+      // FalconMamba normalizes dt_low, B and C each over its own width, in place, per row.
+      const float eps = static_cast<float>(c.mixer_rms_eps);
+      const std::pair<int64_t, int64_t> parts[] = {{0, R}, {R, N}, {R + N, N}};  // (offset, width)
+      for (const auto& [offset, width] : parts)
+        rms_norm(ctx,
+                 {xdbl + offset, xdbl_width, m, width, mixer_norm_ones_, eps, xdbl + offset, xdbl_width});
     }
     {
       ScopedPhase timer(ctx.profile, Phase::DtProj);

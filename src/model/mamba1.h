@@ -1,4 +1,5 @@
-// Mamba-1 (the selective-scan block of mamba_ssm / HF MambaForCausalLM).
+// Mamba-1 (the selective-scan block of mamba_ssm / HF MambaForCausalLM), and FalconMamba (HF
+// FalconMambaForCausalLM), which only adds a weightless RMSNorm on x_proj's three outputs.
 #pragma once
 
 #include <memory>
@@ -40,6 +41,9 @@ class Mamba1Model : public Model {
 
  private:
   std::vector<Mamba1Layer> layers_;
+  // FalconMamba's mixer norm has no weight; the shared RMSNorm op multiplies by these ones
+  // (x * 1.0f is exact). [max(dt_rank, d_state)], null for plain Mamba-1.
+  const float* mixer_norm_ones_ = nullptr;
 };
 
 }  // namespace mb

@@ -46,6 +46,9 @@ uint64_t checkpoint_fingerprint(const ModelConfig& c, const TensorSet& tensors) 
   const double parameters[] = {c.norm_eps, c.rope_fraction, c.a_floor, c.dt_limit_min, c.dt_limit_max};
   hash = fnv1a(hash, parameters, sizeof parameters);
   hash = fnv1a(hash, sizes, sizeof sizes);
+  // Hashed only when present, so plain Mamba-1 checkpoints keep the fingerprints (and state
+  // files) they had before FalconMamba existed.
+  if (c.mixer_rms_norm) hash = fnv1a(hash, &c.mixer_rms_eps, sizeof c.mixer_rms_eps);
   for (const auto& [name, tensor] : tensors.tensors()) {
     hash = fnv1a(hash, name.data(), name.size());
     hash = fnv1a(hash, tensor.shape.data(), tensor.shape.size() * sizeof(int64_t));

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <utility>
 
 #include "io/mapped_file.h"
 #include "common/tensor_io.h"
@@ -41,6 +42,8 @@ Mamba1Reference::Mamba1Reference(const std::string& dir, const DType* round_to) 
   dt_rank_ = rank.is_string() ? (d_model_ + 15) / 16 : rank.get<int64_t>();
   eps_ = hf ? config.value("layer_norm_epsilon", 1e-5) : 1e-5;
   const bool tied = hf ? config.value("tie_word_embeddings", true) : config.value("tie_embeddings", true);
+  mixer_rms_norm_ = config.value("model_type", "") == "falcon_mamba";
+  mixer_rms_eps_ = config.value("mixer_rms_eps", 1e-6);
 
   const TensorSet set = TensorSet::open_dir(dir);
   // Lookups read the embedding as stored; only the LM head is held in the engine's storage dtype.
@@ -113,6 +116,14 @@ std::vector<double> Mamba1Reference::step_hidden(std::vector<double> h) {
       double s = 0;
       for (int64_t k = 0; k < D; ++k) s += L.x_proj[o * D + k] * u[k];
       xdbl[o] = s;
+    }
+    if (mixer_rms_norm_) {
+      // rms_forward(h) = h * rsqrt(mean(h^2) + eps) on each of dt_low, B and C separately.
+      for (const auto& [begin, width] : {std::pair<int64_t, int64_t>{0, R}, {R, N}, {R + N, N}}) {
+        std::vector<double> part(xdbl.begin() + begin, xdbl.begin() + begin + width);
+        const double inv = rms_inverse(part, mixer_rms_eps_);
+        for (int64_t k = 0; k < width; ++k) xdbl[begin + k] *= inv;
+      }
     }
     std::vector<double> y(D);
     for (int64_t c = 0; c < D; ++c) {

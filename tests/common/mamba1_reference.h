@@ -1,6 +1,7 @@
 // A plain double-precision Mamba-1 language model, written from the math (HF slow_forward /
 // mamba_ssm selective_state_update) with nothing shared with the engine beyond reading tensors.
-// It runs one token at a time, as the recurrence is defined.
+// It runs one token at a time, as the recurrence is defined. A FalconMamba folder (model_type
+// "falcon_mamba") adds HF FalconMambaMixer's weightless RMSNorm of dt_low, B and C.
 #pragma once
 
 #include <string>
@@ -32,6 +33,8 @@ class Mamba1Reference {
   };
   int64_t d_model_ = 0, d_inner_ = 0, d_state_ = 0, d_conv_ = 0, dt_rank_ = 0, vocab_size_ = 0;
   double eps_ = 1e-5;
+  bool mixer_rms_norm_ = false;
+  double mixer_rms_eps_ = 1e-6;
   std::vector<double> step_hidden(std::vector<double> h);
 
   std::vector<double> embedding_, lm_head_, norm_f_, input_proj_, input_proj_bias_;

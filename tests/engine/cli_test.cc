@@ -116,5 +116,50 @@ TEST(Cli, StateFilesContinueAConversation) {
   EXPECT_EQ(continued.out, whole.out);
 }
 
+TEST(Cli, FalconMambaFoldersWorkWithEveryCommand) {
+  const std::string dir = test::make_temp_dir("cli_falcon");
+  const std::string model = dir + "/falcon";
+  // The Mamba-1 fixture's shape and seed: the same weights, so only the mixer norm differs.
+  const Output made = run_cli("make-model --arch falcon-mamba --out " + model +
+                              " --d-model 32 --n-layer 2 --vocab 301 --seed 3");
+  ASSERT_EQ(made.status, 0) << made.err;
+  const std::string config = read_text_file(model + "/config.json");
+  EXPECT_NE(config.find("\"falcon_mamba\""), std::string::npos) << config;
+  EXPECT_NE(config.find("\"FalconMambaForCausalLM\""), std::string::npos) << config;
+  EXPECT_NE(config.find("\"mixer_rms_eps\""), std::string::npos) << config;
+
+  const std::string base = "logits -m " + model + " --tokens 5,6,7,8,9 --all-positions --threads 2 --out ";
+  ASSERT_EQ(run_cli(base + dir + "/prefill.npy").status, 0);
+  ASSERT_EQ(run_cli(base + dir + "/step.npy --mode step").status, 0);
+  ASSERT_EQ(
+      run_cli("logits -m " + cli_model() + " --tokens 5,6,7,8,9 --all-positions --out " + dir + "/mamba.npy")
+          .status,
+      0);
+  std::vector<int64_t> shape;
+  const auto prefill = read_npy_f32(dir + "/prefill.npy", shape);
+  EXPECT_EQ(shape, (std::vector<int64_t>{5, 301}));
+  EXPECT_TRUE(test::same_bits(prefill, read_npy_f32(dir + "/step.npy", shape)));
+  EXPECT_FALSE(test::same_bits(prefill, read_npy_f32(dir + "/mamba.npy", shape)));
+
+  const Output generated = run_cli("generate -m " + model + " --tokens 1,2,3 -n 6 --ignore-eos");
+  ASSERT_EQ(generated.status, 0) << generated.err;
+  EXPECT_FALSE(generated.out.empty());
+  const Output run = run_cli("run -m " + model + " -p 'Once upon a time' -n 8 --seed 4 --ignore-eos");
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(run.out.rfind("Once upon a time", 0), 0u) << run.out;
+
+  // A Mamba-1 state does not continue on FalconMamba, though the sizes match.
+  ASSERT_EQ(
+      run_cli("generate -m " + cli_model() + " --tokens 4,5 -n 1 --state-out " + dir + "/m.state").status, 0);
+  const Output foreign = run_cli("generate -m " + model + " --tokens 6 -n 1 --state-in " + dir + "/m.state");
+  EXPECT_NE(foreign.status, 0);
+  EXPECT_NE(foreign.err.find("different model"), std::string::npos) << foreign.err;
+
+  const Output original =
+      run_cli("make-model --arch falcon-mamba --config-form original --out " + dir + "/o");
+  EXPECT_NE(original.status, 0);
+  EXPECT_NE(original.err.find("Hugging Face form"), std::string::npos) << original.err;
+}
+
 }  // namespace
 }  // namespace mb

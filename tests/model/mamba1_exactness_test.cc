@@ -1,6 +1,7 @@
 // The bitwise contract: prefill of T positions equals T decode steps (logits at every
 // position and the final state), for any thread count, chunk size and batch composition.
-// Every comparison is memcmp.
+// Every comparison is memcmp. Mamba-1 and FalconMamba (Mamba-1 plus the mixer norm) run the
+// same suite.
 #include <gtest/gtest.h>
 
 #include "common/model_fixture.h"
@@ -16,21 +17,34 @@ struct Fixture {
   std::unique_ptr<Model> model;
 };
 
-const Fixture& fixture_for(DType dtype) {
-  static std::map<DType, Fixture> fixtures;
-  auto it = fixtures.find(dtype);
+enum class Variant { Mamba1, FalconMamba };
+
+struct ExactnessCase {
+  Variant variant;
+  DType dtype;
+};
+
+const Fixture& fixture_for(DType dtype, Variant variant = Variant::Mamba1) {
+  static std::map<std::pair<Variant, DType>, Fixture> fixtures;
+  auto it = fixtures.find({variant, dtype});
   if (it == fixtures.end()) {
     MakeModelOptions o;
     o.config = test::small_config(48, 2, 131);
     o.config.d_state = 16;
+    o.config.mixer_rms_norm = variant == Variant::FalconMamba;
     o.dtype = dtype;
     o.seed = 11;
     Fixture f;
     f.dir = test::write_model(o, "exact");
     f.model = Model::load(f.dir);
-    it = fixtures.emplace(dtype, std::move(f)).first;
+    EXPECT_EQ(f.model->config().mixer_rms_norm, o.config.mixer_rms_norm);
+    it = fixtures.emplace(std::pair{variant, dtype}, std::move(f)).first;
   }
   return it->second;
+}
+
+const Fixture& fixture_for(const ExactnessCase& c) {
+  return fixture_for(c.dtype, c.variant);
 }
 
 std::vector<float> prefill(const Model& model, const ComputeContext& ctx, const std::vector<int32_t>& tokens,
@@ -38,7 +52,7 @@ std::vector<float> prefill(const Model& model, const ComputeContext& ctx, const 
   return test::prefill(model, ctx, tokens, state, {kind, chunk});
 }
 
-class Exactness : public ::testing::TestWithParam<DType> {};
+class Exactness : public ::testing::TestWithParam<ExactnessCase> {};
 
 TEST_P(Exactness, PrefillEqualsDecodeStepsForEveryLengthUpTo300) {
   const Model& model = *fixture_for(GetParam()).model;
@@ -122,8 +136,17 @@ TEST_P(Exactness, PrefillThenDecodeContinuesLikeDecodeAllTheWay) {
                                                  ComputeContext{2, best_isa()}, {OutputKind::None, 8});
 }
 
-INSTANTIATE_TEST_SUITE_P(Storage, Exactness, ::testing::Values(DType::F32, DType::BF16, DType::F16),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+std::vector<ExactnessCase> exactness_cases() {
+  std::vector<ExactnessCase> cases;
+  for (Variant variant : {Variant::Mamba1, Variant::FalconMamba})
+    for (DType dtype : {DType::F32, DType::BF16, DType::F16}) cases.push_back({variant, dtype});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Storage, Exactness, ::testing::ValuesIn(exactness_cases()), [](const auto& info) {
+  const std::string variant = info.param.variant == Variant::FalconMamba ? "FalconMamba_" : "";
+  return variant + std::string(dtype_name(info.param.dtype));
+});
 
 TEST(Mamba1Model, RejectsBadInputsWithoutTouchingState) {
   const Model& model = *fixture_for(DType::F32).model;

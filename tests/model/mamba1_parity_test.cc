@@ -1,5 +1,6 @@
 // Engine logits against the double-precision reference over the shapes and checkpoint forms
-// of the foundation issue: max |diff| <= 1e-4 x max |logit| over 64 decode steps.
+// of the foundation issue, for Mamba-1 and FalconMamba: max |diff| <= 1e-4 x max |logit| over
+// 64 decode steps.
 #include <gtest/gtest.h>
 
 #include "common/mamba1_reference.h"
@@ -43,6 +44,30 @@ std::vector<ParityCase> parity_cases() {
   add("stored_f16", [](auto& o) { o.dtype = DType::F16; });
   add("f32_loaded_as_bf16", [](auto&) {}, DType::BF16);
   add("f32_loaded_as_f16", [](auto&) {}, DType::F16);
+
+  // FalconMamba: the same block with x_proj's outputs RMS-normalized, over the widths where that
+  // norm is most fragile (one-element parts, where it reduces to a sign).
+  auto add_falcon = [&](std::string name, std::function<void(MakeModelOptions&)> tweak,
+                        std::optional<DType> load = {}) {
+    auto falcon = [tweak](MakeModelOptions& o) {
+      o.config.mixer_rms_norm = true;
+      tweak(o);
+    };
+    add("falcon_" + name, falcon, load);
+  };
+  for (int64_t n : {1, 16, 64})
+    add_falcon("d_state_" + std::to_string(n), [n](auto& o) { o.config.d_state = n; });
+  add_falcon("dt_rank_1", [](auto& o) { o.config.dt_rank = 1; });
+  add_falcon("odd_width", [](auto& o) {
+    o.config.d_model = 37;
+    o.config.dt_rank = 3;
+  });
+  add_falcon("untied_odd_vocab", [](auto& o) {
+    o.config.tie_embeddings = false;
+    o.config.vocab_size = 101;
+  });
+  add_falcon("stored_bf16", [](auto& o) { o.dtype = DType::BF16; });
+  add_falcon("f32_loaded_as_bf16", [](auto&) {}, DType::BF16);
   return cases;
 }
 

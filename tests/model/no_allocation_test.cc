@@ -30,9 +30,10 @@ void operator delete(void* p, std::size_t) noexcept {
 namespace mb {
 namespace {
 
-TEST(Workspace, ForwardAllocatesNothingOnceWarm) {
+void expect_forward_allocates_nothing_once_warm(bool falcon) {
   MakeModelOptions o;
   o.config = test::small_config(48, 2, 131);
+  o.config.mixer_rms_norm = falcon;
   const auto model = Model::load(test::write_model(o, "noalloc"));
   const auto prompt_a = test::random_tokens(100, 131, 1), prompt_b = test::random_tokens(37, 131, 2);
   for (int threads : {1, 2}) {
@@ -56,6 +57,14 @@ TEST(Workspace, ForwardAllocatesNothingOnceWarm) {
     run_all();
     counting = false;
     EXPECT_EQ(allocations.load(), 0) << "threads " << threads;
+  }
+}
+
+TEST(Workspace, ForwardAllocatesNothingOnceWarm) {
+  // Plain Mamba-1 and FalconMamba (whose mixer norm runs in place in the same scratch).
+  for (bool falcon : {false, true}) {
+    SCOPED_TRACE(falcon ? "FalconMamba" : "Mamba-1");
+    expect_forward_allocates_nothing_once_warm(falcon);
   }
 }
 
