@@ -95,17 +95,17 @@ int main(int argc, char** argv) {
         std::vector<double> runs[2], scan_us[2], ratios;
         for (int64_t r = 0; r <= repeats; ++r) {
           double pair[2];
-          for (Mamba3Scan scan : {Mamba3Scan::Sequential, Mamba3Scan::Chunked}) {
+          for (ScanForm scan : {ScanForm::Sequential, ScanForm::Chunked}) {
             SequenceState state = model->new_state();
             SequenceInput input{&state, tokens, {}};
             PhaseProfile profile;
             ctx.profile = &profile;
-            pair[scan == Mamba3Scan::Chunked] = seconds([&] {
+            pair[scan == ScanForm::Chunked] = seconds([&] {
               model->forward(ctx, std::span(&input, 1), {OutputKind::LogitsLast, 0, scan, ssd_chunk}, ws,
                              out);
             });
             ctx.profile = nullptr;
-            if (r > 0) scan_us[scan == Mamba3Scan::Chunked].push_back(profile[Phase::Scan] * 1e6 / T);
+            if (r > 0) scan_us[scan == ScanForm::Chunked].push_back(profile[Phase::Scan] * 1e6 / T);
           }
           if (r == 0) continue;  // warm-up
           runs[0].push_back(T / pair[0]);

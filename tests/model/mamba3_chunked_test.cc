@@ -40,7 +40,7 @@ const Model& model_named(const std::string& name) {
 }
 
 std::vector<float> run(const Model& model, SequenceState& state, const std::vector<int32_t>& tokens,
-                       Mamba3Scan scan, int64_t ssd_chunk = 0, int64_t round = 0,
+                       ScanForm scan, int64_t ssd_chunk = 0, int64_t round = 0,
                        OutputKind kind = OutputKind::LogitsAll) {
   Workspace ws;
   std::vector<std::vector<float>> out;
@@ -98,10 +98,10 @@ TEST_P(Mamba3Chunked, StatelessWindowsMatchTheSequentialOrder) {
   for (int64_t T : {1, 5, 63, 64, 65, 130, 200}) {
     const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + T);
     SequenceState seq_state = model.new_state();
-    const auto expected = run(model, seq_state, prompt, Mamba3Scan::Sequential);
+    const auto expected = run(model, seq_state, prompt, ScanForm::Sequential);
     for (int64_t ssd_chunk : {0, 16, 7}) {
       SequenceState state = model.new_state();
-      const auto got = run(model, state, prompt, Mamba3Scan::Chunked, ssd_chunk);
+      const auto got = run(model, state, prompt, ScanForm::Chunked, ssd_chunk);
       const double rel = worst_relative(expected, got, V);
       EXPECT_LE(rel, 1e-4) << "T " << T << " chunk " << ssd_chunk;
       worst = std::max(worst, rel);
@@ -119,7 +119,7 @@ TEST_P(Mamba3Chunked, DecodeAfterAChunkedPrefillContinuesTheSequence) {
   SequenceState stepped = model.new_state();
   const auto expected = test::step_logits(model, ComputeContext{2, best_isa()}, tokens, stepped);
   SequenceState state = model.new_state();
-  run(model, state, std::vector<int32_t>(tokens.begin(), tokens.begin() + 100), Mamba3Scan::Chunked, 0, 0,
+  run(model, state, std::vector<int32_t>(tokens.begin(), tokens.begin() + 100), ScanForm::Chunked, 0, 0,
       OutputKind::None);
   const auto decoded = test::step_logits(model, ComputeContext{2, best_isa()},
                                          std::vector<int32_t>(tokens.begin() + 100, tokens.end()), state);
@@ -137,18 +137,18 @@ double continued_window_error(const Model& model, bool check_states) {
   const int64_t V = model.config().vocab_size;
   const auto tokens = test::random_tokens(90, V, 33);
   SequenceState reference_state = model.new_state();
-  const auto expected = run(model, reference_state, tokens, Mamba3Scan::Sequential);
+  const auto expected = run(model, reference_state, tokens, ScanForm::Sequential);
 
   SequenceState after_steps = model.new_state();
   const std::vector<int32_t> head(tokens.begin(), tokens.begin() + 9), tail(tokens.begin() + 9, tokens.end());
   auto got = test::step_logits(model, ComputeContext{2, best_isa()}, head, after_steps);
-  const auto window = run(model, after_steps, tail, Mamba3Scan::Chunked, 16);
+  const auto window = run(model, after_steps, tail, ScanForm::Chunked, 16);
   got.insert(got.end(), window.begin(), window.end());
   double worst = worst_relative(expected, got, V);
   if (check_states) expect_states_close(model, reference_state, after_steps, "after steps then a window");
 
   SequenceState rounds = model.new_state();
-  const auto in_rounds = run(model, rounds, tokens, Mamba3Scan::Chunked, 8, 13);
+  const auto in_rounds = run(model, rounds, tokens, ScanForm::Chunked, 8, 13);
   worst = std::max(worst, worst_relative(expected, in_rounds, V));
   if (check_states) expect_states_close(model, reference_state, rounds, "rounds of 13");
   return worst;
@@ -178,9 +178,9 @@ TEST_P(Mamba3Chunked, AutoChoosesByRoundLength) {
     const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + T);
     const bool chunked = Mamba3Model::auto_prefers_chunked(T, model.config().chunk_size);
     SequenceState a = model.new_state(), b = model.new_state();
-    const auto automatic = run(model, a, prompt, Mamba3Scan::Auto);
+    const auto automatic = run(model, a, prompt, ScanForm::Auto);
     const auto explicit_choice =
-        run(model, b, prompt, chunked ? Mamba3Scan::Chunked : Mamba3Scan::Sequential);
+        run(model, b, prompt, chunked ? ScanForm::Chunked : ScanForm::Sequential);
     EXPECT_TRUE(test::same_bits(automatic, explicit_choice)) << "T " << T;
   }
   EXPECT_FALSE(Mamba3Model::auto_prefers_chunked(1, 64));

@@ -105,7 +105,7 @@ TEST(Mamba3Load, BadForwardOptionsLeaveTheStateUntouched) {
   Workspace ws;
   std::vector<std::vector<float>> out;
   EXPECT_THROW(model->forward(ComputeContext{}, std::span(&input, 1),
-                              {OutputKind::LogitsLast, 0, Mamba3Scan::Chunked, -1}, ws, out),
+                              {OutputKind::LogitsLast, 0, ScanForm::Chunked, -1}, ws, out),
                Error);
   const std::vector<int32_t> bad = {1, 40};
   input.tokens = bad;
@@ -126,7 +126,7 @@ TEST(Mamba3Load, FeatureInputsRunThroughTheInputProjection) {
   std::vector<std::vector<float>> out;
   SequenceState all = model->new_state();
   SequenceInput input{&all, {}, features};
-  model->forward(ctx, std::span(&input, 1), {OutputKind::HiddenAll, 0, Mamba3Scan::Sequential}, ws, out);
+  model->forward(ctx, std::span(&input, 1), {OutputKind::HiddenAll, 0, ScanForm::Sequential}, ws, out);
   const auto prefilled = out[0];
   SequenceState stepped = model->new_state();
   std::vector<float> steps;

@@ -98,14 +98,14 @@ TEST_P(Mamba3Parity, LogitsMatchDoubleReferenceOver32Positions) {
   SequenceState state = model->new_state();
   const double steps = worst_step_ratio(expected, test::step_logits(*model, ctx, tokens, state), V);
   double prefill[2];
-  for (Mamba3Scan scan : {Mamba3Scan::Sequential, Mamba3Scan::Chunked}) {
+  for (ScanForm scan : {ScanForm::Sequential, ScanForm::Chunked}) {
     SequenceState fresh = model->new_state();
     SequenceInput input{&fresh, tokens, {}};
     Workspace ws;
     std::vector<std::vector<float>> out;
     // SSD chunks of 8 positions: four chunks, so the state passing between chunks is exercised.
     model->forward(ctx, std::span(&input, 1), {OutputKind::LogitsAll, 0, scan, 8}, ws, out);
-    prefill[scan == Mamba3Scan::Chunked] = worst_step_ratio(expected, out[0], V);
+    prefill[scan == ScanForm::Chunked] = worst_step_ratio(expected, out[0], V);
   }
   EXPECT_LE(steps, 1e-4);
   EXPECT_LE(prefill[0], 1e-4);

@@ -1,11 +1,13 @@
-// The bitwise contract for Mamba-3: the sequential prefill of T positions equals T decode steps
-// (logits at every position and all four final states), for any thread count, round size,
-// instruction set and batch composition. The chunked form has the same invariances among its
-// own runs (threads, instruction sets, batch). Every comparison is memcmp.
+// The bitwise contract for the models with a sequential and a chunked (SSD) form, Mamba-2 and
+// Mamba-3: the sequential prefill of T positions equals T decode steps (logits at every position
+// and every final state), for any thread count, round size, instruction set and batch
+// composition. The chunked form has the same invariances among its own runs (threads,
+// instruction sets, batch). Every comparison is memcmp.
 #include <gtest/gtest.h>
 
 #include <map>
 
+#include "common/mamba2_reference.h"
 #include "common/mamba3_reference.h"
 #include "common/model_fixture.h"
 #include "common/test_util.h"
@@ -16,11 +18,13 @@ namespace {
 
 using test::same_bits;
 
-// Two shapes: full vectors with the SiLU gate, and partial vectors (headdim 24, d_state 20),
-// groups and the gated norm, stored in bf16.
+// Mamba-3: full vectors with the SiLU gate, and partial vectors (headdim 24, d_state 20), groups
+// and the gated norm, stored in bf16. Mamba-2: groups with full vectors in f32, partial vectors
+// (headdim 24, d_state 20) with biases in bf16, and one head group of 32 channels in f16.
 struct Shape {
   std::string name;
   MakeModelOptions options;
+  int64_t max_length;  // prefill == decode is checked for every T up to this
 };
 
 std::vector<Shape> shapes() {
@@ -34,7 +38,23 @@ std::vector<Shape> shapes() {
   b.config.is_outproj_norm = true;
   b.dtype = DType::BF16;
   b.seed = 12;
-  return {{"silu_full_vectors", a}, {"norm_partial_vectors_bf16", b}};
+  MakeModelOptions c;
+  c.config = test::mamba2_config(64, 16, 16, 2, 131);
+  c.seed = 13;
+  MakeModelOptions d;
+  d.config = test::mamba2_config(48, 20, 24, 2, 131);
+  d.config.use_bias = true;
+  d.dtype = DType::BF16;
+  d.seed = 14;
+  MakeModelOptions e;
+  e.config = test::mamba2_config(32, 64, 32, 1, 131);
+  e.dtype = DType::F16;
+  e.seed = 15;
+  return {{"mamba3_silu_full_vectors", a, 70},
+          {"mamba3_norm_partial_vectors_bf16", b, 70},
+          {"mamba2_groups_f32", c, 300},
+          {"mamba2_partial_vectors_bias_bf16", d, 300},
+          {"mamba2_one_group_f16", e, 300}};
 }
 
 const Model& model_for(const Shape& shape) {
@@ -47,21 +67,22 @@ const Model& model_for(const Shape& shape) {
 
 std::vector<float> prefill(const Model& model, const ComputeContext& ctx, const std::vector<int32_t>& tokens,
                            SequenceState& state, OutputKind kind, int64_t chunk,
-                           Mamba3Scan scan = Mamba3Scan::Sequential, int64_t ssd_chunk = 0) {
+                           ScanForm scan = ScanForm::Sequential, int64_t ssd_chunk = 0) {
   return test::prefill(model, ctx, tokens, state, {kind, chunk, scan, ssd_chunk});
 }
 
-class Mamba3Exactness : public ::testing::TestWithParam<Shape> {};
+class SsdModelExactness : public ::testing::TestWithParam<Shape> {};
 
-TEST_P(Mamba3Exactness, SequentialPrefillEqualsDecodeStepsForEveryLengthUpTo70) {
+TEST_P(SsdModelExactness, SequentialPrefillEqualsDecodeStepsForEveryLength) {
   const Model& model = model_for(GetParam());
   const ComputeContext ctx{1, best_isa()};
   const int64_t V = model.config().vocab_size;
-  const auto tokens = test::random_tokens(70, V, 3);
+  const int64_t max_length = GetParam().max_length;
+  const auto tokens = test::random_tokens(max_length, V, 3);
   std::vector<SequenceState> states;
   SequenceState state = model.new_state();
   const std::vector<float> step_all = test::step_logits(model, ctx, tokens, state, &states);
-  for (int64_t T = 1; T <= 70; ++T) {
+  for (int64_t T = 1; T <= max_length; ++T) {
     SequenceState fresh = model.new_state();
     const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + T);
     const bool all = T % 3 == 0;
@@ -74,24 +95,24 @@ TEST_P(Mamba3Exactness, SequentialPrefillEqualsDecodeStepsForEveryLengthUpTo70) 
   }
 }
 
-TEST_P(Mamba3Exactness, ThreadCountsRoundSizesAndInstructionSetsChangeNoBit) {
+TEST_P(SsdModelExactness, ThreadCountsRoundSizesAndInstructionSetsChangeNoBit) {
   const Model& model = model_for(GetParam());
   const auto tokens = test::random_tokens(150, model.config().vocab_size, 4);
-  for (Mamba3Scan scan : {Mamba3Scan::Sequential, Mamba3Scan::Chunked}) {
+  for (ScanForm scan : {ScanForm::Sequential, ScanForm::Chunked}) {
     SequenceState base_state = model.new_state();
     const auto base =
         prefill(model, ComputeContext{1, best_isa()}, tokens, base_state, OutputKind::LogitsAll, 0, scan);
     // Round sizes split the chunked form into continued windows, which differ in rounding, so
     // only the sequential order is round-size invariant.
     const std::vector<int64_t> rounds =
-        scan == Mamba3Scan::Sequential ? std::vector<int64_t>{0, 1, 7, 64, 150} : std::vector<int64_t>{0};
+        scan == ScanForm::Sequential ? std::vector<int64_t>{0, 1, 7, 64, 150} : std::vector<int64_t>{0};
     for (int threads : {1, 2, 3}) {
       for (int64_t chunk : rounds) {
         SequenceState state = model.new_state();
         const auto got = prefill(model, ComputeContext{threads, best_isa()}, tokens, state,
                                  OutputKind::LogitsAll, chunk, scan);
         EXPECT_TRUE(same_bits(got, base))
-            << "threads " << threads << " round " << chunk << " chunked " << (scan == Mamba3Scan::Chunked);
+            << "threads " << threads << " round " << chunk << " chunked " << (scan == ScanForm::Chunked);
         EXPECT_TRUE(same_bits(state.values, base_state.values))
             << "threads " << threads << " round " << chunk;
       }
@@ -106,7 +127,7 @@ TEST_P(Mamba3Exactness, ThreadCountsRoundSizesAndInstructionSetsChangeNoBit) {
   }
 }
 
-TEST_P(Mamba3Exactness, EachSequenceOfABatchEqualsItAlone) {
+TEST_P(SsdModelExactness, EachSequenceOfABatchEqualsItAlone) {
   const Model& model = model_for(GetParam());
   const ComputeContext ctx{2, best_isa()};
   const std::vector<size_t> lengths = {1, 5, 17, 70, 3, 140};
@@ -115,7 +136,7 @@ TEST_P(Mamba3Exactness, EachSequenceOfABatchEqualsItAlone) {
     prompts.push_back(test::random_tokens(lengths[i], model.config().vocab_size, 20 + i));
 
   // Auto picks per sequence by its own length, so a batch mixes the two orders.
-  for (Mamba3Scan scan : {Mamba3Scan::Sequential, Mamba3Scan::Chunked, Mamba3Scan::Auto}) {
+  for (ScanForm scan : {ScanForm::Sequential, ScanForm::Chunked, ScanForm::Auto}) {
     for (OutputKind kind : {OutputKind::LogitsLast, OutputKind::LogitsAll, OutputKind::HiddenMean}) {
       for (int64_t chunk : {0, 4}) {
         std::vector<SequenceState> states(prompts.size(), model.new_state());
@@ -139,13 +160,12 @@ TEST_P(Mamba3Exactness, EachSequenceOfABatchEqualsItAlone) {
   test::expect_batched_steps_equal_solo(model, ctx, prompts.size(), 12);
 }
 
-TEST_P(Mamba3Exactness, PrefillThenDecodeContinuesLikeDecodeAllTheWay) {
+TEST_P(SsdModelExactness, PrefillThenDecodeContinuesLikeDecodeAllTheWay) {
   test::expect_prefill_then_decode_equals_decode(model_for(GetParam()), ComputeContext{2, best_isa()},
-                                                 {OutputKind::None, 8, Mamba3Scan::Sequential});
+                                                 {OutputKind::None, 8, ScanForm::Sequential});
 }
 
-TEST_P(Mamba3Exactness, AFreshStateReproducesTheSameLogits) {
-  const Model& model = model_for(GetParam());
+void expect_fresh_state_reproduces_mamba3(const Model& model) {
   const ComputeContext ctx{2, best_isa()};
   const auto tokens = test::random_tokens(12, model.config().vocab_size, 6);
   SequenceState first = model.new_state();
@@ -173,7 +193,15 @@ TEST_P(Mamba3Exactness, AFreshStateReproducesTheSameLogits) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, Mamba3Exactness, ::testing::ValuesIn(shapes()),
+TEST(Mamba3Exactness, AFreshStateReproducesTheSameLogitsAndMovesEveryStatePart) {
+  for (const Shape& shape : shapes()) {
+    if (shape.options.config.arch != Architecture::Mamba3) continue;
+    SCOPED_TRACE(shape.name);
+    expect_fresh_state_reproduces_mamba3(model_for(shape));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SsdModelExactness, ::testing::ValuesIn(shapes()),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace
