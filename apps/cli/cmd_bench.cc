@@ -8,7 +8,7 @@ namespace mb::cli {
 
 void add_bench(CLI::App& app) {
   struct Args {
-    std::string model, dtype;
+    std::string model, dtype, scan = "sequential";
     BenchOptions options;
     int threads = 0;
     bool json = false;
@@ -24,9 +24,13 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--repeats", args->options.repeats, "Timed repeats (medians reported)")->capture_default_str();
   cmd->add_option("--step-tokens", args->options.step_tokens,
                   "Prompt tokens fed through the step loop (default min(prompt-len, 128))");
+  cmd->add_option("--scan", args->scan, "Mamba-2/Mamba-3 prefill form: sequential | chunked | auto")
+      ->capture_default_str();
+  cmd->add_option("--ssd-chunk", args->options.ssd_chunk, "Chunked-scan (SSD) chunk length (0 = the config's)");
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->add_flag("--profile", args->options.profile, "Break prefill time down by phase");
   cmd->callback([args] {
+    args->options.scan = parse_scan_form(args->scan);
     const auto ctx = make_context(args->threads);
     auto model = Model::load(args->model, make_load_options(args->dtype));
     const BenchResult r = run_benchmark(*model, ctx, args->options);
@@ -37,6 +41,7 @@ void add_bench(CLI::App& app) {
                                 {"prompt_len", args->options.prompt_len},
                                 {"gen_len", args->options.gen_len},
                                 {"chunk", args->options.chunk},
+                                {"scan", args->scan},
                                 {"repeats", args->options.repeats},
                                 {"prefill_tok_s", r.prefill_tok_s},
                                 {"decode_tok_s", r.decode_tok_s},

@@ -26,11 +26,7 @@ void add_logits(CLI::App& app) {
   cmd->add_option("--ssd-chunk", args->ssd_chunk, "Chunked-scan (SSD) chunk length (0 = the config's chunk_size)");
   cmd->callback([args] {
     if (args->mode != "prefill" && args->mode != "step") throw Error("--mode must be prefill or step");
-    if (args->scan != "sequential" && args->scan != "chunked" && args->scan != "auto")
-      throw Error("--scan must be sequential, chunked or auto");
-    const ScanForm scan = args->scan == "sequential" ? ScanForm::Sequential
-                            : args->scan == "chunked"  ? ScanForm::Chunked
-                                                       : ScanForm::Auto;
+    const ScanForm scan = parse_scan_form(args->scan);
     const auto tokens = parse_token_list(args->tokens);
     const auto ctx = make_context(args->threads);
     auto model = Model::load(args->model, make_load_options(args->dtype));

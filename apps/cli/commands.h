@@ -23,5 +23,7 @@ std::vector<int32_t> parse_token_list(const std::string& text);
 std::string join_ids(const std::vector<int32_t>& ids);
 ComputeContext make_context(int threads);
 LoadOptions make_load_options(const std::string& dtype);
+// "sequential" | "chunked" | "auto" of --scan; throws mb::Error naming the flag.
+ScanForm parse_scan_form(const std::string& text);
 
 }  // namespace mb::cli

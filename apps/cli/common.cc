@@ -39,6 +39,13 @@ ComputeContext make_context(int threads) {
   return ctx;
 }
 
+ScanForm parse_scan_form(const std::string& text) {
+  if (text == "sequential") return ScanForm::Sequential;
+  if (text == "chunked") return ScanForm::Chunked;
+  if (text == "auto") return ScanForm::Auto;
+  throw Error("--scan must be sequential, chunked or auto, got '" + text + "'");
+}
+
 LoadOptions make_load_options(const std::string& dtype) {
   LoadOptions options;
   if (!dtype.empty() && dtype != "auto") options.weight_dtype = parse_dtype(dtype);

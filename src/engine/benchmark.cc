@@ -47,7 +47,7 @@ BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const B
     ComputeContext prefill_ctx = ctx;
     if (o.profile && run > 0) prefill_ctx.profile = &result.prefill_phases;
     const double prefill_s = time_seconds(
-        [&] { model.forward(prefill_ctx, std::span(&input, 1), {OutputKind::LogitsLast, o.chunk}, ws, out); });
+        [&] { model.forward(prefill_ctx, std::span(&input, 1), {OutputKind::LogitsLast, o.chunk, o.scan, o.ssd_chunk}, ws, out); });
     int32_t token = argmax(out[0]);
     const double decode_s = time_seconds([&] {
       for (int64_t i = 0; i < o.gen_len; ++i) {
