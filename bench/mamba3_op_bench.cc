@@ -11,26 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "ops/mamba3_scan.h"
 
 namespace {
 
 using namespace mb;
-
-std::vector<int64_t> parse_list(const char* text) {
-  std::vector<int64_t> values;
-  for (const char* p = text; p != nullptr && *p;) {
-    values.push_back(std::strtoll(p, nullptr, 10));
-    p = std::strchr(p, ',');
-    if (p != nullptr) ++p;
-  }
-  return values;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::median;
+using bench::parse_list;
 
 }  // namespace
 

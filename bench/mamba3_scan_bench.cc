@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "bench_util.h"
 #include "core/profile.h"
 #include "model/model.h"
 
@@ -19,21 +20,8 @@ namespace {
 
 using namespace mb;
 
-std::vector<int64_t> parse_list(const char* text) {
-  std::vector<int64_t> values;
-  for (const char* p = text; *p;) {
-    values.push_back(std::strtoll(p, nullptr, 10));
-    p = std::strchr(p, ',');
-    if (!p) break;
-    ++p;
-  }
-  return values;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
+using bench::median;
+using bench::parse_list;
 
 template <class F>
 double seconds(F&& body) {

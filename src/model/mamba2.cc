@@ -13,12 +13,6 @@
 
 namespace mb {
 
-bool Mamba2Model::auto_prefers_chunked(int64_t positions, int64_t ssd_chunk) {
-  // The chunked form pays a per-chunk setup and an in-chunk product quadratic in the chunk
-  // length; it wins once a round holds a few chunks' worth of positions. See BENCHMARKS.md.
-  return positions >= 2 * ssd_chunk && ssd_chunk <= 128;
-}
-
 Mamba2Model::Mamba2Model(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors,
                          const LoadOptions& options) {
   config_ = config;
@@ -93,6 +87,10 @@ void Mamba2Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
   const int64_t d = c.d_model, di = c.d_inner, W = conv_width(), ip = in_proj_dim();
   const size_t conv_floats = (c.d_conv - 1) * W;
   const int64_t ssd_chunk = ws.options.ssd_chunk > 0 ? ws.options.ssd_chunk : c.chunk_size;
+  // On CPUs the sequential recurrence is as fast as the chunked form or faster at every shape
+  // measured (bench/mamba2_op_bench: d_state 16 to 128, chunks of 16 to 256, up to 1024
+  // positions; BENCHMARKS.md), so Auto picks it: the chunked form only adds work here.
+  const bool chunked = ws.options.scan == ScanForm::Chunked;
   float* xn = scratch;       // [m, d]
   float* proj = xn + m * d;  // [m, in_proj_dim]: z | xBC | dt
   float* xbc = proj + m * ip;  // [m, conv_width] conv + SiLU outputs
@@ -101,21 +99,7 @@ void Mamba2Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
   ws.conv_args.resize(rows.size());
   std::vector<Mamba2ScanSequence>& args = ws.mamba2_args;
   args.resize(rows.size());
-  for (size_t s = 0; s < rows.size(); ++s) {
-    // The choice depends only on this sequence's own positions in the round, so a sequence
-    // computes the same bits in any batch.
-    switch (ws.options.scan) {
-      case ScanForm::Sequential:
-        args[s].chunked = false;
-        break;
-      case ScanForm::Chunked:
-        args[s].chunked = true;
-        break;
-      case ScanForm::Auto:
-        args[s].chunked = auto_prefers_chunked(rows[s].count, ssd_chunk);
-        break;
-    }
-  }
+  for (size_t s = 0; s < rows.size(); ++s) args[s].chunked = chunked;
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const Mamba2Layer& layer = layers_[l];
     const size_t state_offset = l * layer_state_floats();

@@ -38,10 +38,6 @@ class Mamba2Model : public Model {
   int64_t in_proj_dim() const { return config_.d_inner + conv_width() + config_.n_heads(); }
   const std::vector<Mamba2Layer>& layers() const { return layers_; }
 
-  // Whether a round of `positions` positions of one sequence runs the chunked SSD form when the
-  // caller asks for ScanForm::Auto with SSD chunks of `ssd_chunk` positions.
-  static bool auto_prefers_chunked(int64_t positions, int64_t ssd_chunk);
-
  protected:
   void forward_layers(const ComputeContext& ctx, std::span<const Rows> rows, float* hidden, int64_t m,
                       Workspace& workspace, float* scratch) const override;
