@@ -60,7 +60,12 @@ void write_shards(const std::string& dir, std::vector<PendingTensor>& tensors, D
   if (shards <= 1) {
     SafetensorsWriter writer;
     writer.set_metadata("format", "pt");
-    for (auto& t : tensors) writer.add_f32(t.name, t.shape, t.values, t.keep_f32 ? DType::F32 : dtype);
+    // Each tensor's f32 values are released once encoded, so a multi-GB model never holds two
+    // full copies.
+    for (auto& t : tensors) {
+      writer.add_f32(t.name, t.shape, t.values, t.keep_f32 ? DType::F32 : dtype);
+      std::vector<float>().swap(t.values);
+    }
     writer.write((std::filesystem::path(dir) / "model.safetensors").string());
     return;
   }
@@ -76,6 +81,7 @@ void write_shards(const std::string& dir, std::vector<PendingTensor>& tensors, D
     while (index < tensors.size() && (shard == shards - 1 || writer.byte_size() < per_shard)) {
       auto& t = tensors[index++];
       writer.add_f32(t.name, t.shape, t.values, t.keep_f32 ? DType::F32 : dtype);
+      std::vector<float>().swap(t.values);
       weight_map[t.name] = name;
     }
     writer.write((std::filesystem::path(dir) / name).string());
