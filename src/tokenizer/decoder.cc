@@ -1,6 +1,8 @@
 #include "tokenizer/decoder.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/error.h"
 #include "tokenizer/pipeline.h"

@@ -82,7 +82,9 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
         continue;
       }
       words.clear();
-      // Offset 0 of the normalized text is offset 0 of the input for the normalizers supported.
+      // Hugging Face asks whether the piece's original offset is 0. Offset 0 of the normalized
+      // text maps back to offset 0 of the input for every supported normalizer except a Replace
+      // with empty content that deletes the first characters, which no known file has.
       const bool at_input_start = raw.begin == 0 && piece.begin == 0;
       m.pre_tokenizer.apply(std::string_view(normalized).substr(piece.begin, piece.end - piece.begin), words,
                             at_input_start);

@@ -231,6 +231,8 @@ TEST(SentencePiece, RefusesDecoderChainsItCannotStream) {
   EXPECT_NE(error({{"type", "Strip"}, {"content", "ab"}, {"start", 1}, {"stop", 0}}).find("single character"),
             std::string::npos);
   EXPECT_NE(error({{"type", "CTC"}}).find("unsupported decoder type 'CTC'"), std::string::npos);
+  EXPECT_NE(error({{"type", "Sequence"}, {"decoders", json::array()}}).find("Sequence is empty"),
+            std::string::npos);
 }
 
 }  // namespace
