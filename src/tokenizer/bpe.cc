@@ -78,6 +78,15 @@ BpeModel::BpeModel(std::vector<std::pair<std::string, int32_t>> vocab,
     merges_.insert_or_assign(pair_key(*left_id, *right_id), MergeTarget{static_cast<int32_t>(rank), *new_id});
   }
 
+  byte_token_ids_.fill(-1);
+  if (options_.byte_fallback) {
+    static constexpr char kHex[] = "0123456789ABCDEF";
+    for (int byte = 0; byte < 256; ++byte) {
+      const std::string name = std::string("<0x") + kHex[byte >> 4] + kHex[byte & 15] + ">";
+      byte_token_ids_[byte] = token_to_id(name).value_or(-1);
+    }
+  }
+
   if (options_.unk_token) {
     unk_id_ = token_to_id(*options_.unk_token);
     if (!unk_id_) throw Error(source + ": unk_token '" + *options_.unk_token + "' is not in the vocabulary");
@@ -115,18 +124,30 @@ void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& ids) cons
     symbols.push_back(Symbol{id, index - 1, -1, false});
   };
 
-  // Characters missing from the vocabulary become the unknown token when there is one (runs
-  // fused into a single one with fuse_unk) and vanish otherwise.
+  // Characters missing from the vocabulary become their byte tokens with byte_fallback, else the
+  // unknown token when there is one (runs fused into a single one with fuse_unk), and vanish
+  // otherwise.
+  const auto byte_tokens_exist = [&](std::string_view bytes) {
+    for (char c : bytes) {
+      if (byte_token_ids_[static_cast<unsigned char>(c)] < 0) return false;
+    }
+    return true;
+  };
   bool pending_unk = false;
   for (size_t pos = 0; pos < word.size();) {
     const size_t length =
         std::min(utf8_char_length(static_cast<unsigned char>(word[pos])), word.size() - pos);
-    const auto id = token_to_id(word.substr(pos, length));
+    const std::string_view character = word.substr(pos, length);
+    const auto id = token_to_id(character);
     pos += length;
     if (id) {
       if (pending_unk) add_symbol(*unk_id_);
       pending_unk = false;
       add_symbol(*id);
+    } else if (options_.byte_fallback && byte_tokens_exist(character)) {
+      // Hugging Face leaves a pending unknown token pending here, so it lands after these
+      // bytes and may still fuse with a later unknown character.
+      for (char c : character) add_symbol(byte_token_ids_[static_cast<unsigned char>(c)]);
     } else if (unk_id_) {
       if (pending_unk && !options_.fuse_unk) add_symbol(*unk_id_);
       pending_unk = true;

@@ -2,6 +2,7 @@
 // that turns one pre-tokenized word into ids.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -24,6 +25,9 @@ struct BpeOptions {
   bool ignore_merges = false;
   std::optional<std::string> unk_token;
   bool fuse_unk = false;
+  // Spell a character missing from the vocabulary as its UTF-8 bytes, the tokens <0x00>..<0xFF>
+  // (SentencePiece's byte fallback), when the vocabulary has all of them.
+  bool byte_fallback = false;
 };
 
 class BpeModel {
@@ -34,8 +38,8 @@ class BpeModel {
            const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options,
            const std::string& source);
 
-  // Appends the ids of one word; characters missing from the vocabulary are dropped unless an
-  // unknown token is configured, as in Hugging Face's implementation.
+  // Appends the ids of one word; characters missing from the vocabulary become byte tokens with
+  // byte_fallback, else the unknown token when there is one, else nothing, as in Hugging Face.
   void tokenize(std::string_view word, std::vector<int32_t>& ids) const;
 
   std::optional<int32_t> token_to_id(std::string_view token) const;
@@ -62,6 +66,8 @@ class BpeModel {
   std::unordered_map<uint64_t, MergeTarget> merges_;
   BpeOptions options_;
   std::optional<int32_t> unk_id_;
+  // The ids of <0x00>..<0xFF>, -1 where the vocabulary lacks one.
+  std::array<int32_t, 256> byte_token_ids_{};
 };
 
 }  // namespace mb::tok

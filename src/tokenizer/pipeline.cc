@@ -4,62 +4,48 @@
 
 #include "core/error.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/utf8.h"
 
 namespace mb::tok {
 
 namespace {
 
 using nlohmann::json;
+using NormalizerStep = std::variant<NormalForm, PrependStep, ReplaceStep>;
+using PreTokenizerStep = std::variant<SplitStep, ByteLevelStep, MetaspaceStep>;
 
-std::string type_of(const json& config, const std::string& source, const char* stage) {
-  if (!config.is_object()) throw Error(source + ": " + stage + " must be an object or null");
-  const auto it = config.find("type");
-  if (it == config.end() || !it->is_string()) throw Error(source + ": " + stage + " has no string 'type'");
-  return it->get<std::string>();
-}
-
-bool bool_field(const json& config, const char* key, bool fallback, const std::string& source,
-                const char* stage) {
-  const auto it = config.find(key);
-  if (it == config.end() || it->is_null()) return fallback;
-  if (!it->is_boolean()) throw Error(source + ": " + stage + " field '" + key + "' must be a boolean");
-  return it->get<bool>();
-}
-
-const json& array_field(const json& config, const char* key, const std::string& source, const char* stage) {
-  const auto it = config.find(key);
-  if (it == config.end() || !it->is_array()) {
-    throw Error(source + ": " + stage + " Sequence needs an array '" + key + "'");
-  }
-  return *it;
-}
-
-void parse_normalizer(const json& config, const std::string& source, std::vector<NormalForm>& forms) {
+void parse_normalizer(const json& config, const std::string& source, std::vector<NormalizerStep>& steps) {
   if (config.is_null()) return;
-  const std::string type = type_of(config, source, "normalizer");
+  const char* stage = "normalizer";
+  const std::string type = stage_type(config, source, stage);
   if (type == "NFC") {
-    forms.push_back(NormalForm::NFC);
+    steps.emplace_back(NormalForm::NFC);
   } else if (type == "NFD") {
-    forms.push_back(NormalForm::NFD);
+    steps.emplace_back(NormalForm::NFD);
   } else if (type == "NFKC") {
-    forms.push_back(NormalForm::NFKC);
+    steps.emplace_back(NormalForm::NFKC);
   } else if (type == "NFKD") {
-    forms.push_back(NormalForm::NFKD);
+    steps.emplace_back(NormalForm::NFKD);
+  } else if (type == "Prepend") {
+    steps.emplace_back(PrependStep{string_field(config, "prepend", source, stage)});
+  } else if (type == "Replace") {
+    steps.emplace_back(
+        ReplaceStep{string_pattern(config, source, stage), string_field(config, "content", source, stage)});
   } else if (type == "Sequence") {
-    for (const json& step : array_field(config, "normalizers", source, "normalizer")) {
-      parse_normalizer(step, source, forms);
+    for (const json& step : array_field(config, "normalizers", source, stage)) {
+      parse_normalizer(step, source, steps);
     }
   } else {
     throw Error(source + ": unsupported normalizer type '" + type +
-                "' (supported: NFC, NFD, NFKC, NFKD, Sequence)");
+                "' (supported: NFC, NFD, NFKC, NFKD, Prepend, Replace, Sequence)");
   }
 }
 
 void parse_pre_tokenizer(const json& config, const std::string& source,
-                         std::vector<std::variant<SplitStep, ByteLevelStep>>& steps) {
+                         std::vector<PreTokenizerStep>& steps) {
   if (config.is_null()) return;
   const char* stage = "pre_tokenizer";
-  const std::string type = type_of(config, source, stage);
+  const std::string type = stage_type(config, source, stage);
   if (type == "ByteLevel") {
     steps.emplace_back(ByteLevelStep{bool_field(config, "add_prefix_space", true, source, stage),
                                      bool_field(config, "use_regex", true, source, stage)});
@@ -86,23 +72,28 @@ void parse_pre_tokenizer(const json& config, const std::string& source,
       throw Error(source + ": inverted Split pre-tokenizers are not supported");
     }
     steps.emplace_back(SplitStep{*recognized});
+  } else if (type == "Metaspace") {
+    const MetaspaceOptions options = metaspace_options(config, source, stage);
+    MetaspaceStep step{std::string(), options.prepend, options.split};
+    append_utf8(step.replacement, options.replacement);
+    steps.emplace_back(std::move(step));
   } else if (type == "Sequence") {
     for (const json& step : array_field(config, "pretokenizers", source, stage)) {
       parse_pre_tokenizer(step, source, steps);
     }
   } else {
     throw Error(source + ": unsupported pre_tokenizer type '" + type +
-                "' (supported: ByteLevel, Split, Sequence)");
+                "' (supported: ByteLevel, Split, Metaspace, Sequence)");
   }
 }
 
-void apply_step(const SplitStep& step, std::string_view piece, std::vector<std::string>& out) {
+void apply_step(const SplitStep& step, std::string_view piece, bool, std::vector<std::string>& out) {
   std::vector<std::string_view> parts;
   split_isolated(piece, step.pattern, parts);
   for (std::string_view part : parts) out.emplace_back(part);
 }
 
-void apply_step(const ByteLevelStep& step, std::string_view piece, std::vector<std::string>& out) {
+void apply_step(const ByteLevelStep& step, std::string_view piece, bool, std::vector<std::string>& out) {
   std::string prefixed;
   if (step.add_prefix_space && (piece.empty() || piece.front() != ' ')) {
     prefixed = " ";
@@ -123,17 +114,60 @@ void apply_step(const ByteLevelStep& step, std::string_view piece, std::vector<s
   }
 }
 
+// Hugging Face replaces the spaces first, so a piece that starts with a space gets no second
+// marker, then cuts before every marker (SplitDelimiterBehavior::MergedWithNext).
+void apply_step(const MetaspaceStep& step, std::string_view piece, bool at_input_start,
+                std::vector<std::string>& out) {
+  std::string text(piece);
+  replace_all(text, " ", step.replacement);
+  const bool prepend =
+      step.prepend == PrependScheme::Always || (step.prepend == PrependScheme::First && at_input_start);
+  if (prepend && !text.starts_with(step.replacement)) text.insert(0, step.replacement);
+  if (!step.split) {
+    out.push_back(std::move(text));
+    return;
+  }
+  size_t start = 0;
+  for (size_t at = text.find(step.replacement, 1); at != std::string::npos;
+       at = text.find(step.replacement, at + 1)) {
+    out.push_back(text.substr(start, at - start));
+    start = at;
+  }
+  out.push_back(text.substr(start));
+}
+
 }  // namespace
+
+void replace_all(std::string& text, std::string_view pattern, std::string_view content) {
+  std::string result;
+  size_t from = 0;
+  for (size_t at = text.find(pattern); at != std::string::npos; at = text.find(pattern, from)) {
+    result.append(text, from, at - from);
+    result.append(content);
+    from = at + pattern.size();
+  }
+  if (from == 0) return;
+  result.append(text, from, std::string::npos);
+  text.swap(result);
+}
 
 Normalizer Normalizer::from_json(const json& config, const std::string& source) {
   Normalizer normalizer;
-  parse_normalizer(config, source, normalizer.forms_);
+  parse_normalizer(config, source, normalizer.steps_);
   return normalizer;
 }
 
 std::string Normalizer::apply(std::string_view valid_text) const {
   std::string text(valid_text);
-  for (NormalForm form : forms_) text = normalize(text, form);
+  for (const NormalizerStep& step : steps_) {
+    if (const auto* form = std::get_if<NormalForm>(&step)) {
+      text = normalize(text, *form);
+    } else if (const auto* prepend = std::get_if<PrependStep>(&step)) {
+      if (!text.empty()) text.insert(0, prepend->prefix);
+    } else if (const auto* replace = std::get_if<ReplaceStep>(&step)) {
+      replace_all(text, replace->pattern, replace->content);
+    }
+  }
   return text;
 }
 
@@ -149,38 +183,23 @@ PreTokenizer PreTokenizer::gpt2() {
   return pre_tokenizer;
 }
 
-void PreTokenizer::apply(std::string_view text, std::vector<std::string>& words) const {
+void PreTokenizer::apply(std::string_view text, std::vector<std::string>& words, bool at_input_start) const {
   if (text.empty()) return;
   std::vector<std::string> pieces{std::string(text)};
   std::vector<std::string> next;
   for (const auto& step : steps_) {
     next.clear();
-    for (const std::string& piece : pieces) {
-      std::visit([&](const auto& s) { apply_step(s, piece, next); }, step);
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      // Every step keeps the text in order and drops only empty pieces, so the first piece is the
+      // one that begins where the input does.
+      const bool at_start = at_input_start && i == 0;
+      std::visit([&](const auto& s) { apply_step(s, pieces[i], at_start, next); }, step);
     }
     pieces.swap(next);
   }
   for (std::string& piece : pieces) {
     if (!piece.empty()) words.push_back(std::move(piece));
   }
-}
-
-DecoderKind decoder_from_json(const json& config, const std::string& source) {
-  if (config.is_null()) return DecoderKind::JoinWithSpaces;
-  const std::string type = type_of(config, source, "decoder");
-  if (type == "ByteLevel") return DecoderKind::ByteLevel;
-  if (type == "Sequence") {
-    const json& steps = array_field(config, "decoders", source, "decoder");
-    if (steps.empty()) throw Error(source + ": the decoder Sequence is empty");
-    for (const json& step : steps) {
-      if (decoder_from_json(step, source) != DecoderKind::ByteLevel) {
-        throw Error(source + ": a decoder Sequence may only contain ByteLevel decoders");
-      }
-    }
-    return DecoderKind::ByteLevel;
-  }
-  throw Error(source + ": unsupported decoder type '" + type +
-              "' (supported: ByteLevel, Sequence of ByteLevel)");
 }
 
 }  // namespace mb::tok

@@ -1,6 +1,7 @@
-// The normalizer, pre-tokenizer and decoder stages of a tokenizer.json, restricted to what
-// byte-level BPE tokenizers use. Anything else is refused when the file is loaded, with an
-// error naming the file and the unsupported type, rather than silently tokenizing differently.
+// The normalizer and pre-tokenizer stages of a tokenizer.json, restricted to what byte-level
+// and SentencePiece-style BPE tokenizers use (decoder.h has the decoder). Anything else is
+// refused when the file is loaded, with an error naming the file and the unsupported type,
+// rather than silently tokenizing differently.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -9,22 +10,35 @@
 #include <variant>
 #include <vector>
 
+#include "tokenizer/pipeline_json.h"
 #include "tokenizer/split_patterns.h"
 #include "tokenizer/unicode.h"
 
 namespace mb::tok {
 
+// Prepends `prefix` to text that is not empty (Llama-2's "▁" word marker).
+struct PrependStep {
+  std::string prefix;
+};
+
+// Replaces every occurrence of the literal `pattern`, left to right, by `content`.
+struct ReplaceStep {
+  std::string pattern;
+  std::string content;
+};
+
 class Normalizer {
  public:
-  // Accepts null, NFC, NFD, NFKC, NFKD and a Sequence of those.
+  // Accepts null, NFC, NFD, NFKC, NFKD, Prepend, Replace with a String pattern, and a Sequence
+  // of those.
   static Normalizer from_json(const nlohmann::json& config, const std::string& source);
   static Normalizer none() { return Normalizer(); }
 
-  bool is_identity() const { return forms_.empty(); }
+  bool is_identity() const { return steps_.empty(); }
   std::string apply(std::string_view valid_text) const;
 
  private:
-  std::vector<NormalForm> forms_;
+  std::vector<std::variant<NormalForm, PrependStep, ReplaceStep>> steps_;
 };
 
 struct SplitStep {
@@ -36,28 +50,32 @@ struct ByteLevelStep {
   bool use_regex = true;
 };
 
+// SentencePiece's word marker: spaces become `replacement`, one is prepended as the scheme says,
+// and with `split` every replacement character starts a new word.
+struct MetaspaceStep {
+  std::string replacement;
+  PrependScheme prepend = PrependScheme::Always;
+  bool split = true;
+};
+
 class PreTokenizer {
  public:
   // Accepts null, ByteLevel, Split with a recognized Regex pattern ("Isolated", not inverted),
-  // and a Sequence of those.
+  // Metaspace, and a Sequence of those.
   static PreTokenizer from_json(const nlohmann::json& config, const std::string& source);
   // GPT-2's: ByteLevel without a prefix space, with the GPT-2 regex.
   static PreTokenizer gpt2();
 
   // Splits one piece of text into the words the model sees, appending them to `words`.
-  void apply(std::string_view text, std::vector<std::string>& words) const;
+  // `at_input_start` says whether the piece begins at offset 0 of the text given to encode(),
+  // which Metaspace's "first" prepend scheme asks (not after an added token, for instance).
+  void apply(std::string_view text, std::vector<std::string>& words, bool at_input_start = true) const;
 
  private:
-  std::vector<std::variant<SplitStep, ByteLevelStep>> steps_;
+  std::vector<std::variant<SplitStep, ByteLevelStep, MetaspaceStep>> steps_;
 };
 
-enum class DecoderKind {
-  // No decoder: Hugging Face joins the token strings with single spaces.
-  JoinWithSpaces,
-  ByteLevel,
-};
-
-// Accepts null, ByteLevel and a Sequence containing only ByteLevel decoders.
-DecoderKind decoder_from_json(const nlohmann::json& config, const std::string& source);
+// Replaces every occurrence of `pattern` (not empty), scanning left to right without overlaps.
+void replace_all(std::string& text, std::string_view pattern, std::string_view content);
 
 }  // namespace mb::tok

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/decoder.h"
 #include "tokenizer/tokenizer_impl.h"
 #include "tokenizer/utf8.h"
 
@@ -38,7 +39,7 @@ void Tokenizer::Impl::finalize() {
     if (content == nullptr) continue;
     has_token[id] = 1;
     special[id] = added.is_special_content(*content) ? 1 : 0;
-    if (decoder == tok::DecoderKind::ByteLevel) {
+    if (decoder.kind == tok::DecoderKind::ByteLevel) {
       tok::append_byte_level_decoded(decoded_pieces[id], *content);
     } else {
       decoded_pieces[id] = *content;
@@ -81,7 +82,12 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
         continue;
       }
       words.clear();
-      m.pre_tokenizer.apply(std::string_view(normalized).substr(piece.begin, piece.end - piece.begin), words);
+      // Hugging Face asks whether the piece's original offset is 0. Offset 0 of the normalized
+      // text maps back to offset 0 of the input for every supported normalizer except a Replace
+      // with empty content that deletes the first characters, which no known file has.
+      const bool at_input_start = raw.begin == 0 && piece.begin == 0;
+      m.pre_tokenizer.apply(std::string_view(normalized).substr(piece.begin, piece.end - piece.begin), words,
+                            at_input_start);
       for (const std::string& word : words) m.model.tokenize(word, ids);
     }
   }
@@ -91,11 +97,20 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
   const Impl& m = *impl_;
   std::string bytes;
+  if (m.decoder.kind == tok::DecoderKind::Chain) {
+    tok::ChainDecodeStream chain(m.decoder.steps);
+    for (int32_t id : ids) {
+      m.check_id(id);
+      if (!(skip_special && m.special[id])) chain.push(m.decoded_pieces[id], bytes);
+    }
+    chain.finish(bytes);
+    return tok::to_valid_utf8(bytes);
+  }
   bool first = true;
   for (int32_t id : ids) {
     m.check_id(id);
     if (skip_special && m.special[id]) continue;
-    if (m.decoder == tok::DecoderKind::JoinWithSpaces && !first) bytes.push_back(' ');
+    if (m.decoder.kind == tok::DecoderKind::JoinWithSpaces && !first) bytes.push_back(' ');
     bytes += m.decoded_pieces[id];
     first = false;
   }
@@ -135,14 +150,39 @@ bool Tokenizer::is_special(int32_t id) const {
 }
 
 StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool skip_special)
-    : tokenizer_(tokenizer), skip_special_(skip_special) {}
+    : tokenizer_(tokenizer), skip_special_(skip_special) {
+  const tok::Decoder& decoder = tokenizer_.impl_->decoder;
+  if (decoder.kind == tok::DecoderKind::Chain)
+    chain_ = std::make_unique<tok::ChainDecodeStream>(decoder.steps);
+}
+
+StreamDecoder::StreamDecoder(const StreamDecoder& other)
+    : tokenizer_(other.tokenizer_),
+      skip_special_(other.skip_special_),
+      emitted_token_(other.emitted_token_),
+      pending_(other.pending_),
+      chain_(other.chain_ ? std::make_unique<tok::ChainDecodeStream>(*other.chain_) : nullptr) {}
+
+StreamDecoder& StreamDecoder::operator=(const StreamDecoder& other) {
+  if (this != &other) *this = StreamDecoder(other);
+  return *this;
+}
+
+StreamDecoder::StreamDecoder(StreamDecoder&&) noexcept = default;
+StreamDecoder& StreamDecoder::operator=(StreamDecoder&&) noexcept = default;
+StreamDecoder::~StreamDecoder() = default;
 
 std::string StreamDecoder::push(int32_t id) {
   const Tokenizer::Impl& m = *tokenizer_.impl_;
   m.check_id(id);
   if (skip_special_ && m.special[id]) return std::string();
-  if (m.decoder == tok::DecoderKind::JoinWithSpaces && emitted_token_) pending_.push_back(' ');
-  pending_ += m.decoded_pieces[id];
+  if (chain_) {
+    // The chain only ever appends valid UTF-8, which the lossy pass below passes on unchanged.
+    chain_->push(m.decoded_pieces[id], pending_);
+  } else {
+    if (m.decoder.kind == tok::DecoderKind::JoinWithSpaces && emitted_token_) pending_.push_back(' ');
+    pending_ += m.decoded_pieces[id];
+  }
   emitted_token_ = true;
   std::string text;
   const size_t consumed = tok::append_lossy_utf8(text, pending_, false);
@@ -151,6 +191,7 @@ std::string StreamDecoder::push(int32_t id) {
 }
 
 std::string StreamDecoder::finish() {
+  if (chain_) chain_->finish(pending_);
   std::string text;
   tok::append_lossy_utf8(text, pending_, true);
   pending_.clear();

@@ -1,9 +1,10 @@
-// Byte-level BPE tokenizer with the semantics of Hugging Face `tokenizers`.
+// BPE tokenizer with the semantics of Hugging Face `tokenizers`.
 //
-// Loads tokenizer.json files (GPT-NeoX-20B, GPT-2, Llama-3, Qwen2/3 style) or a GPT-2 style
-// vocab.json + merges.txt pair, and reproduces HF's encode() ids and decode() text exactly:
-// added tokens are split out first (non-normalized ones on the raw text, normalized ones after
-// the normalizer), then the normalizer, the pre-tokenizer and the BPE merges run.
+// Loads tokenizer.json files, byte-level (GPT-NeoX-20B, GPT-2, Llama-3, Qwen2/3 style) or
+// SentencePiece-style (Llama-2, Mistral: "▁" word markers, byte fallback to <0xNN> tokens), or
+// a GPT-2 style vocab.json + merges.txt pair, and reproduces HF's encode() ids and decode() text
+// exactly: added tokens are split out first (non-normalized ones on the raw text, normalized
+// ones after the normalizer), then the normalizer, the pre-tokenizer and the BPE merges run.
 //
 // encode() never adds BOS/EOS or other template tokens: the post-processor is ignored, which is
 // what GPT-NeoX (the Mamba tokenizer) does anyway. A Tokenizer is immutable after loading,
@@ -19,6 +20,10 @@
 #include <vector>
 
 namespace mb {
+
+namespace tok {
+class ChainDecodeStream;
+}
 
 class Tokenizer {
  public:
@@ -37,9 +42,11 @@ class Tokenizer {
   // (each maximal ill-formed subsequence becomes U+FFFD), since HF only accepts valid strings.
   std::vector<int32_t> encode(std::string_view text) const;
 
-  // Concatenates the tokens' bytes and converts them lossily to UTF-8 like HF. With
-  // `skip_special`, special added tokens are left out. Throws mb::Error for an id that has no
-  // token (HF silently drops such ids).
+  // Runs the tokens through the file's decoder like HF: for byte-level files, concatenates the
+  // tokens' bytes and converts them lossily to UTF-8; for SentencePiece-style ones, turns
+  // markers into spaces and byte-fallback runs into text. With `skip_special`, special added
+  // tokens are left out first. Throws mb::Error for an id that has no token (HF silently drops
+  // such ids).
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
 
   // One past the highest id, added tokens included.
@@ -63,11 +70,18 @@ class Tokenizer {
 // Incremental decoding for generation: feed ids one at a time and get back only complete UTF-8
 // text. The bytes of a multi-byte character split across tokens are held back until the
 // character is complete; bytes that can never complete one become U+FFFD at once, and finish()
-// flushes a held incomplete tail as U+FFFD. The concatenation of all push() results and
-// finish() equals decode() of the same ids.
+// flushes a held incomplete tail as U+FFFD. With byte fallback (<0xNN> tokens), a run of byte
+// tokens is held until the next other token, because HF turns the whole run into U+FFFDs when
+// any part of it is not valid UTF-8. The concatenation of all push() results and finish()
+// equals decode() of the same ids.
 class StreamDecoder {
  public:
   explicit StreamDecoder(const Tokenizer& tokenizer, bool skip_special = false);
+  StreamDecoder(const StreamDecoder& other);
+  StreamDecoder& operator=(const StreamDecoder& other);
+  StreamDecoder(StreamDecoder&&) noexcept;
+  StreamDecoder& operator=(StreamDecoder&&) noexcept;
+  ~StreamDecoder();
 
   std::string push(int32_t id);
   std::string finish();
@@ -77,6 +91,8 @@ class StreamDecoder {
   bool skip_special_;
   bool emitted_token_ = false;
   std::string pending_;
+  // The state of a decoder chain (SentencePiece-style files); null for the other decoders.
+  std::unique_ptr<tok::ChainDecodeStream> chain_;
 };
 
 // Writes a small byte-level BPE tokenizer.json: <|endoftext|> (special) at id 0, the 256 byte

@@ -124,13 +124,11 @@ tok::BpeModel parse_model(const json& root, const std::string& source) {
     const auto affix = optional_string_field(*model, key, where);
     if (affix && !affix->empty()) throw Error(where + ": a non-empty '" + key + "' is not supported");
   }
-  if (bool_field(*model, "byte_fallback", false, where))
-    throw Error(where + ": byte_fallback is not supported");
-
   tok::BpeOptions options;
   options.ignore_merges = bool_field(*model, "ignore_merges", false, where);
   options.unk_token = optional_string_field(*model, "unk_token", where);
   options.fuse_unk = bool_field(*model, "fuse_unk", false, where);
+  options.byte_fallback = bool_field(*model, "byte_fallback", false, where);
   return tok::BpeModel(parse_vocab(*vocab, where), parse_json_merges(find_field(*model, "merges"), where),
                        std::move(options), source);
 }
@@ -173,7 +171,7 @@ Tokenizer Tokenizer::from_json_string(std::string_view json_text, const std::str
     auto impl = std::make_shared<Impl>(source, parse_model(root, source),
                                        tok::Normalizer::from_json(stage(root, "normalizer"), source),
                                        tok::PreTokenizer::from_json(stage(root, "pre_tokenizer"), source),
-                                       tok::decoder_from_json(stage(root, "decoder"), source));
+                                       tok::Decoder::from_json(stage(root, "decoder"), source));
     add_json_added_tokens(root, *impl);
     impl->finalize();
     return Tokenizer(std::move(impl));
@@ -204,7 +202,7 @@ Tokenizer Tokenizer::from_vocab_merges(const std::string& vocab_json_path,
   const std::string source = vocab_json_path + " + " + merges_txt_path;
   auto impl =
       std::make_shared<Impl>(source, tok::BpeModel(parse_vocab(vocab, vocab_json_path), merges, {}, source),
-                             tok::Normalizer::none(), tok::PreTokenizer::gpt2(), tok::DecoderKind::ByteLevel);
+                             tok::Normalizer::none(), tok::PreTokenizer::gpt2(), tok::Decoder::byte_level());
   if (impl->model.token_to_id("<|endoftext|>")) {
     tok::AddedToken end_of_text;
     end_of_text.content = "<|endoftext|>";

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
 #include <sstream>
+#include <tuple>
 
 #include "tokenizer/pipeline.h"
 #include "tokenizer/tokenizer.h"
@@ -120,18 +122,52 @@ TEST_P(GoldenTest, ValidTextRoundTripsThroughEncodeAndDecode) {
 
 // Compares the pre-tokenizer's pieces directly: two different splits can give the same ids
 // (for example when no merge crosses the boundary), so the ids alone do not pin the regexes.
-TEST_P(GoldenTest, PreTokenizerPiecesMatchReference) {
-  const std::string path = test::tokenizer_fixture_dir(GetParam()) + "/tokenizer.json";
-  const auto pre_tokenizer =
-      tok::PreTokenizer::from_json(test::read_json_file(path).at("pre_tokenizer"), path);
+// Returns how many cases had pieces to compare.
+size_t check_pre_tokenizer_pieces(const nlohmann::json& config, const nlohmann::json& cases,
+                                  const std::string& source) {
+  const auto pre_tokenizer = tok::PreTokenizer::from_json(config.at("pre_tokenizer"), source);
   const auto& corpus = test::golden_corpus();
-  const auto& cases = goldens().at("cases");
   size_t checked = 0;
   for (size_t i = 0; i < corpus.size(); ++i) {
     if (!cases[i].contains("pre_tokenized")) continue;
     std::vector<std::string> pieces;
     pre_tokenizer.apply(tok::to_valid_utf8(corpus[i].bytes), pieces);
     EXPECT_EQ(pieces, cases[i].at("pre_tokenized").get<std::vector<std::string>>())
+        << source << " case '" << corpus[i].name << "' input " << escape(corpus[i].bytes);
+    ++checked;
+  }
+  return checked;
+}
+
+TEST_P(GoldenTest, PreTokenizerPiecesMatchReference) {
+  const std::string path = test::tokenizer_fixture_dir(GetParam()) + "/tokenizer.json";
+  const nlohmann::json config = test::read_json_file(path);
+  if (!config.at("pre_tokenizer").is_null()) {
+    EXPECT_GT(check_pre_tokenizer_pieces(config, goldens().at("cases"), path), 400u);
+    return;
+  }
+  // Without a pre-tokenizer (Llama-2) Hugging Face hands each text to the model whole.
+  const auto pre_tokenizer = tok::PreTokenizer::from_json(nullptr, path);
+  for (const auto& c : test::golden_corpus()) {
+    const std::string text = tok::to_valid_utf8(c.bytes);
+    std::vector<std::string> pieces;
+    pre_tokenizer.apply(text, pieces);
+    EXPECT_EQ(pieces, text.empty() ? std::vector<std::string>{} : std::vector<std::string>{text}) << c.name;
+  }
+}
+
+// SentencePiece-style files do their word marking in the normalizer (Prepend "▁", Replace " "
+// by "▁"), so its output is compared directly.
+TEST(SentencePieceGolden, NormalizerOutputMatchesReference) {
+  const std::string path = test::tokenizer_fixture_dir("llama2") + "/tokenizer.json";
+  const auto normalizer = tok::Normalizer::from_json(test::read_json_file(path).at("normalizer"), path);
+  const auto& corpus = test::golden_corpus();
+  const auto& cases = test::goldens_for("llama2").at("cases");
+  size_t checked = 0;
+  for (size_t i = 0; i < corpus.size(); ++i) {
+    if (!cases[i].contains("normalized")) continue;
+    EXPECT_EQ(normalizer.apply(tok::to_valid_utf8(corpus[i].bytes)),
+              cases[i].at("normalized").get<std::string>())
         << "case '" << corpus[i].name << "' input " << escape(corpus[i].bytes);
     ++checked;
   }
@@ -151,41 +187,110 @@ INSTANTIATE_TEST_SUITE_P(Tokenizers, GoldenTest, ::testing::ValuesIn(test::kGold
                            return name;
                          });
 
+std::string variant_test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param;
+  for (char& c : name) {
+    if (c == '-') c = '_';
+  }
+  return name;
+}
+
 // Variants: a committed file with pipeline options replaced (prefix space, a normalizer
-// Sequence with NFKC, ignore_merges off), encoded by the reference with the same replacements.
-class VariantGoldenTest : public ::testing::TestWithParam<std::string> {};
+// Sequence with NFKC, ignore_merges off, Metaspace pre-tokenizers and decoders in each prepend
+// scheme, byte fallback off), encoded by the reference with the same replacements.
+class VariantGoldenTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    goldens_ =
+        test::read_json_file(std::string(MB_TEST_DATA_DIR) + "/tokenizers/variants/" + GetParam() + ".json");
+    const std::string base = goldens_.at("base").get<std::string>();
+    config_ = test::read_json_file(test::tokenizer_fixture_dir(base) + "/tokenizer.json");
+    for (const auto& [key, value] : goldens_.at("overrides").items()) config_[key] = value;
+    for (const auto& [key, value] : goldens_.at("model_overrides").items()) config_["model"][key] = value;
+    tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_json_string(config_.dump(), GetParam()));
+  }
+
+  nlohmann::json goldens_;
+  nlohmann::json config_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+};
 
 TEST_P(VariantGoldenTest, EncodeMatchesReferenceIds) {
-  const nlohmann::json goldens =
-      test::read_json_file(std::string(MB_TEST_DATA_DIR) + "/tokenizers/variants/" + GetParam() + ".json");
-  const std::string base = goldens.at("base").get<std::string>();
-  nlohmann::json config = test::read_json_file(test::tokenizer_fixture_dir(base) + "/tokenizer.json");
-  for (const auto& [key, value] : goldens.at("overrides").items()) config[key] = value;
-  for (const auto& [key, value] : goldens.at("model_overrides").items()) config["model"][key] = value;
-  const Tokenizer tokenizer = Tokenizer::from_json_string(config.dump(), GetParam());
-
   const auto& corpus = test::golden_corpus();
-  const auto& cases = goldens.at("cases");
+  const auto& cases = goldens_.at("cases");
   ASSERT_EQ(cases.size(), corpus.size());
   size_t failures = 0;
   for (size_t i = 0; i < corpus.size(); ++i) {
     const auto want = cases[i].at("ids").get<std::vector<int32_t>>();
-    const auto got = tokenizer.encode(corpus[i].bytes);
-    if (want != got && failures++ < 5) ADD_FAILURE() << describe_mismatch(tokenizer, corpus[i], want, got);
+    const auto got = tokenizer_->encode(corpus[i].bytes);
+    if (want != got && failures++ < 5) ADD_FAILURE() << describe_mismatch(*tokenizer_, corpus[i], want, got);
   }
   EXPECT_EQ(failures, 0u) << "of " << corpus.size() << " corpus cases";
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, VariantGoldenTest,
-                         ::testing::Values("gpt2-add-prefix-space", "gpt-neox-20b-nfkc-sequence",
-                                           "llama3-without-ignore-merges"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& c : name) {
-                             if (c == '-') c = '_';
-                           }
-                           return name;
-                         });
+// Variants that replace the pre-tokenizer record its pieces for the hand-written cases.
+class VariantPreTokenizerGoldenTest : public VariantGoldenTest {};
+
+TEST_P(VariantPreTokenizerGoldenTest, PreTokenizerPiecesMatchReference) {
+  ASSERT_TRUE(goldens_.at("overrides").contains("pre_tokenizer"));
+  EXPECT_GT(check_pre_tokenizer_pieces(config_, goldens_.at("cases"), GetParam()), 400u);
+}
+
+// Variants that change decoding record the decoded text of the shorter cases and of id
+// sequences that are no text's encoding; streaming must give the same text.
+class VariantDecodeGoldenTest : public VariantGoldenTest {};
+
+TEST_P(VariantDecodeGoldenTest, DecodeAndStreamingDecodeMatchReferenceText) {
+  ASSERT_TRUE(goldens_.contains("decode_cases")) << "no decode goldens for " << GetParam();
+  std::vector<std::tuple<std::vector<int32_t>, std::string, std::string>> expected;
+  for (const auto& c : goldens_.at("cases")) {
+    if (!c.contains("decoded")) continue;
+    expected.emplace_back(c.at("ids").get<std::vector<int32_t>>(), c.at("decoded").get<std::string>(),
+                          c.at("decoded_skip_special").get<std::string>());
+  }
+  for (const auto& c : goldens_.at("decode_cases")) {
+    expected.emplace_back(c.at("ids").get<std::vector<int32_t>>(), c.at("text").get<std::string>(),
+                          c.at("text_skip_special").get<std::string>());
+  }
+  ASSERT_GT(expected.size(), 500u);
+  for (const auto& [ids, text, text_skip_special] : expected) {
+    EXPECT_EQ(tokenizer_->decode(ids), text) << "ids " << join_ids(ids);
+    EXPECT_EQ(tokenizer_->decode(ids, true), text_skip_special) << "ids " << join_ids(ids);
+    for (bool skip_special : {false, true}) {
+      StreamDecoder stream(*tokenizer_, skip_special);
+      std::string streamed;
+      for (int32_t id : ids) streamed += stream.push(id);
+      streamed += stream.finish();
+      EXPECT_EQ(streamed, skip_special ? text_skip_special : text) << "streamed ids " << join_ids(ids);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Variants, VariantGoldenTest,
+    ::testing::Values("gpt2-add-prefix-space", "gpt-neox-20b-nfkc-sequence", "llama3-without-ignore-merges",
+                      "llama2-metaspace-first", "llama2-metaspace-first-split", "llama2-metaspace-always",
+                      "llama2-metaspace-always-split", "llama2-metaspace-never",
+                      "llama2-metaspace-never-split", "llama2-metaspace-add-prefix-space",
+                      "llama2-metaspace-decoder-never", "llama2-decoder-metaspace-sequence",
+                      "llama2-without-byte-fallback", "llama2-without-byte-fallback-or-fuse-unk"),
+    variant_test_name);
+
+INSTANTIATE_TEST_SUITE_P(Variants, VariantPreTokenizerGoldenTest,
+                         ::testing::Values("gpt2-add-prefix-space", "llama2-metaspace-first",
+                                           "llama2-metaspace-first-split", "llama2-metaspace-always",
+                                           "llama2-metaspace-always-split", "llama2-metaspace-never",
+                                           "llama2-metaspace-never-split",
+                                           "llama2-metaspace-add-prefix-space",
+                                           "llama2-metaspace-decoder-never"),
+                         variant_test_name);
+
+INSTANTIATE_TEST_SUITE_P(Variants, VariantDecodeGoldenTest,
+                         ::testing::Values("llama2-metaspace-add-prefix-space",
+                                           "llama2-metaspace-decoder-never",
+                                           "llama2-decoder-metaspace-sequence",
+                                           "llama2-without-byte-fallback"),
+                         variant_test_name);
 
 TEST(TokenizerPerformance, EncodesTheGptNeoxCorpusWellUnderASecond) {
   const Tokenizer& tokenizer = test::fixture_tokenizer("gpt-neox-20b");

@@ -63,6 +63,9 @@ TEST(Loading, RefusesUnknownModelTypes) {
   const std::string message = load_error(file);
   EXPECT_NE(message.find("unsupported model type 'WordPiece'"), std::string::npos) << message;
   EXPECT_NE(message.find("test.json"), std::string::npos) << message;
+  // SentencePiece's other model kind (T5, ALBERT), which a byte-fallback BPE file is not.
+  file["model"] = {{"type", "Unigram"}, {"unk_id", 0}, {"vocab", json::array({json::array({"<unk>", 0.0})})}};
+  EXPECT_NE(load_error(file).find("unsupported model type 'Unigram'"), std::string::npos) << load_error(file);
 }
 
 TEST(Loading, AcceptsAnUntaggedBpeModel) {
@@ -128,9 +131,25 @@ TEST(Loading, RefusesUnsupportedPipelineStages) {
   file["decoder"] = {{"type", "WordPiece"}};
   EXPECT_NE(load_error(file).find("decoder type 'WordPiece'"), std::string::npos) << load_error(file);
 
+  // SentencePiece-style stages outside what is supported.
   file = test::tiny_tokenizer_json({});
-  file["model"]["byte_fallback"] = true;
-  EXPECT_NE(load_error(file).find("byte_fallback"), std::string::npos) << load_error(file);
+  file["normalizer"] = {{"type", "Precompiled"}, {"precompiled_charsmap", "AAAA"}};
+  EXPECT_NE(load_error(file).find("normalizer type 'Precompiled'"), std::string::npos) << load_error(file);
+  file["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", " +"}}}, {"content", "\u2581"}};
+  EXPECT_NE(load_error(file).find("Regex patterns are not supported"), std::string::npos) << load_error(file);
+  file["normalizer"] = {{"type", "Prepend"}};
+  EXPECT_NE(load_error(file).find("'prepend'"), std::string::npos) << load_error(file);
+
+  file = test::tiny_tokenizer_json({});
+  file["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "sometimes"}};
+  EXPECT_NE(load_error(file).find("prepend_scheme 'sometimes'"), std::string::npos) << load_error(file);
+  // As in Hugging Face, add_prefix_space false needs prepend_scheme never.
+  file["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"add_prefix_space", false}};
+  EXPECT_NE(load_error(file).find("add_prefix_space false"), std::string::npos) << load_error(file);
+  file["pre_tokenizer"]["prepend_scheme"] = "never";
+  EXPECT_EQ(load_error(file), "");
+  file["pre_tokenizer"]["replacement"] = "__";
+  EXPECT_NE(load_error(file).find("single character"), std::string::npos) << load_error(file);
 }
 
 TEST(Loading, AcceptsBothMergeNotations) {

@@ -12,8 +12,10 @@
 
 namespace mb::test {
 
-// The four committed tokenizers, each with tokenizer.json and goldens.json.
-inline const std::vector<std::string> kGoldenTokenizers = {"gpt-neox-20b", "gpt2", "llama3", "qwen3"};
+// The committed tokenizers, each with tokenizer.json and goldens.json: four byte-level ones and
+// a SentencePiece-style one with byte fallback (llama2).
+inline const std::vector<std::string> kGoldenTokenizers = {"gpt-neox-20b", "gpt2", "llama3", "qwen3",
+                                                           "llama2"};
 
 std::string tokenizer_fixture_dir(const std::string& name);
 

@@ -183,6 +183,38 @@ function handWritten() {
   addHex('invalid-extra-continuation', 'f09f988080');
   addHex('invalid-mixed-cjk', 'e4bda0e5a5bdffe4b896e7958c');
   addHex('invalid-spaces', '2020ff2020fe200a');
+
+  // SentencePiece-style tokenizers: the "▁" word marker in the input itself, the <s> </s> <unk>
+  // special tokens, and characters outside a 32k vocabulary that only byte fallback can encode.
+  add('sp-marker-alone', '\u2581');
+  add('sp-marker-doubled', '\u2581\u2581');
+  add('sp-marker-in-text', 'a\u2581b \u2581c\u2581\u2581d \u2581');
+  add('sp-marker-leading', '\u2581\u2581start and \u2581 end');
+  add('sp-marker-with-spaces', ' \u2581 ');
+  add('sp-bos-eos', '<s>Hello</s>');
+  add('sp-bos-eos-spaced', ' <s> Hello </s> ');
+  add('sp-bos-alone', '<s>');
+  add('sp-eos-then-text', '</s>next');
+  add('sp-bos-then-space', '<s> x');
+  add('sp-unk-literal', '<unk> and <unk><unk>');
+  add('sp-specials-and-spaces', '</s> </s>  x  <s>');
+  add('sp-special-lookalikes', '<s <s>> </ s> <S> <unk');
+  add('sp-byte-token-text', '<0x41><0xE4> <0x0A> <0xff>');
+  add('sp-fallback-emoji', '\u{1f999}\u{1fa90}\u{1fae0} llama \u{1f999}');
+  add('sp-fallback-cjk-rare', '\u{20000}\u{20001} 龘 丗 ㊙ 𪚥');
+  add('sp-fallback-rare-scripts', 'ᚠᛇᚻ ꦱꦸ 𐌰𐌱 ߊߋ ⵜⴰ ᏣᎳᎩ 𓀀𓀁 ꯃꯤ');
+  add('sp-fallback-mixed', 'a😀b😀😀c 中文𝕏𝕐ℤ end');
+  add('sp-fallback-private-use', '\ue000\uf8ff\u{f0000}\u{10fffd}');
+  add('sp-fallback-noncharacters', '\ufdd0 \ufffe\uffff');
+  add('sp-fallback-in-word', 'naïve𐍈word');
+  add('sp-control-chars', '\u0000\u0001\u001f\u007f\u0080\u009f');
+  add('sp-control-spaced', 'x \u0007 y \u001b z');
+  add('sp-tabs-newlines', '\tindent\n\n\ttwo\r\n\tthree\n');
+  add('sp-leading-trailing', '   lead and trail   ');
+  add('sp-only-newlines', '\n\n\n');
+  add('sp-only-tabs', '\t\t');
+  add('sp-space-newline-mix', ' \n \n ');
+  add('sp-nbsp-ideographic-space', 'a\u00a0b\u3000c');
   return cases;
 }
 
@@ -246,8 +278,42 @@ function generated(count, seed) {
   return lines;
 }
 
+// Lines for SentencePiece-style tokenizers: the fragments above plus the "▁" marker, <s> </s>
+// <unk> and characters that fall back to bytes, with runs of spaces at either end.
+function generatedSentencePiece(count, seed) {
+  const random = mulberry32(seed);
+  const pick = (list) => list[Math.floor(random() * list.length)];
+  const words = ['the', 'model', 'state', 'space', 'Mamba', 'Codestral', 'token', 'byte', 'fallback', 'über', 'naïve',
+    'Привет', '你好', '世界', 'こんにちは', '안녕', 'مرحبا', 'नमस्ते', 'Ελλάδα', 'def', 'return', '{', '}', '();', '42',
+    '3.14', '2024'];
+  const rare = ['\u{1f999}', '\u{1fae0}', '\u{20000}', '龘', '𪚥', 'ᚠᛇᚻ', 'ꦱꦸ', '𐌰', 'ߊ', 'ⵜ', 'Ꮳ', '𓀀', '𝕏',
+    '\ue000', '\u{f0000}', '\u0001', '\u007f', '\u0085'];
+  const specials = ['<s>', '</s>', '<unk>', '\u2581', '\u2581\u2581', '<0x41>'];
+  const whitespace = () => {
+    const r = random();
+    if (r < 0.6) return ' ';
+    if (r < 0.7) return ' '.repeat(2 + Math.floor(random() * 6));
+    if (r < 0.8) return '\n';
+    if (r < 0.85) return '\t';
+    if (r < 0.9) return '\r\n';
+    return '';
+  };
+  const lines = [];
+  for (let i = 0; i < count; i++) {
+    const fragments = 5 + Math.floor(random() * 30);
+    let text = random() < 0.3 ? ' '.repeat(1 + Math.floor(random() * 3)) : '';
+    for (let f = 0; f < fragments; f++) {
+      const r = random();
+      text += r < 0.6 ? pick(words) : r < 0.85 ? pick(rare) : pick(specials);
+      text += whitespace();
+    }
+    lines.push({ name: `generated-sp-${i}`, text });
+  }
+  return lines;
+}
+
 function buildCorpus() {
-  return handWritten().concat(generated(205, 20240601));
+  return handWritten().concat(generated(205, 20240601), generatedSentencePiece(60, 20250301));
 }
 
 module.exports = { buildCorpus };

