@@ -234,11 +234,11 @@ class Machine {
         case '.':
           return finish(pop());  // STOP
         default: {
-          char text[96];
-          std::snprintf(text, sizeof text, "unsupported pickle opcode 0x%02x%s%c%s at byte %zu", op,
-                        op >= 0x20 && op < 0x7f ? " ('" : "", op >= 0x20 && op < 0x7f ? op : ' ',
-                        op >= 0x20 && op < 0x7f ? "')" : "", op_at_);
-          fail(text);
+          char code[8];
+          std::snprintf(code, sizeof code, "0x%02x", op);
+          const std::string shown = op >= 0x20 && op < 0x7f ? std::string(" ('") + char(op) + "')" : "";
+          fail("unsupported pickle opcode " + std::string(code) + shown + " at byte " +
+               std::to_string(op_at_));
         }
       }
     }
