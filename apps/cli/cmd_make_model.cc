@@ -84,7 +84,8 @@ void add_make_model(CLI::App& app) {
     o.dtype = parse_dtype(args->dtype);
     o.seed = args->seed;
     o.shards = args->shards;
-    if (args->format != "safetensors" && args->format != "bin") throw Error("--format must be safetensors or bin");
+    if (args->format != "safetensors" && args->format != "bin")
+      throw Error("--format must be safetensors or bin");
     o.format = args->format == "bin" ? CheckpointFormat::TorchBin : CheckpointFormat::Safetensors;
     o.input_dim = args->input_dim;
     make_model(args->out, o);

@@ -86,8 +86,8 @@ void TensorSet::add_file(const std::string& path) {
   if (looks_like_zip(bytes)) {
     for (StoredTensor& tensor : read_torch_checkpoint(*file)) {
       if (tensors_.count(tensor.name))
-        throw Error("tensor '" + tensor.name + "' is stored twice: in '" + tensors_[tensor.name].file + "' and in '" +
-                    path + "'");
+        throw Error("tensor '" + tensor.name + "' is stored twice: in '" + tensors_[tensor.name].file +
+                    "' and in '" + path + "'");
       tensors_.emplace(tensor.name, std::move(tensor));
     }
     files_.push_back(std::move(file));
@@ -217,13 +217,16 @@ TensorSet TensorSet::open_dir(const std::string& dir) {
   // In order of preference: safetensors needs no parsing beyond JSON, and a folder that has
   // both forms is read from the safetensors one.
   const std::filesystem::path folder(dir);
-  if (std::filesystem::exists(folder / "model.safetensors")) return open_file((folder / "model.safetensors").string());
+  if (std::filesystem::exists(folder / "model.safetensors"))
+    return open_file((folder / "model.safetensors").string());
   if (std::filesystem::exists(folder / "model.safetensors.index.json"))
     return open_index((folder / "model.safetensors.index.json").string());
-  if (std::filesystem::exists(folder / "pytorch_model.bin")) return open_file((folder / "pytorch_model.bin").string());
+  if (std::filesystem::exists(folder / "pytorch_model.bin"))
+    return open_file((folder / "pytorch_model.bin").string());
   if (std::filesystem::exists(folder / "pytorch_model.bin.index.json"))
     return open_index((folder / "pytorch_model.bin.index.json").string());
-  throw Error("'" + dir + "' contains none of model.safetensors, model.safetensors.index.json, pytorch_model.bin, "
+  throw Error("'" + dir +
+              "' contains none of model.safetensors, model.safetensors.index.json, pytorch_model.bin, "
               "pytorch_model.bin.index.json");
 }
 

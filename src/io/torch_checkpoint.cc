@@ -1,10 +1,7 @@
 #include "io/torch_checkpoint.h"
 
 #include <algorithm>
-#include <bit>
-#include <cstring>
 #include <filesystem>
-#include <limits>
 #include <map>
 #include <set>
 

@@ -1,6 +1,8 @@
 #include "io/torch_pickle.h"
 
+#include <algorithm>
 #include <bit>
+#include <cstdio>
 #include <cstring>
 #include <map>
 

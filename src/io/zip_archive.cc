@@ -41,6 +41,13 @@ constexpr std::array<uint32_t, 256> make_crc_table() {
 }
 constexpr std::array<uint32_t, 256> kCrcTable = make_crc_table();
 
+// An entry name from the file, made safe to quote in a one-line error message.
+std::string quoted(const std::string& name) {
+  std::string out = "'";
+  for (char c : name.substr(0, 120)) out.push_back(c >= 0x20 && c < 0x7f ? c : '?');
+  return out + (name.size() > 120 ? "...'" : "'");
+}
+
 uint16_t le16(const uint8_t* p) {
   return static_cast<uint16_t>(p[0] | (p[1] << 8));
 }
@@ -198,7 +205,7 @@ std::vector<ZipEntry> read_zip_directory(std::span<const uint8_t> bytes, const s
     ZipEntry entry;
     entry.name.assign(reinterpret_cast<const char*>(header + kCentralHeaderSize), name_length);
     entry.crc32 = le32(header + 16);
-    const std::string where = "'" + path + "': zip entry '" + entry.name + "'";
+    const std::string where = "'" + path + "': zip entry " + quoted(entry.name);
     apply_zip64_extra(header + kCentralHeaderSize + name_length, extra_length, size, compressed_size,
                       header_offset, disk_start, where);
     if (size == kSaturated32 || compressed_size == kSaturated32 || header_offset == kSaturated32)

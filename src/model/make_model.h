@@ -1,6 +1,7 @@
 // Writes a random-weight checkpoint folder in the real Hugging Face layout (config.json plus
-// model.safetensors, or shards with model.safetensors.index.json). It is the fixture for the
-// tests, the benchmarks and the README demo, since no real weights can be downloaded here.
+// model.safetensors, or shards with model.safetensors.index.json, or the pytorch_model.bin the
+// state-spaces repos ship). It is the fixture for the tests, the benchmarks and the README
+// demo, since no real weights can be downloaded here.
 #pragma once
 
 #include <cstdint>

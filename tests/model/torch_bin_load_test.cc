@@ -8,6 +8,7 @@
 #include "common/mamba3_reference.h"
 #include "common/model_fixture.h"
 #include "common/test_util.h"
+#include "io/mapped_file.h"
 
 namespace mb {
 namespace {
@@ -60,6 +61,33 @@ TEST(TorchBinLoad, Mamba3F16LogitsAreBitIdentical) {
   o.form = ConfigForm::Original;
   o.seed = 13;
   expect_same_logits(o, "bin_m3_f16");
+}
+
+// Runs the CLI with `arguments`; returns its exit status and what it printed on stderr.
+std::pair<int, std::string> run_cli(const std::string& arguments) {
+  const std::string err = test::make_temp_dir("bin_cli") + "/err.txt";
+  const std::string command = std::string(MB_CLI_PATH) + " " + arguments + " >/dev/null 2>" + err;
+  const int status = std::system(command.c_str());
+  return {status, read_text_file(err)};
+}
+
+TEST(TorchBinLoad, CliWritesBinWithFormatFlag) {
+  const std::string dir = test::make_temp_dir("bin_cli_model");
+  const std::string common = " --d-model 32 --n-layer 2 --vocab 301 --seed 5 --dtype bf16";
+  ASSERT_EQ(run_cli("make-model --out " + dir + "/bin --format bin" + common).first, 0);
+  ASSERT_EQ(run_cli("make-model --out " + dir + "/st" + common).first, 0);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/bin/pytorch_model.bin"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/st/model.safetensors"));
+  EXPECT_EQ(Model::load(dir + "/bin")->fingerprint(), Model::load(dir + "/st")->fingerprint());
+
+  const auto [bad_status, bad_error] = run_cli("make-model --out " + dir + "/x --format pickle");
+  EXPECT_NE(bad_status, 0);
+  EXPECT_NE(bad_error.find("--format must be safetensors or bin"), std::string::npos) << bad_error;
+  const auto [shards_status, shards_error] =
+      run_cli("make-model --out " + dir + "/y --format bin --shards 2");
+  EXPECT_NE(shards_status, 0);
+  EXPECT_NE(shards_error.find("--shards > 1"), std::string::npos) << shards_error;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/y")) << "a refused make-model must not write anything";
 }
 
 }  // namespace
