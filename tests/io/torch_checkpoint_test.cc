@@ -456,7 +456,7 @@ TEST(TorchCheckpoint, ReadsZip64Records) {
   const std::vector<uint8_t> data = bytes_of("0123456789");
   std::vector<uint8_t> zip;
   auto put = [&](uint64_t value, int bytes) {
-    for (int i = 0; i < bytes; ++i) zip.push_back(static_cast<uint8_t>(value >> (8 * i)));
+    for (int i = 0; i < bytes; ++i) zip.push_back(i < 8 ? static_cast<uint8_t>(value >> (8 * i)) : 0);
   };
   put(0x04034b50, 4);
   put(0, 22);
