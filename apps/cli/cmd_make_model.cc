@@ -9,7 +9,7 @@ namespace mb::cli {
 
 void add_make_model(CLI::App& app) {
   struct Args {
-    std::string out, preset = "tiny", dtype = "f32", form = "hf", arch = "mamba1";
+    std::string out, preset = "tiny", dtype = "f32", form = "hf", arch = "mamba1", format = "safetensors";
     int64_t d_model = 0, n_layer = 0, vocab = 0, d_state = 0, d_conv = 0, expand = 0, dt_rank = 0, input_dim = 0;
     uint64_t seed = 0;
     bool untied = false, use_bias = false, no_conv_bias = false;
@@ -35,6 +35,8 @@ void add_make_model(CLI::App& app) {
   cmd->add_flag("--use-bias", args->use_bias, "Add in_proj/out_proj biases");
   cmd->add_flag("--no-conv-bias", args->no_conv_bias, "Omit the conv1d bias (use_conv_bias = false)");
   cmd->add_option("--shards", args->shards, "Number of safetensors shards")->capture_default_str();
+  cmd->add_option("--format", args->format, "Weights file: safetensors | bin (pytorch_model.bin)")
+      ->capture_default_str();
   cmd->add_option("--input-dim", args->input_dim, "Add an input projection from raw features of this width");
   CLI::Option* form_option = cmd->add_option(
       "--layout,--config-form", args->form,
@@ -98,6 +100,9 @@ void add_make_model(CLI::App& app) {
     o.dtype = parse_dtype(args->dtype);
     o.seed = args->seed;
     o.shards = args->shards;
+    if (args->format != "safetensors" && args->format != "bin")
+      throw Error("--format must be safetensors or bin");
+    o.format = args->format == "bin" ? CheckpointFormat::TorchBin : CheckpointFormat::Safetensors;
     o.input_dim = args->input_dim;
     make_model(args->out, o);
     std::fprintf(stderr, "wrote %s (d_model %lld, %lld layers, vocab %lld, %s)\n", args->out.c_str(),

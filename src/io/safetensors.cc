@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "io/torch_checkpoint.h"
 
 namespace mb {
 namespace {
@@ -81,6 +82,17 @@ std::string StoredTensor::shape_string() const {
 void TensorSet::add_file(const std::string& path) {
   auto file = std::make_shared<MappedFile>(path);
   const auto bytes = file->bytes();
+  // torch.save files are zip archives; safetensors files start with their header length.
+  if (looks_like_zip(bytes)) {
+    for (StoredTensor& tensor : read_torch_checkpoint(*file)) {
+      if (tensors_.count(tensor.name))
+        throw Error("tensor '" + tensor.name + "' is stored twice: in '" + tensors_[tensor.name].file +
+                    "' and in '" + path + "'");
+      tensors_.emplace(tensor.name, std::move(tensor));
+    }
+    files_.push_back(std::move(file));
+    return;
+  }
   if (bytes.size() < 8) throw Error("'" + path + "': file too short for a safetensors header");
   uint64_t header_length = 0;
   for (int i = 7; i >= 0; --i) header_length = (header_length << 8) | bytes[i];
@@ -202,11 +214,20 @@ TensorSet TensorSet::open_index(const std::string& index_path) {
 }
 
 TensorSet TensorSet::open_dir(const std::string& dir) {
-  const auto single = std::filesystem::path(dir) / "model.safetensors";
-  const auto index = std::filesystem::path(dir) / "model.safetensors.index.json";
-  if (std::filesystem::exists(single)) return open_file(single.string());
-  if (std::filesystem::exists(index)) return open_index(index.string());
-  throw Error("'" + dir + "' contains neither model.safetensors nor model.safetensors.index.json");
+  // In order of preference: safetensors needs no parsing beyond JSON, and a folder that has
+  // both forms is read from the safetensors one.
+  const std::filesystem::path folder(dir);
+  if (std::filesystem::exists(folder / "model.safetensors"))
+    return open_file((folder / "model.safetensors").string());
+  if (std::filesystem::exists(folder / "model.safetensors.index.json"))
+    return open_index((folder / "model.safetensors.index.json").string());
+  if (std::filesystem::exists(folder / "pytorch_model.bin"))
+    return open_file((folder / "pytorch_model.bin").string());
+  if (std::filesystem::exists(folder / "pytorch_model.bin.index.json"))
+    return open_index((folder / "pytorch_model.bin.index.json").string());
+  throw Error("'" + dir +
+              "' contains none of model.safetensors, model.safetensors.index.json, pytorch_model.bin, "
+              "pytorch_model.bin.index.json");
 }
 
 const StoredTensor* TensorSet::find(const std::string& name) const {

@@ -33,12 +33,15 @@ struct StoredTensor {
   std::string shape_string() const;  // "[3072, 768]"
 };
 
-// All tensors of a checkpoint, across shards, by name. Owns the mappings.
+// All tensors of a checkpoint, across shards and of either format, by name. Owns the mappings.
 class TensorSet {
  public:
-  // Opens `model.safetensors` or, when absent, `model.safetensors.index.json` in `dir`.
+  // Opens the first of `model.safetensors`, `model.safetensors.index.json`,
+  // `pytorch_model.bin` and `pytorch_model.bin.index.json` that exists in `dir`.
   static TensorSet open_dir(const std::string& dir);
+  // A safetensors file, or a torch.save zip archive (io/torch_checkpoint.h), told by content.
   static TensorSet open_file(const std::string& path);
+  // An index whose weight_map names the shard of every tensor (of either format).
   static TensorSet open_index(const std::string& index_path);
 
   const StoredTensor* find(const std::string& name) const;

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "io/mapped_file.h"
 #include "io/safetensors.h"
+#include "io/torch_checkpoint.h"
 #include "model/generated_tensors.h"
 #include "tokenizer/tokenizer.h"
 
@@ -54,7 +55,17 @@ void add_mamba1_layers(const ModelConfig& c, SeededRandom& rng, std::vector<Pend
   }
 }
 
-void write_shards(const std::string& dir, std::vector<PendingTensor>& tensors, DType dtype, int shards) {
+void write_shards(const std::string& dir, std::vector<PendingTensor>& tensors, DType dtype, int shards,
+                  CheckpointFormat format) {
+  if (format == CheckpointFormat::TorchBin) {
+    TorchCheckpointWriter writer;
+    for (auto& t : tensors) {
+      writer.add_f32(t.name, t.shape, t.values, t.keep_f32 ? DType::F32 : dtype);
+      std::vector<float>().swap(t.values);
+    }
+    writer.write((std::filesystem::path(dir) / "pytorch_model.bin").string());
+    return;
+  }
   size_t total = 0;
   for (const auto& t : tensors) total += t.values.size() * (t.keep_f32 ? 4 : dtype_size(dtype));
   if (shards <= 1) {
@@ -124,6 +135,8 @@ void make_model(const std::string& out_dir, const MakeModelOptions& options) {
   if (options.shards < 1) throw Error("--shards must be at least 1");
   if (c.mixer_rms_norm && (c.arch != Architecture::Mamba1 || options.form != ConfigForm::HuggingFace))
     throw Error("FalconMamba checkpoints only exist in the Hugging Face form of Mamba-1");
+  if (options.format == CheckpointFormat::TorchBin && options.shards > 1)
+    throw Error("--shards > 1 is only supported with --format safetensors");
   // Round-trip the config through the parser so make-model never writes a folder the loader refuses.
   // Mamba-3 checkpoints only exist in the state-spaces layout.
   const bool hf_names = options.form == ConfigForm::HuggingFace && c.arch != Architecture::Mamba3;
@@ -154,7 +167,7 @@ void make_model(const std::string& out_dir, const MakeModelOptions& options) {
   if (!c.tie_embeddings)
     tensors.push_back({"lm_head.weight", {c.vocab_rows, d}, rng.uniform_values(c.vocab_rows * d, 2.0 * std::sqrt(3.0 / d)), false});
 
-  write_shards(out_dir, tensors, options.dtype, options.shards);
+  write_shards(out_dir, tensors, options.dtype, options.shards, options.format);
   // A byte-level tokenizer needs 256 byte tokens plus the end-of-text token.
   if (options.write_tokenizer && c.vocab_size >= 257)
     write_byte_level_tokenizer_json((std::filesystem::path(out_dir) / "tokenizer.json").string(),

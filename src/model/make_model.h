@@ -1,6 +1,7 @@
 // Writes a random-weight checkpoint folder in the real Hugging Face layout (config.json plus
-// model.safetensors, or shards with model.safetensors.index.json). It is the fixture for the
-// tests, the benchmarks and the README demo, since no real weights can be downloaded here.
+// model.safetensors, or shards with model.safetensors.index.json, or the pytorch_model.bin the
+// state-spaces repos ship). It is the fixture for the tests, the benchmarks and the README
+// demo, since no real weights can be downloaded here.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,9 @@ namespace mb {
 
 enum class ConfigForm { HuggingFace, Original };
 
+// Safetensors (model.safetensors) or torch.save's pytorch_model.bin, as the state-spaces repos ship.
+enum class CheckpointFormat { Safetensors, TorchBin };
+
 struct MakeModelOptions {
   ModelConfig config;
   DType dtype = DType::F32;
@@ -21,6 +25,7 @@ struct MakeModelOptions {
   int64_t input_dim = 0;  // > 0 adds input_proj.weight [d_model, input_dim] and input_proj.bias
   ConfigForm form = ConfigForm::HuggingFace;
   bool write_tokenizer = true;  // a small byte-level tokenizer.json (when vocab >= 257)
+  CheckpointFormat format = CheckpointFormat::Safetensors;  // TorchBin needs shards == 1
 };
 
 // Preset configs: "tiny" (d_model 64, 2 layers, vocab 512) and "130m" (mamba-130m's shape).

@@ -68,7 +68,7 @@ std::vector<Defect> defects() {
       {"config_inconsistent_intermediate", [](auto& d) { auto c = read_config(d); c["intermediate_size"] = 48; write_config(d, c); }, "intermediate_size"},
       {"config_unknown_model_type", [](auto& d) { auto c = read_config(d); c["model_type"] = "llama"; write_config(d, c); }, "model_type 'llama'"},
       {"untied_without_lm_head", [](auto& d) { auto c = read_config(d); c["tie_word_embeddings"] = false; write_config(d, c); }, "lm_head.weight"},
-      {"no_weights_file", [](auto& d) { fs::remove(d + "/model.safetensors"); }, "neither model.safetensors"},
+      {"no_weights_file", [](auto& d) { fs::remove(d + "/model.safetensors"); }, "none of model.safetensors, model.safetensors.index.json, pytorch_model.bin"},
       {"empty_weights_file", [](auto& d) { write_bytes(d + "/model.safetensors", ""); }, "too short"},
       {"header_length_past_end", [](auto& d) { write_bytes(d + "/model.safetensors", safetensors_bytes("{}", "").substr(0, 8) + "{}"); std::string b = read_text_file(d + "/model.safetensors"); b[0] = '\x7f'; b[1] = '\x7f'; write_bytes(d + "/model.safetensors", b); }, "runs past the end"},
       {"header_not_json", [](auto& d) { write_bytes(d + "/model.safetensors", safetensors_bytes("{\"a\": [", "")); }, "not valid JSON"},
