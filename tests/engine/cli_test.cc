@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "common/test_util.h"
@@ -163,15 +164,18 @@ TEST(Cli, FalconMambaFoldersWorkWithEveryCommand) {
 
 TEST(Cli, Mamba2FoldersOfBothLayoutsWorkWithEveryCommand) {
   const std::string dir = test::make_temp_dir("cli_mamba2");
+  // The HF layout in safetensors, and the original layout as published: pytorch_model.bin.
   for (const std::string layout : {"hf", "original"}) {
     SCOPED_TRACE(layout);
     const std::string model = dir + "/" + layout;
-    const Output made = run_cli("make-model --arch mamba2 --layout " + layout + " --out " + model +
+    const std::string format = layout == "hf" ? "safetensors" : "bin";
+    const Output made = run_cli("make-model --arch mamba2 --layout " + layout + " --format " + format + " --out " + model +
                                 " --d-model 32 --n-layer 2 --vocab 301 --d-state 16 --headdim 16 --ngroups 2"
                                 " --chunk-size 8 --seed 3");
     ASSERT_EQ(made.status, 0) << made.err;
     const std::string config = read_text_file(model + "/config.json");
     EXPECT_NE(config.find(layout == "hf" ? "\"Mamba2ForCausalLM\"" : "\"Mamba2\""), std::string::npos) << config;
+    EXPECT_TRUE(std::filesystem::exists(model + (layout == "hf" ? "/model.safetensors" : "/pytorch_model.bin")));
 
     // Prefill, decode steps (all positions, and the last one alone) and the chunked form.
     const std::string base = "logits -m " + model + " --tokens 5,6,7,8,9,10,11,12,13,14,15,16,17 --threads 2 --out ";

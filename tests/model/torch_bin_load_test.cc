@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "common/mamba2_reference.h"
 #include "common/mamba3_reference.h"
 #include "common/model_fixture.h"
 #include "common/test_util.h"
@@ -61,6 +62,16 @@ TEST(TorchBinLoad, Mamba3F16LogitsAreBitIdentical) {
   o.form = ConfigForm::Original;
   o.seed = 13;
   expect_same_logits(o, "bin_m3_f16");
+}
+
+// The published state-spaces Mamba-2 checkpoints exist only as pytorch_model.bin.
+TEST(TorchBinLoad, Mamba2OriginalLayoutLogitsAreBitIdentical) {
+  MakeModelOptions o;
+  o.config = test::mamba2_config(32, 16, 16, 2, 40);
+  o.form = ConfigForm::Original;
+  o.dtype = DType::BF16;
+  o.seed = 14;
+  expect_same_logits(o, "bin_m2_bf16");
 }
 
 // Runs the CLI with `arguments`; returns its exit status and what it printed on stderr.
