@@ -14,22 +14,13 @@
 #include "ops/rms_norm.h"
 
 namespace mb {
-namespace {}  // namespace
 
 Mamba1Model::Mamba1Model(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors,
                          const LoadOptions& options) {
-  config_ = config;
-  tensors_ = tensors;
-  binder_ = std::make_shared<WeightBinder>(*tensors_, options.weight_dtype);
-  WeightBinder& binder = *binder_;
-  check_layer_indices(*tensors_, config.n_layer);
+  WeightBinder& binder = bind_common(config, std::move(tensors), options);
 
   const int64_t d = config.d_model, D = config.d_inner, N = config.d_state, R = config.dt_rank,
                 K = config.d_conv;
-  const std::string first = "backbone.layers.0.mixer.";
-  if (config.use_bias_from_checkpoint) config_.use_bias = binder.has(first + "in_proj.bias");
-  if (config.use_conv_bias_from_checkpoint) config_.use_conv_bias = binder.has(first + "conv1d.bias");
-  bind_common(binder);
   if (config.mixer_rms_norm) mixer_norm_ones_ = binder.keep(std::vector<float>(std::max(R, N), 1.0f));
 
   layers_.resize(config.n_layer);
@@ -50,15 +41,11 @@ Mamba1Model::Mamba1Model(const ModelConfig& config, std::shared_ptr<const Tensor
     }
     if (config_.use_conv_bias) layer.conv_bias = binder.f32(mixer + "conv1d.bias", {D});
 
-    // The conv taps and A are re-laid out once so the kernels read sixteen channels per load.
-    const float* conv = binder.f32(mixer + "conv1d.weight", {D, 1, K});
-    std::vector<float> taps(K * D);
-    for (int64_t c = 0; c < D; ++c)
-      for (int64_t k = 0; k < K; ++k) taps[k * D + c] = conv[c * K + k];
-    layer.conv_weight = binder.keep(std::move(taps));
+    layer.conv_weight = binder.conv_taps(mixer + "conv1d.weight", D, K);
 
     const float* a_log = binder.f32(mixer + "A_log", {D, N});
-    // A = -exp(A_log), kept premultiplied by log2(e) (in double, one rounding) for the scan.
+    // A = -exp(A_log), kept premultiplied by log2(e) (in double, one rounding) and re-laid out
+    // state-major once, so the scan reads sixteen channels per load.
     std::vector<float> a_base2(N * D);
     for (int64_t c = 0; c < D; ++c)
       for (int64_t n = 0; n < N; ++n)

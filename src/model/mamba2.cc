@@ -15,18 +15,10 @@ namespace mb {
 
 Mamba2Model::Mamba2Model(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors,
                          const LoadOptions& options) {
-  config_ = config;
-  tensors_ = tensors;
-  binder_ = std::make_shared<WeightBinder>(*tensors_, options.weight_dtype);
-  WeightBinder& binder = *binder_;
-  check_layer_indices(*tensors_, config.n_layer);
+  WeightBinder& binder = bind_common(config, std::move(tensors), options);
 
   const int64_t d = config.d_model, di = config.d_inner, N = config.d_state, P = config.headdim,
                 H = config.n_heads(), K = config.d_conv, W = conv_width(), ip = in_proj_dim();
-  const std::string first = "backbone.layers.0.mixer.";
-  if (config.use_bias_from_checkpoint) config_.use_bias = binder.has(first + "in_proj.bias");
-  if (config.use_conv_bias_from_checkpoint) config_.use_conv_bias = binder.has(first + "conv1d.bias");
-  bind_common(binder);
 
   layers_.resize(config.n_layer);
   for (int64_t l = 0; l < config.n_layer; ++l) {
@@ -43,12 +35,7 @@ Mamba2Model::Mamba2Model(const ModelConfig& config, std::shared_ptr<const Tensor
     if (config_.use_conv_bias) layer.conv_bias = binder.f32(mixer + "conv1d.bias", {W});
     if (config_.gated_norm) layer.gate_norm = binder.f32(mixer + "norm.weight", {di});
 
-    // The conv taps are re-laid out once so the kernels read sixteen channels per load.
-    const float* conv = binder.f32(mixer + "conv1d.weight", {W, 1, K});
-    std::vector<float> taps(K * W);
-    for (int64_t c = 0; c < W; ++c)
-      for (int64_t k = 0; k < K; ++k) taps[k * W + c] = conv[c * K + k];
-    layer.conv_weight = binder.keep(std::move(taps));
+    layer.conv_weight = binder.conv_taps(mixer + "conv1d.weight", W, K);
 
     Mamba2ScanParams& s = layer.scan;
     s.n_heads = H;

@@ -9,11 +9,6 @@
 #include "ops/rms_norm.h"
 
 namespace mb {
-namespace {
-
-
-}  // namespace
-
 int64_t mamba3_rope_angles(int64_t d_state, double rope_fraction) {
   return static_cast<int64_t>(static_cast<float>(d_state) * static_cast<float>(rope_fraction)) / 2;
 }
@@ -29,12 +24,7 @@ bool Mamba3Model::auto_prefers_chunked(int64_t positions, int64_t ssd_chunk) {
 
 Mamba3Model::Mamba3Model(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors,
                          const LoadOptions& options) {
-  config_ = config;
-  tensors_ = tensors;
-  binder_ = std::make_shared<WeightBinder>(*tensors_, options.weight_dtype);
-  WeightBinder& binder = *binder_;
-  check_layer_indices(*tensors_, config.n_layer);
-  bind_common(binder);
+  WeightBinder& binder = bind_common(config, std::move(tensors), options);
 
   const int64_t d = config.d_model, di = config.d_inner, N = config.d_state, P = config.headdim;
   const int64_t H = config.n_heads(), G = config.ngroups;

@@ -59,7 +59,16 @@ uint64_t checkpoint_fingerprint(const ModelConfig& c, const TensorSet& tensors) 
 
 }  // namespace
 
-void Model::bind_common(WeightBinder& binder) {
+WeightBinder& Model::bind_common(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors,
+                                 const LoadOptions& options) {
+  config_ = config;
+  tensors_ = std::move(tensors);
+  binder_ = std::make_shared<WeightBinder>(*tensors_, options.weight_dtype);
+  WeightBinder& binder = *binder_;
+  check_layer_indices(*tensors_, config.n_layer);
+  const std::string first = "backbone.layers.0.mixer.";
+  if (config.use_bias_from_checkpoint) config_.use_bias = binder.has(first + "in_proj.bias");
+  if (config.use_conv_bias_from_checkpoint) config_.use_conv_bias = binder.has(first + "conv1d.bias");
   const ModelConfig& c = config_;
   fingerprint_ = checkpoint_fingerprint(c, *tensors_);
   const std::string embedding_name =
@@ -84,6 +93,7 @@ void Model::bind_common(WeightBinder& binder) {
     input_proj_ = binder.matrix("input_proj.weight", c.d_model, input_dim);
     input_proj_bias_ = binder.f32_if_present("input_proj.bias", {c.d_model});
   }
+  return binder;
 }
 
 int64_t Model::output_width(OutputKind kind) const {

@@ -134,9 +134,11 @@ class Model {
   // Scratch floats forward_layers needs per row.
   virtual size_t scratch_floats_per_row() const = 0;
 
-  // Binds the embedding, final norm, LM head and optional input projection shared by all
-  // architectures.
-  void bind_common(WeightBinder& binder);
+  // The first step of every architecture's constructor: keeps the config and the tensors, checks
+  // the layer indices, resolves the bias presence a config leaves to the checkpoint, and binds the
+  // embedding, final norm, LM head and optional input projection shared by all architectures.
+  WeightBinder& bind_common(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors,
+                            const LoadOptions& options);
 
   ModelConfig config_;
   const StoredTensor* embedding_ = nullptr;  // [vocab_rows or vocab_size, d_model], read in place for lookups

@@ -90,6 +90,14 @@ const float* WeightBinder::f32_if_present(const std::string& name, const std::ve
   return has(name) ? f32(name, shape) : nullptr;
 }
 
+const float* WeightBinder::conv_taps(const std::string& name, int64_t channels, int64_t kernel_size) {
+  const float* conv = f32(name, {channels, 1, kernel_size});
+  std::vector<float> taps(kernel_size * channels);
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t k = 0; k < kernel_size; ++k) taps[k * channels + c] = conv[c * kernel_size + k];
+  return keep(std::move(taps));
+}
+
 const float* WeightBinder::keep(std::vector<float> values) {
   owned_floats_.push_back(std::move(values));
   return owned_floats_.back().data();

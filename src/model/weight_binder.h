@@ -33,6 +33,9 @@ class WeightBinder {
   // An f32 copy of a tensor whose shape must equal `shape`.
   const float* f32(const std::string& name, const std::vector<int64_t>& shape);
   const float* f32_if_present(const std::string& name, const std::vector<int64_t>& shape);
+  // A depthwise conv1d weight stored [channels, 1, K], re-laid out tap-major [K, channels] so the
+  // conv kernel reads sixteen channels per load.
+  const float* conv_taps(const std::string& name, int64_t channels, int64_t kernel_size);
   // Keeps `values` alive for the lifetime of the binder and returns its data.
   const float* keep(std::vector<float> values);
 
