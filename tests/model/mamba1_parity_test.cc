@@ -5,16 +5,13 @@
 
 #include "common/mamba1_reference.h"
 #include "common/model_fixture.h"
+#include "common/parity.h"
 #include "common/test_util.h"
 
 namespace mb {
 namespace {
 
-struct ParityCase {
-  std::string name;
-  MakeModelOptions options;
-  std::optional<DType> load_dtype;  // engine storage; empty = as stored
-};
+using test::ParityCase;
 
 std::vector<ParityCase> parity_cases() {
   std::vector<ParityCase> cases;
@@ -84,18 +81,10 @@ TEST_P(Mamba1Parity, LogitsMatchDoubleReferenceOver64Steps) {
   const auto tokens = test::random_tokens(64, pc.options.config.vocab_size, 7);
   SequenceState state = model->new_state();
   const auto logits = test::step_logits(*model, ComputeContext{2, best_isa()}, tokens, state);
-  const int64_t V = model->config().vocab_size;
-  double worst_ratio = 0;
-  for (size_t t = 0; t < tokens.size(); ++t) {
-    const auto expected = reference.step(tokens[t]);
-    double max_logit = 0, max_diff = 0;
-    for (int64_t v = 0; v < V; ++v) {
-      max_logit = std::max(max_logit, std::fabs(expected[v]));
-      max_diff = std::max(max_diff, std::fabs(expected[v] - logits[t * V + v]));
-    }
-    ASSERT_LE(max_diff, 1e-4 * max_logit) << "step " << t;
-    worst_ratio = std::max(worst_ratio, max_diff / max_logit);
-  }
+  std::vector<std::vector<double>> expected;
+  for (int32_t token : tokens) expected.push_back(reference.step(token));
+  const double worst_ratio = test::worst_step_ratio(expected, logits, model->config().vocab_size);
+  EXPECT_LE(worst_ratio, 1e-4);
   RecordProperty("worst_relative_diff", std::to_string(worst_ratio));
   std::printf("[ parity ] %-22s worst max|diff|/max|logit| = %.3g\n", pc.name.c_str(), worst_ratio);
 }

@@ -1,21 +1,19 @@
 // Mamba-2 engine logits against the double-precision reference (tests/common/mamba2_reference)
-// over awkward shapes and both checkpoint layouts: max |diff| <= 1e-4 x max |logit| over 64
-// decode steps; and the chunked SSD prefill within 1e-5 of the sequential prefill.
+// over awkward shapes and both checkpoint layouts: max |diff| <= 1e-4 x max |logit| at every one
+// of 32 positions, for decode steps, the sequential prefill and the chunked prefill; and the
+// chunked SSD prefill within 1e-5 of the sequential prefill.
 #include <gtest/gtest.h>
 
 #include "common/mamba2_reference.h"
 #include "common/model_fixture.h"
+#include "common/parity.h"
 #include "common/tensor_io.h"
 #include "common/test_util.h"
 
 namespace mb {
 namespace {
 
-struct ParityCase {
-  std::string name;
-  MakeModelOptions options;
-  std::optional<DType> load_dtype;  // engine storage; empty = as stored
-};
+using test::ParityCase;
 
 std::vector<ParityCase> parity_cases() {
   std::vector<ParityCase> cases;
@@ -58,36 +56,48 @@ std::vector<ParityCase> parity_cases() {
   return cases;
 }
 
-// Worst max|diff| / max|logit| of the engine's decode steps against the reference over 64 steps.
-double decode_parity(const std::string& dir, std::optional<DType> load_dtype) {
+// Worst max|diff| / max|logit| against the reference over 32 positions, for decode steps and for
+// the sequential and the chunked prefill (SSD chunks of 8: four chunks, so the state passing
+// between chunks is exercised).
+struct ParityResult {
+  double steps, sequential, chunked;
+};
+
+ParityResult parity(const std::string& dir, std::optional<DType> load_dtype) {
   auto model = Model::load(dir, {load_dtype});
   const DType* round_to = load_dtype ? &*load_dtype : nullptr;
   test::Mamba2Reference reference(dir, round_to);
   EXPECT_EQ(model->config().vocab_size, reference.vocab_size());
   const int64_t V = model->config().vocab_size;
-  const auto tokens = test::random_tokens(64, V, 7);
+  const auto tokens = test::random_tokens(32, V, 7);
+  std::vector<std::vector<double>> expected;
+  for (int32_t token : tokens) expected.push_back(reference.step(token));
+  const ComputeContext ctx{2, best_isa()};
   SequenceState state = model->new_state();
-  const auto logits = test::step_logits(*model, ComputeContext{2, best_isa()}, tokens, state);
-  double worst = 0;
-  for (size_t t = 0; t < tokens.size(); ++t) {
-    const auto expected = reference.step(tokens[t]);
-    double max_logit = 0, max_diff = 0;
-    for (int64_t v = 0; v < V; ++v) {
-      max_logit = std::max(max_logit, std::fabs(expected[v]));
-      max_diff = std::max(max_diff, std::fabs(expected[v] - logits[t * V + v]));
-    }
-    worst = std::max(worst, max_diff / max_logit);
+  ParityResult r;
+  r.steps = test::worst_step_ratio(expected, test::step_logits(*model, ctx, tokens, state), V);
+  for (ScanForm scan : {ScanForm::Sequential, ScanForm::Chunked}) {
+    SequenceState fresh = model->new_state();
+    const auto logits = test::prefill(*model, ctx, tokens, fresh, {OutputKind::LogitsAll, 0, scan, 8});
+    (scan == ScanForm::Chunked ? r.chunked : r.sequential) = test::worst_step_ratio(expected, logits, V);
   }
-  return worst;
+  return r;
+}
+
+void expect_parity(const std::string& dir, std::optional<DType> load_dtype, const std::string& name) {
+  const ParityResult r = parity(dir, load_dtype);
+  EXPECT_LE(r.steps, 1e-4);
+  EXPECT_LE(r.sequential, 1e-4);
+  EXPECT_LE(r.chunked, 1e-4);
+  std::printf("[ parity ] %-26s worst max|diff|/max|logit|: steps %.3g, sequential %.3g, chunked %.3g\n",
+              name.c_str(), r.steps, r.sequential, r.chunked);
 }
 
 class Mamba2Parity : public ::testing::TestWithParam<ParityCase> {};
 
-TEST_P(Mamba2Parity, LogitsMatchDoubleReferenceOver64Steps) {
+TEST_P(Mamba2Parity, LogitsMatchDoubleReferenceOver32Positions) {
   const ParityCase& pc = GetParam();
-  const double worst = decode_parity(test::write_model(pc.options, "m2parity_" + pc.name), pc.load_dtype);
-  EXPECT_LE(worst, 1e-4);
-  std::printf("[ parity ] %-26s worst max|diff|/max|logit| = %.3g\n", pc.name.c_str(), worst);
+  expect_parity(test::write_model(pc.options, "m2parity_" + pc.name), pc.load_dtype, pc.name);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2Parity, ::testing::ValuesIn(parity_cases()),
@@ -111,7 +121,7 @@ TEST(Mamba2Parity, DPerChannelCheckpointsMatchTheReference) {
       t.byte_size = values.size() * sizeof(float);
     }
   });
-  EXPECT_LE(decode_parity(dir, std::nullopt), 1e-4);
+  expect_parity(dir, std::nullopt, "d_per_channel");
 }
 
 TEST(Mamba2Chunked, ChunkedPrefillIsWithin1e5OfTheSequentialPrefill) {

@@ -7,16 +7,14 @@
 
 #include "common/mamba3_reference.h"
 #include "common/model_fixture.h"
+#include "common/parity.h"
 #include "common/test_util.h"
 
 namespace mb {
 namespace {
 
-struct ParityCase {
-  std::string name;
-  MakeModelOptions options;
-  std::optional<DType> load_dtype;  // engine storage; empty = as stored
-};
+using test::ParityCase;
+using test::worst_step_ratio;
 
 std::vector<ParityCase> parity_cases() {
   std::vector<ParityCase> cases;
@@ -63,20 +61,6 @@ std::vector<ParityCase> parity_cases() {
   add(
       "f32_loaded_as_f16", [](ModelConfig& c) { c.is_outproj_norm = true; }, DType::F32, DType::F16);
   return cases;
-}
-
-double worst_step_ratio(const std::vector<std::vector<double>>& expected, const std::vector<float>& got,
-                        int64_t V) {
-  double worst = 0;
-  for (size_t t = 0; t < expected.size(); ++t) {
-    double max_logit = 0, max_diff = 0;
-    for (int64_t v = 0; v < V; ++v) {
-      max_logit = std::max(max_logit, std::fabs(expected[t][v]));
-      max_diff = std::max(max_diff, std::fabs(expected[t][v] - got[t * V + v]));
-    }
-    worst = std::max(worst, max_diff / max_logit);
-  }
-  return worst;
 }
 
 class Mamba3Parity : public ::testing::TestWithParam<ParityCase> {};
