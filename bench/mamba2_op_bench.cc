@@ -27,14 +27,22 @@ int main(int argc, char** argv) {
   p.dt_max = INFINITY;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--threads") threads = std::atoi(argv[i + 1]);
-    else if (flag == "--lengths") lengths = bench::parse_list(argv[i + 1]);
-    else if (flag == "--chunks") chunks = bench::parse_list(argv[i + 1]);
-    else if (flag == "--repeats") repeats = std::atoi(argv[i + 1]);
-    else if (flag == "--heads") p.n_heads = std::atoll(argv[i + 1]);
-    else if (flag == "--headdim") p.headdim = std::atoll(argv[i + 1]);
-    else if (flag == "--d-state") p.d_state = std::atoll(argv[i + 1]);
-    else if (flag == "--groups") p.n_groups = std::atoll(argv[i + 1]);
+    if (flag == "--threads")
+      threads = std::atoi(argv[i + 1]);
+    else if (flag == "--lengths")
+      lengths = bench::parse_list(argv[i + 1]);
+    else if (flag == "--chunks")
+      chunks = bench::parse_list(argv[i + 1]);
+    else if (flag == "--repeats")
+      repeats = std::atoi(argv[i + 1]);
+    else if (flag == "--heads")
+      p.n_heads = std::atoll(argv[i + 1]);
+    else if (flag == "--headdim")
+      p.headdim = std::atoll(argv[i + 1]);
+    else if (flag == "--d-state")
+      p.d_state = std::atoll(argv[i + 1]);
+    else if (flag == "--groups")
+      p.n_groups = std::atoll(argv[i + 1]);
   }
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -69,8 +77,8 @@ int main(int argc, char** argv) {
         p.chunk = v == 0 ? 256 : chunks[v - 1];
         std::copy(dt_source.begin(), dt_source.begin() + T * p.n_heads, dt.begin());
         std::fill(state.begin(), state.end(), 0.0f);
-        const Mamba2ScanSequence seq{T, xbc.data(), p.conv_width(), dt.data(), p.n_heads, state.data(),
-                                     y.data(), p.d_inner(), v > 0};
+        const Mamba2ScanSequence seq{
+            T, xbc.data(), p.conv_width(), dt.data(), p.n_heads, state.data(), y.data(), p.d_inner(), v > 0};
         const auto start = std::chrono::steady_clock::now();
         mamba2_scan(ctx, p, std::span(&seq, 1));
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -68,8 +68,8 @@ size_t Mamba2Model::scratch_floats_per_row() const {
   return config_.d_model + in_proj_dim() + conv_width() + config_.d_inner;
 }
 
-void Mamba2Model::forward_layers(const ComputeContext& ctx, std::span<const Rows> rows, float* hidden, int64_t m,
-                                 Workspace& ws, float* scratch) const {
+void Mamba2Model::forward_layers(const ComputeContext& ctx, std::span<const Rows> rows, float* hidden,
+                                 int64_t m, Workspace& ws, float* scratch) const {
   const ModelConfig& c = config_;
   const int64_t d = c.d_model, di = c.d_inner, W = conv_width(), ip = in_proj_dim();
   const size_t conv_floats = (c.d_conv - 1) * W;
@@ -78,8 +78,8 @@ void Mamba2Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
   // measured (bench/mamba2_op_bench: d_state 16 to 128, chunks of 16 to 256, up to 1024
   // positions; BENCHMARKS.md), so Auto picks it: the chunked form only adds work here.
   const bool chunked = ws.options.scan == ScanForm::Chunked;
-  float* xn = scratch;       // [m, d]
-  float* proj = xn + m * d;  // [m, in_proj_dim]: z | xBC | dt
+  float* xn = scratch;         // [m, d]
+  float* proj = xn + m * d;    // [m, in_proj_dim]: z | xBC | dt
   float* xbc = proj + m * ip;  // [m, conv_width] conv + SiLU outputs
   float* y = xbc + m * W;      // [m, d_inner]
 
@@ -96,7 +96,8 @@ void Mamba2Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
     }
     {
       ScopedPhase timer(ctx.profile, Phase::InProj);
-      matmul(ctx, {xn, d, m, layer.in_proj, layer.in_proj_bias, proj, ip, false});  // [m, d] -> [m, in_proj_dim]
+      matmul(ctx,
+             {xn, d, m, layer.in_proj, layer.in_proj_bias, proj, ip, false});  // [m, d] -> [m, in_proj_dim]
     }
     for (size_t s = 0; s < rows.size(); ++s) {
       float* state = rows[s].state->values.data() + state_offset;
@@ -137,7 +138,8 @@ void Mamba2Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
     }
     {
       ScopedPhase timer(ctx.profile, Phase::OutProj);
-      matmul(ctx, {y, di, m, layer.out_proj, layer.out_proj_bias, hidden, d, true});  // residual += [m, di] -> [m, d]
+      matmul(ctx, {y, di, m, layer.out_proj, layer.out_proj_bias, hidden, d,
+                   true});  // residual += [m, di] -> [m, d]
     }
   }
 }

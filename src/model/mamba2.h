@@ -27,7 +27,8 @@ struct Mamba2Layer {
 
 class Mamba2Model : public Model {
  public:
-  Mamba2Model(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors, const LoadOptions& options);
+  Mamba2Model(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors,
+              const LoadOptions& options);
 
   // Per layer: conv history [d_conv - 1, conv_width] (oldest first), then SSM state [H, N, P].
   size_t state_floats() const override { return config_.n_layer * layer_state_floats(); }

@@ -17,14 +17,18 @@ std::vector<GeneratedTensor> make_mamba2_layer_tensors(const ModelConfig& c, uin
     const std::string m = p + "mixer.";
     out.push_back({p + "norm.weight", {d}, std::vector<float>(d, 1.0f), false});
     // Unit-variance outputs for unit-variance inputs (uniform, bound sqrt(3 / fan_in)).
-    out.push_back(
-        {m + "in_proj.weight", {in_proj_dim, d}, rng.uniform_values(in_proj_dim * d, std::sqrt(3.0 / d)), false});
-    if (c.use_bias) out.push_back({m + "in_proj.bias", {in_proj_dim}, rng.uniform_values(in_proj_dim, 0.1), false});
+    out.push_back({m + "in_proj.weight",
+                   {in_proj_dim, d},
+                   rng.uniform_values(in_proj_dim * d, std::sqrt(3.0 / d)),
+                   false});
+    if (c.use_bias)
+      out.push_back({m + "in_proj.bias", {in_proj_dim}, rng.uniform_values(in_proj_dim, 0.1), false});
     out.push_back({m + "conv1d.weight",
                    {conv_width, 1, K},
                    rng.uniform_values(conv_width * K, 1.0 / std::sqrt(double(K))),
                    false});
-    if (c.use_conv_bias) out.push_back({m + "conv1d.bias", {conv_width}, rng.uniform_values(conv_width, 0.1), false});
+    if (c.use_conv_bias)
+      out.push_back({m + "conv1d.bias", {conv_width}, rng.uniform_values(conv_width, 0.1), false});
     std::vector<float> dt_bias(H), a_log(H);
     for (float& b : dt_bias) {
       const double dt = std::exp(std::log(1e-3) + rng.uniform() * (std::log(1e-1) - std::log(1e-3)));

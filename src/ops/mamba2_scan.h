@@ -26,15 +26,15 @@
 namespace mb {
 
 struct Mamba2ScanParams {
-  int64_t n_heads = 0;   // H
-  int64_t headdim = 0;   // P
-  int64_t d_state = 0;   // N, at most 256
-  int64_t n_groups = 0;  // G; heads h use group h / (H / G)
+  int64_t n_heads = 0;             // H
+  int64_t headdim = 0;             // P
+  int64_t d_state = 0;             // N, at most 256
+  int64_t n_groups = 0;            // G; heads h use group h / (H / G)
   const float* dt_bias = nullptr;  // [H]
   // [H] = A * log2(e) = -exp(A_log) * log2(e): the sequential form takes the decay as a base-2
   // exponential, which needs no reduction by ln 2 (as the Mamba-1 scan).
   const float* a_base2 = nullptr;
-  const float* a = nullptr;  // [H] = A = -exp(A_log): the chunked form sums log-decays dt * A
+  const float* a = nullptr;       // [H] = A = -exp(A_log): the chunked form sums log-decays dt * A
   const float* d_skip = nullptr;  // [H], or [H * P] when d_skip_per_channel
   bool d_skip_per_channel = false;
   float dt_min = 0.0f;  // the config's time_step_limit

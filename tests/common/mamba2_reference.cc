@@ -9,8 +9,12 @@
 namespace mb::test {
 namespace {
 
-double silu(double x) { return x / (1.0 + std::exp(-x)); }
-double softplus(double x) { return x > 20 ? x : std::log1p(std::exp(x)); }
+double silu(double x) {
+  return x / (1.0 + std::exp(-x));
+}
+double softplus(double x) {
+  return x > 20 ? x : std::log1p(std::exp(x));
+}
 
 // x * (1 / sqrt(mean(x^2) + eps)) over [begin, begin + n).
 void rms_scale(std::vector<double>& x, int64_t begin, int64_t n, double eps) {
@@ -28,7 +32,8 @@ Mamba2Reference::Mamba2Reference(const std::string& dir, const DType* round_to)
   const std::string embedding_name =
       set.find("backbone.embeddings.weight") ? "backbone.embeddings.weight" : "backbone.embedding.weight";
   embedding_ = read_tensor_values(set, embedding_name, nullptr, true);
-  lm_head_ = read_tensor_values(set, config_.tie_embeddings ? embedding_name : "lm_head.weight", round_to, true);
+  lm_head_ =
+      read_tensor_values(set, config_.tie_embeddings ? embedding_name : "lm_head.weight", round_to, true);
   norm_f_ = read_tensor_values(set, "backbone.norm_f.weight", nullptr, true);
   const ModelConfig& c = config_;
   const int64_t H = c.d_inner / c.headdim, W = c.d_inner + 2 * c.ngroups * c.d_state;
@@ -82,7 +87,8 @@ std::vector<double> Mamba2Reference::step(int token) {
     std::vector<double> y(di);
     for (int64_t hd = 0; hd < H; ++hd) {
       const int64_t g = hd / (H / G);
-      const double dt = std::clamp(softplus(zxbcdt[di + W + hd] + L.dt_bias[hd]), c.dt_limit_min, c.dt_limit_max);
+      const double dt =
+          std::clamp(softplus(zxbcdt[di + W + hd] + L.dt_bias[hd]), c.dt_limit_min, c.dt_limit_max);
       const double decay = std::exp(dt * -std::exp(L.a_log[hd]));
       for (int64_t p = 0; p < P; ++p) {
         const double x = xbc[hd * P + p];

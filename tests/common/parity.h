@@ -20,8 +20,8 @@ struct ParityCase {
 };
 
 // The worst over positions t of max_v |expected[t][v] - got[t * V + v]| / max_v |expected[t][v]|.
-inline double worst_step_ratio(const std::vector<std::vector<double>>& expected, const std::vector<float>& got,
-                               int64_t V) {
+inline double worst_step_ratio(const std::vector<std::vector<double>>& expected,
+                               const std::vector<float>& got, int64_t V) {
   double worst = 0;
   for (size_t t = 0; t < expected.size(); ++t) {
     double max_logit = 0, max_diff = 0;

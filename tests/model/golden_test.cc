@@ -64,10 +64,11 @@ TEST_P(Golden, PrefillAndDecodeStepsMatchTheOtherEngine) {
   const ComputeContext ctx{2, best_isa()};
 
   SequenceState state = model->new_state();
-  expect_matches_golden(test::prefill(*model, ctx, tokens, state, {OutputKind::LogitsAll, 0}), golden, shape[1],
-                        GetParam() + " prefill");
+  expect_matches_golden(test::prefill(*model, ctx, tokens, state, {OutputKind::LogitsAll, 0}), golden,
+                        shape[1], GetParam() + " prefill");
   SequenceState stepped = model->new_state();
-  expect_matches_golden(test::step_logits(*model, ctx, tokens, stepped), golden, shape[1], GetParam() + " steps");
+  expect_matches_golden(test::step_logits(*model, ctx, tokens, stepped), golden, shape[1],
+                        GetParam() + " steps");
   if (model->config().arch == Architecture::Mamba2) {
     SequenceState chunked = model->new_state();
     expect_matches_golden(

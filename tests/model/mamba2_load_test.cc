@@ -83,11 +83,18 @@ TEST(Mamba2Config, ConfigsThatDoNotFitAreRefusedNamingTheKey) {
   expect_error([&] { parse_model_config(with("num_heads", 6), "c"); }, {"num_heads", "head_dim"});
   expect_error([&] { parse_model_config(with("n_groups", 3), "c"); }, {"group count", "3"});
   expect_error([&] { parse_model_config(with("state_size", 512), "c"); }, {"512", "256"});
-  expect_error([&] { parse_model_config(with("time_step_limit", json::array({0.1})), "c"); }, {"time_step_limit"});
-  expect_error([&] { parse_model_config(with("time_step_limit", json::array({0.2, 0.1})), "c"); },
-               {"time_step_limit", "min <= max"});
-  expect_error([&] { parse_model_config(with("time_step_limit", json::array({"x", 1})), "c"); },
-               {"time_step_limit", "numbers"});
+  expect_error([&] { parse_model_config(with("time_step_limit", json::array({0.1})), "c"); },
+               {"time_step_limit"});
+  expect_error(
+      [&] {
+        parse_model_config(with("time_step_limit", json::array({0.2, 0.1})), "c");
+      },
+      {"time_step_limit", "min <= max"});
+  expect_error(
+      [&] {
+        parse_model_config(with("time_step_limit", json::array({"x", 1})), "c");
+      },
+      {"time_step_limit", "numbers"});
   expect_error([&] { parse_model_config(with("head_dim", -16), "c"); }, {"head_dim", "positive"});
   expect_error([&] { parse_model_config(with("model_type", "mamba3"), "c"); }, {"model_type", "mamba3"});
 

@@ -140,8 +140,15 @@ TEST_P(Mamba2Op, OnePositionAtATimeEqualsAllAtOnce) {
   std::vector<float> state = f.state, dt = f.dt, y(all.size());
   const Mamba2ScanParams& p = f.params;
   for (int64_t t = 0; t < f.length; ++t) {
-    const Mamba2ScanSequence seq{1,  f.xbc.data() + t * p.conv_width(), p.conv_width(), dt.data() + t * p.n_heads,
-                                 p.n_heads, state.data(), y.data() + t * p.d_inner(), p.d_inner(), false};
+    const Mamba2ScanSequence seq{1,
+                                 f.xbc.data() + t * p.conv_width(),
+                                 p.conv_width(),
+                                 dt.data() + t * p.n_heads,
+                                 p.n_heads,
+                                 state.data(),
+                                 y.data() + t * p.d_inner(),
+                                 p.d_inner(),
+                                 false};
     mamba2_scan(ComputeContext{1, best_isa()}, p, std::span(&seq, 1));
   }
   EXPECT_TRUE(test::same_bits(y, all));
@@ -153,7 +160,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2Op,
                                            OpCase{"n64_p16_eight_groups", 8, 16, 64, 8},
                                            OpCase{"n16_p24_six_heads_two_groups", 6, 24, 16, 2},
                                            OpCase{"n1_p16_three_heads", 3, 16, 1, 1},
-                                           OpCase{"n20_p40_d_per_channel_dt_limit", 4, 40, 20, 2, true, 0.03f}),
+                                           OpCase{"n20_p40_d_per_channel_dt_limit", 4, 40, 20, 2, true,
+                                                  0.03f}),
                          [](const auto& info) { return info.param.name; });
 
 TEST(Mamba2Op, DtIsClampedToTheTimeStepLimit) {
@@ -162,8 +170,9 @@ TEST(Mamba2Op, DtIsClampedToTheTimeStepLimit) {
   OpFixture f(c, 9, 11);
   f.params.dt_min = 0.01f;
   std::vector<float> dt = f.dt, state = f.state, y(9 * f.params.d_inner());
-  const Mamba2ScanSequence seq{9,   f.xbc.data(), f.params.conv_width(), dt.data(), 2, state.data(),
-                               y.data(), f.params.d_inner(), false};
+  const Mamba2ScanSequence seq{
+      9,    f.xbc.data(), f.params.conv_width(), dt.data(), 2, state.data(), y.data(), f.params.d_inner(),
+      false};
   mamba2_scan(ComputeContext{1, best_isa()}, f.params, std::span(&seq, 1));
   for (float v : dt) {
     EXPECT_GE(v, 0.01f);
@@ -183,8 +192,9 @@ TEST(GatedRmsNorm, MatchesTheReferencePerGroupOnEveryTarget) {
       auto weight = test::random_floats(dim, 7, 0.5f);
       for (float& w : weight) w += 1.0f;
       for (bool with_weight : {true, false}) {
-        GatedRmsNormArgs args{y.data(), dim, z.data(), dim + 3, rows, dim, dim / groups,
-                              with_weight ? weight.data() : nullptr, 1e-5f, nullptr, dim};
+        GatedRmsNormArgs args{y.data(), dim,     z.data(),     dim + 3,
+                              rows,     dim,     dim / groups, with_weight ? weight.data() : nullptr,
+                              1e-5f,    nullptr, dim};
         std::vector<float> expected(rows * dim), base(rows * dim);
         args.out = expected.data();
         gated_rms_norm_reference(args);

@@ -17,7 +17,8 @@ using test::ParityCase;
 
 std::vector<ParityCase> parity_cases() {
   std::vector<ParityCase> cases;
-  auto add = [&](std::string name, std::function<void(MakeModelOptions&)> tweak, std::optional<DType> load = {}) {
+  auto add = [&](std::string name, std::function<void(MakeModelOptions&)> tweak,
+                 std::optional<DType> load = {}) {
     MakeModelOptions o;
     o.config = test::mamba2_config();
     o.seed = cases.size() + 31;
@@ -52,7 +53,8 @@ std::vector<ParityCase> parity_cases() {
   add("sharded_3", [](auto& o) { o.shards = 3; });
   add("stored_bf16", [](auto& o) { o.dtype = DType::BF16; });
   add("stored_f16", [](auto& o) { o.dtype = DType::F16; });
-  add("f32_loaded_as_bf16", [](auto&) {}, DType::BF16);
+  add(
+      "f32_loaded_as_bf16", [](auto&) {}, DType::BF16);
   return cases;
 }
 
@@ -137,8 +139,8 @@ TEST(Mamba2Chunked, ChunkedPrefillIsWithin1e5OfTheSequentialPrefill) {
     for (int64_t ssd_chunk : {8, 32, 64}) {
       for (int64_t round : {0, 50}) {
         SequenceState state = model->new_state();
-        const auto chunked =
-            test::prefill(*model, ctx, tokens, state, {OutputKind::LogitsAll, round, ScanForm::Chunked, ssd_chunk});
+        const auto chunked = test::prefill(*model, ctx, tokens, state,
+                                           {OutputKind::LogitsAll, round, ScanForm::Chunked, ssd_chunk});
         const double scale = test::max_abs(sequential);
         EXPECT_LE(test::max_abs_diff(sequential, chunked), 1e-5 * scale)
             << "T " << T << " ssd chunk " << ssd_chunk << " round " << round;

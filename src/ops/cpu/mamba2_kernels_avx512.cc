@@ -16,7 +16,7 @@ namespace mb::cpu_avx512 {
 
 namespace mb::cpu {
 void mamba2_scan_avx512(const Mamba2ScanParams& params, std::span<const Mamba2ScanSequence> sequences,
-                      int n_threads) {
+                        int n_threads) {
   cpu_avx512::mamba2_scan_all(params, sequences, n_threads);
 }
 }  // namespace mb::cpu

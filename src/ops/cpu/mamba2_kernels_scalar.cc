@@ -16,7 +16,7 @@ namespace mb::cpu_scalar {
 
 namespace mb::cpu {
 void mamba2_scan_scalar(const Mamba2ScanParams& params, std::span<const Mamba2ScanSequence> sequences,
-                      int n_threads) {
+                        int n_threads) {
   cpu_scalar::mamba2_scan_all(params, sequences, n_threads);
 }
 }  // namespace mb::cpu
