@@ -1,3 +1,5 @@
+#include <cstdint>
+
 #include "commands.h"
 #include "core/error.h"
 #include "io/npy.h"
@@ -13,11 +15,11 @@ void add_logits(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("logits", "Write the logits of a token sequence to a .npy file");
-  cmd->add_option("--model,-m", args->model, "Checkpoint folder")->required();
+  cmd->add_option("-m,--model", args->model, "Checkpoint folder")->required();
   cmd->add_option("--tokens", args->tokens, "Comma-separated token ids")->required();
   cmd->add_option("--out", args->out, "Output .npy (float32 [T, vocab] or [1, vocab])")->required();
   cmd->add_flag("--all-positions", args->all_positions, "Logits at every position instead of the last");
-  cmd->add_option("--threads,-t", args->threads, "Threads (0 = all cores)");
+  cmd->add_option("-t,--threads", args->threads, "Threads (0 = all cores)");
   cmd->add_option("--dtype", args->dtype, "Weight storage: f32 | bf16 | f16 (default: as stored)");
   cmd->add_option("--mode", args->mode, "prefill (one batched pass) | step (one decode step per token)")
       ->capture_default_str();
@@ -26,6 +28,8 @@ void add_logits(CLI::App& app) {
   cmd->add_option("--ssd-chunk", args->ssd_chunk, "Chunked-scan (SSD) chunk length (0 = the config's chunk_size)");
   cmd->callback([args] {
     if (args->mode != "prefill" && args->mode != "step") throw Error("--mode must be prefill or step");
+    check_flag_range("--chunk", args->chunk, 0, INT64_MAX, "0 = the whole input");
+    check_flag_range("--ssd-chunk", args->ssd_chunk, 0, INT64_MAX, "0 = the config's chunk_size");
     const ScanForm scan = parse_scan_form(args->scan);
     const auto tokens = parse_token_list(args->tokens);
     const auto ctx = make_context(args->threads);

@@ -1,4 +1,5 @@
 #include <charconv>
+#include <cstdint>
 
 #include "commands.h"
 #include "core/error.h"
@@ -32,8 +33,16 @@ std::string join_ids(const std::vector<int32_t>& ids) {
   return text;
 }
 
+void check_flag_range(const std::string& flag, int64_t value, int64_t min, int64_t max, const std::string& note) {
+  if (value >= min && value <= max) return;
+  std::string requirement = max == INT64_MAX ? ">= " + std::to_string(min)
+                                             : "in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  if (!note.empty()) requirement += " (" + note + ")";
+  throw Error(flag + " must be " + requirement + ", got " + std::to_string(value));
+}
+
 ComputeContext make_context(int threads) {
-  if (threads < 0) throw Error("--threads must be >= 1 (or 0 for all cores)");
+  check_flag_range("-t/--threads", threads, 0, kMaxThreads, "0 = all cores");
   ComputeContext ctx;
   ctx.n_threads = threads == 0 ? default_thread_count() : threads;
   return ctx;

@@ -2,6 +2,10 @@
 
 #include <omp.h>
 
+#include <string>
+
+#include "core/error.h"
+
 namespace mb {
 
 const char* isa_name(Isa isa) {
@@ -30,5 +34,11 @@ Isa best_isa() {
 }
 
 int default_thread_count() { return omp_get_num_procs() > 0 ? omp_get_num_procs() : 1; }
+
+void check_thread_count(int n_threads) {
+  if (n_threads < 1 || n_threads > kMaxThreads)
+    throw Error("ComputeContext: n_threads must be in [1, " + std::to_string(kMaxThreads) + "], got " +
+                std::to_string(n_threads));
+}
 
 }  // namespace mb

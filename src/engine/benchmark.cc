@@ -29,7 +29,9 @@ int32_t argmax(const std::vector<float>& logits) {
 }  // namespace
 
 BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const BenchOptions& o) {
-  if (o.prompt_len < 1 || o.gen_len < 1 || o.repeats < 1) throw Error("bench: prompt and generation lengths and repeats must be positive");
+  if (o.prompt_len < 1 || o.gen_len < 1 || o.repeats < 1)
+    throw Error("bench: prompt_len, gen_len and repeats must be positive");
+  if (o.step_tokens < 0) throw Error("bench: step_tokens must be >= 0 (0 = min(prompt_len, 128))");
   std::vector<int32_t> prompt(o.prompt_len);
   uint64_t x = o.seed * 0x9e3779b97f4a7c15ull + 1;
   for (auto& token : prompt) {

@@ -115,13 +115,32 @@ ModelConfig preset_config(const std::string& name) {
   return c;
 }
 
+double make_model_value_count(const ModelConfig& c, int64_t input_dim) {
+  // Doubles, so that absurd sizes cannot overflow the estimate itself.
+  const double d = static_cast<double>(c.d_model), inner = static_cast<double>(c.expand) * d;
+  const double rows = static_cast<double>(c.vocab_size);
+  const double per_layer = inner * (3 * d + 3 * static_cast<double>(c.d_state) + static_cast<double>(c.d_conv) +
+                                    2 * static_cast<double>(c.dt_rank)) + d;
+  return rows * d * (c.tie_embeddings ? 1 : 2) + static_cast<double>(c.n_layer) * per_layer +
+         static_cast<double>(input_dim) * d;
+}
+
 void make_model(const std::string& out_dir, const MakeModelOptions& options) {
   ModelConfig c = options.config;
+  // Sizes are checked here rather than replaced: a checkpoint of other sizes than the ones asked
+  // for would be a silent surprise. The remaining sizes are checked by the config round trip below.
+  if (c.arch == Architecture::Mamba1 && c.dt_rank < 1)
+    throw Error("make_model: dt_rank must be >= 1, got " + std::to_string(c.dt_rank));
+  if (c.pad_vocab_size_multiple < 1)
+    throw Error("make_model: pad_vocab_size_multiple must be >= 1, got " + std::to_string(c.pad_vocab_size_multiple));
+  if (options.shards < 1) throw Error("make_model: shards must be >= 1, got " + std::to_string(options.shards));
+  if (options.input_dim < 0) throw Error("make_model: input_dim must be >= 0, got " + std::to_string(options.input_dim));
+  const double values = make_model_value_count(c, options.input_dim);
+  if (values > static_cast<double>(kMaxMakeModelValues))
+    throw Error("make_model: the sizes make about " + std::to_string(static_cast<int64_t>(values)) +
+                " weight values, beyond the limit of " + std::to_string(kMaxMakeModelValues));
   c.d_inner = c.expand * c.d_model;
-  if (c.dt_rank <= 0) c.dt_rank = (c.d_model + 15) / 16;
-  if (c.pad_vocab_size_multiple <= 0) c.pad_vocab_size_multiple = 1;
   c.vocab_rows = (c.vocab_size + c.pad_vocab_size_multiple - 1) / c.pad_vocab_size_multiple * c.pad_vocab_size_multiple;
-  if (options.shards < 1) throw Error("--shards must be at least 1");
   if (c.mixer_rms_norm && (c.arch != Architecture::Mamba1 || options.form != ConfigForm::HuggingFace))
     throw Error("FalconMamba checkpoints only exist in the Hugging Face form of Mamba-1");
   // Round-trip the config through the parser so make-model never writes a folder the loader refuses.

@@ -88,6 +88,7 @@ struct Workspace {
   std::vector<int64_t> total, consumed, owner;
   std::vector<RowRange> rows;
   std::vector<double> pooled;
+  std::vector<const SequenceState*> sorted_states;  // the batch's states, sorted to find repeats
   std::vector<CausalConvArgs> conv_args;     // per-sequence op arguments, reused across calls
   std::vector<SelectiveScanArgs> scan_args;
   std::vector<Mamba2ScanSequence> mamba2_args;
@@ -118,8 +119,9 @@ class Model {
   SequenceState new_state() const { return {std::vector<float>(state_floats(), 0.0f), 0}; }
 
   // Runs every sequence's new positions; `outputs[i]` receives sequence i's output rows
-  // (resized as needed). Throws mb::Error for out-of-range token ids or malformed inputs
-  // before touching any state.
+  // (resized as needed). Throws mb::Error for out-of-range token ids, malformed inputs, a state
+  // named by two sequences of the batch, or a thread count outside [1, kMaxThreads], before
+  // touching any state.
   void forward(const ComputeContext& ctx, std::span<const SequenceInput> batch, const ForwardOptions& options,
                Workspace& workspace, std::vector<std::vector<float>>& outputs) const;
 
