@@ -22,12 +22,14 @@ void add_bench(CLI::App& app) {
   cmd->add_option("-t,--threads", args->threads, "Threads (0 = all cores)");
   cmd->add_option("--dtype", args->dtype, "Weight storage: f32 | bf16 | f16 (default: as stored)");
   cmd->add_option("--chunk", args->options.chunk, "Prefill chunk (0 = whole prompt)")->capture_default_str();
-  cmd->add_option("--repeats", args->options.repeats, "Timed repeats (medians reported)")->capture_default_str();
+  cmd->add_option("--repeats", args->options.repeats, "Timed repeats (medians reported)")
+      ->capture_default_str();
   cmd->add_option("--step-tokens", args->options.step_tokens,
                   "Prompt tokens fed through the step loop (default min(prompt-len, 128))");
   cmd->add_option("--scan", args->scan, "Mamba-2/Mamba-3 prefill form: sequential | chunked | auto")
       ->capture_default_str();
-  cmd->add_option("--ssd-chunk", args->options.ssd_chunk, "Chunked-scan (SSD) chunk length (0 = the config's)");
+  cmd->add_option("--ssd-chunk", args->options.ssd_chunk,
+                  "Chunked-scan (SSD) chunk length (0 = the config's)");
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->add_flag("--profile", args->options.profile, "Break prefill time down by phase");
   cmd->callback([args] {
@@ -46,26 +48,27 @@ void add_bench(CLI::App& app) {
     auto model = Model::load(args->model, make_load_options(args->dtype));
     const BenchResult r = run_benchmark(*model, ctx, args->options);
     nlohmann::json out = {{"model", args->model},
-                                {"dtype", std::string(dtype_name(model->matrix_dtype()))},
-                                {"threads", ctx.n_threads},
-                                {"isa", isa_name(ctx.isa)},
-                                {"prompt_len", args->options.prompt_len},
-                                {"gen_len", args->options.gen_len},
-                                {"chunk", args->options.chunk},
-                                {"scan", args->scan},
-                                {"repeats", args->options.repeats},
-                                {"prefill_tok_s", r.prefill_tok_s},
-                                {"decode_tok_s", r.decode_tok_s},
-                                {"step_prefill_tok_s", r.step_prefill_tok_s},
-                                {"step_tokens", r.step_tokens},
-                                {"prefill_speedup_vs_step", r.prefill_speedup}};
+                          {"dtype", std::string(dtype_name(model->matrix_dtype()))},
+                          {"threads", ctx.n_threads},
+                          {"isa", isa_name(ctx.isa)},
+                          {"prompt_len", args->options.prompt_len},
+                          {"gen_len", args->options.gen_len},
+                          {"chunk", args->options.chunk},
+                          {"scan", args->scan},
+                          {"repeats", args->options.repeats},
+                          {"prefill_tok_s", r.prefill_tok_s},
+                          {"decode_tok_s", r.decode_tok_s},
+                          {"step_prefill_tok_s", r.step_prefill_tok_s},
+                          {"step_tokens", r.step_tokens},
+                          {"prefill_speedup_vs_step", r.prefill_speedup}};
     if (args->options.profile) {
       nlohmann::json phases = nlohmann::json::object();
       const double total = r.prefill_phases.total();
       for (size_t i = 0; i < r.prefill_phases.seconds.size(); ++i) {
         const double seconds = r.prefill_phases.seconds[i];
         if (seconds <= 0) continue;
-        phases[std::string(phase_name(static_cast<Phase>(i)))] = {{"ms", seconds * 1e3}, {"share", seconds / total}};
+        phases[std::string(phase_name(static_cast<Phase>(i)))] = {{"ms", seconds * 1e3},
+                                                                  {"share", seconds / total}};
       }
       out["prefill_phases"] = phases;
       if (!args->json) {

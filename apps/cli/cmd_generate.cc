@@ -19,7 +19,8 @@ void add_sampling_flags(CLI::App& cmd, SamplingFlags& f) {
   cmd.add_option("--top-k", f.params.top_k, "Top-k (0 = off)")->capture_default_str();
   cmd.add_option("--top-p", f.params.top_p, "Top-p (1 = off)")->capture_default_str();
   cmd.add_option("--min-p", f.params.min_p, "Min-p (0 = off)")->capture_default_str();
-  cmd.add_option("--repeat-penalty", f.params.repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str();
+  cmd.add_option("--repeat-penalty", f.params.repeat_penalty, "Repetition penalty (1 = off)")
+      ->capture_default_str();
   cmd.add_option("--repeat-last-n", f.params.repeat_last_n, "Tokens the penalty looks back over (-1 = all)")
       ->capture_default_str();
   cmd.add_option("--seed", f.seed, "Sampling seed (-1 = random)")->capture_default_str();
@@ -34,12 +35,18 @@ namespace {
 // The flag that sets each sampling parameter, so a bad value is reported as the user typed it.
 const char* sampling_flag(SamplingField field) {
   switch (field) {
-    case SamplingField::Temperature: return "--temp";
-    case SamplingField::TopK: return "--top-k";
-    case SamplingField::TopP: return "--top-p";
-    case SamplingField::MinP: return "--min-p";
-    case SamplingField::RepeatPenalty: return "--repeat-penalty";
-    case SamplingField::RepeatLastN: return "--repeat-last-n";
+    case SamplingField::Temperature:
+      return "--temp";
+    case SamplingField::TopK:
+      return "--top-k";
+    case SamplingField::TopP:
+      return "--top-p";
+    case SamplingField::MinP:
+      return "--min-p";
+    case SamplingField::RepeatPenalty:
+      return "--repeat-penalty";
+    case SamplingField::RepeatLastN:
+      return "--repeat-last-n";
   }
   return "?";
 }
@@ -86,7 +93,8 @@ void add_generate(CLI::App& app) {
       tokenizer = Tokenizer::from_model_dir(args->model);
       request.stop_strings = args->sampling.stops;
     }
-    SequenceState state = args->sampling.state_in.empty() ? model->new_state() : load_state(args->sampling.state_in, *model);
+    SequenceState state =
+        args->sampling.state_in.empty() ? model->new_state() : load_state(args->sampling.state_in, *model);
     Generator generator(*model, tokenizer ? &*tokenizer : nullptr, ctx);
     const GenerateResult result = generator.generate(request, state);
     std::printf("%s\n", join_ids(result.tokens).c_str());
@@ -102,9 +110,11 @@ void add_run(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text from a prompt, streamed to stdout");
-  cmd->add_option("-m,--model", args->model, "Checkpoint folder (default: a tiny demo model made on first use)");
+  cmd->add_option("-m,--model", args->model,
+                  "Checkpoint folder (default: a tiny demo model made on first use)");
   auto* prompt = cmd->add_option("-p,--prompt", args->prompt, "Prompt text");
-  auto* prompt_file = cmd->add_option("-f,--file,--prompt-file", args->prompt_file, "Read the prompt from a file");
+  auto* prompt_file =
+      cmd->add_option("-f,--file,--prompt-file", args->prompt_file, "Read the prompt from a file");
   prompt->excludes(prompt_file);
   cmd->add_option("-n,--n-predict", args->n, "Maximum tokens to generate")->capture_default_str();
   cmd->add_option("-t,--threads", args->threads, "Threads (0 = all cores)");
@@ -136,7 +146,8 @@ void add_run(CLI::App& app) {
     request.sampling = sampling;
     request.stop_strings = args->sampling.stops;
     request.stop_at_eos = !args->sampling.ignore_eos;
-    SequenceState state = args->sampling.state_in.empty() ? model->new_state() : load_state(args->sampling.state_in, *model);
+    SequenceState state =
+        args->sampling.state_in.empty() ? model->new_state() : load_state(args->sampling.state_in, *model);
     Generator generator(*model, &tokenizer, ctx);
     std::fputs(text.c_str(), stdout);
     const GenerateResult result = generator.generate(request, state, [](const StreamEvent& event) {
@@ -146,10 +157,12 @@ void add_run(CLI::App& app) {
     });
     std::fputs("\n", stdout);
     if (!args->sampling.state_out.empty()) save_state(args->sampling.state_out, *model, state);
-    std::fprintf(stderr, "\nprompt tokens: %lld, prefill: %.1f tok/s, decode: %.1f tok/s (%zu tokens, stop: %s, seed %llu)\n",
-                 static_cast<long long>(result.prompt_tokens), result.prompt_tokens / result.prefill_seconds,
-                 result.tokens.size() / std::max(result.decode_seconds, 1e-9), result.tokens.size(),
-                 stop_reason_name(result.stop_reason), static_cast<unsigned long long>(request.sampling.seed));
+    std::fprintf(
+        stderr,
+        "\nprompt tokens: %lld, prefill: %.1f tok/s, decode: %.1f tok/s (%zu tokens, stop: %s, seed %llu)\n",
+        static_cast<long long>(result.prompt_tokens), result.prompt_tokens / result.prefill_seconds,
+        result.tokens.size() / std::max(result.decode_seconds, 1e-9), result.tokens.size(),
+        stop_reason_name(result.stop_reason), static_cast<unsigned long long>(request.sampling.seed));
   });
 }
 

@@ -15,7 +15,8 @@ namespace mb::cli {
 void add_make_model(CLI::App& app) {
   struct Args {
     std::string out, preset = "tiny", dtype = "f32", form = "hf", arch = "mamba1";
-    int64_t d_model = 0, n_layer = 0, vocab = 0, d_state = 0, d_conv = 0, expand = 0, dt_rank = 0, input_dim = 0;
+    int64_t d_model = 0, n_layer = 0, vocab = 0, d_state = 0, d_conv = 0, expand = 0, dt_rank = 0,
+            input_dim = 0;
     int64_t seed = 0;  // signed, so that a negative value is refused rather than wrapped
     bool untied = false, use_bias = false, no_conv_bias = false;
     int shards = 1;
@@ -27,7 +28,8 @@ void add_make_model(CLI::App& app) {
   // Each size option is remembered so the callback can tell "not given" (keep the preset's
   // value) from a given value, which is then checked against its range and never replaced.
   auto sizes = std::make_shared<std::map<std::string, CLI::Option*>>();
-  CLI::App* cmd = app.add_subcommand("make-model", "Write a random-weight checkpoint in the Hugging Face layout");
+  CLI::App* cmd =
+      app.add_subcommand("make-model", "Write a random-weight checkpoint in the Hugging Face layout");
   auto size_option = [&](const std::string& flag, int64_t& value, const std::string& help) {
     (*sizes)[flag] = cmd->add_option(flag, value, help);
   };
@@ -47,9 +49,9 @@ void add_make_model(CLI::App& app) {
   cmd->add_flag("--no-conv-bias", args->no_conv_bias, "Omit the conv1d bias (use_conv_bias = false)");
   cmd->add_option("--shards", args->shards, "Number of safetensors shards")->capture_default_str();
   cmd->add_option("--input-dim", args->input_dim, "Add an input projection from raw features of this width");
-  CLI::Option* form_option = cmd->add_option(
-      "--layout,--config-form", args->form,
-      "Checkpoint layout: hf (Hugging Face names and config) | original (state-spaces; Mamba-3: original only)");
+  CLI::Option* form_option = cmd->add_option("--layout,--config-form", args->form,
+                                             "Checkpoint layout: hf (Hugging Face names and config) | "
+                                             "original (state-spaces; Mamba-3: original only)");
   cmd->add_option("--arch", args->arch,
                   "mamba1 | mamba2 | falcon-mamba (HF layout) | mamba3 (Mamba-3 SISO, state-spaces layout)")
       ->capture_default_str();
@@ -57,7 +59,8 @@ void add_make_model(CLI::App& app) {
   size_option("--ngroups", args->ngroups, "Mamba-2/3 B/C groups (default 1)");
   cmd->add_option("--rope-fraction", args->rope_fraction, "Mamba-3 rotated fraction of d_state: 0.5 | 1.0")
       ->capture_default_str();
-  cmd->add_flag("--outproj-norm", args->outproj_norm, "Mamba-3 gated RMSNorm before out_proj (is_outproj_norm)");
+  cmd->add_flag("--outproj-norm", args->outproj_norm,
+                "Mamba-3 gated RMSNorm before out_proj (is_outproj_norm)");
   size_option("--chunk-size", args->chunk_size, "Mamba-2/3 SSD chunk length (default 256 / 64)");
   cmd->callback([args, form_option, sizes] {
     MakeModelOptions o;
@@ -81,7 +84,8 @@ void add_make_model(CLI::App& app) {
     c.tie_embeddings = !args->untied;
     c.use_bias = args->use_bias;
     c.use_conv_bias = !args->no_conv_bias;
-    if (args->arch != "mamba1" && args->arch != "mamba2" && args->arch != "falcon-mamba" && args->arch != "mamba3")
+    if (args->arch != "mamba1" && args->arch != "mamba2" && args->arch != "falcon-mamba" &&
+        args->arch != "mamba3")
       throw Error("--arch must be mamba1, mamba2, falcon-mamba or mamba3");
     // FalconMamba is Mamba-1 plus the mixer norm, at FalconMambaConfig's default epsilon.
     c.mixer_rms_norm = args->arch == "falcon-mamba";
@@ -118,7 +122,8 @@ void add_make_model(CLI::App& app) {
     if (args->arch == "mamba3" && args->form == "hf" && form_option->count() > 0)
       throw Error("--layout hf: Mamba-3 checkpoints only exist in the state-spaces layout (use original)");
     if (args->arch == "falcon-mamba" && args->form == "original")
-      throw Error("--layout original: FalconMamba checkpoints only exist in the Hugging Face layout (use hf)");
+      throw Error(
+          "--layout original: FalconMamba checkpoints only exist in the Hugging Face layout (use hf)");
     o.form = args->form == "hf" ? ConfigForm::HuggingFace : ConfigForm::Original;
     o.dtype = parse_dtype(args->dtype);
     check_flag_range("--seed", args->seed, 0, INT64_MAX);

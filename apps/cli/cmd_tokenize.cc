@@ -23,8 +23,8 @@ void add_tokenize(CLI::App& app) {
   decode->excludes(prompt)->excludes(file);
   cmd->callback([args] {
     if (args->model.empty() && args->tokenizer.empty()) throw Error("give -m DIR or --tokenizer FILE");
-    const Tokenizer tokenizer =
-        args->model.empty() ? Tokenizer::from_json_file(args->tokenizer) : Tokenizer::from_model_dir(args->model);
+    const Tokenizer tokenizer = args->model.empty() ? Tokenizer::from_json_file(args->tokenizer)
+                                                    : Tokenizer::from_model_dir(args->model);
     if (!args->decode.empty()) {
       const std::string text = tokenizer.decode(parse_token_list(args->decode));
       std::fwrite(text.data(), 1, text.size(), stdout);

@@ -39,7 +39,8 @@ BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const B
     token = static_cast<int32_t>(x % model.config().vocab_size);
   }
   BenchResult result;
-  result.step_tokens = o.step_tokens > 0 ? std::min(o.step_tokens, o.prompt_len) : std::min<int64_t>(o.prompt_len, 128);
+  result.step_tokens =
+      o.step_tokens > 0 ? std::min(o.step_tokens, o.prompt_len) : std::min<int64_t>(o.prompt_len, 128);
   Workspace ws;
   std::vector<std::vector<float>> out;
   std::vector<double> prefill, decode, step, speedup;
@@ -48,8 +49,10 @@ BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const B
     SequenceInput input{&state, prompt, {}};
     ComputeContext prefill_ctx = ctx;
     if (o.profile && run > 0) prefill_ctx.profile = &result.prefill_phases;
-    const double prefill_s = time_seconds(
-        [&] { model.forward(prefill_ctx, std::span(&input, 1), {OutputKind::LogitsLast, o.chunk, o.scan, o.ssd_chunk}, ws, out); });
+    const double prefill_s = time_seconds([&] {
+      model.forward(prefill_ctx, std::span(&input, 1), {OutputKind::LogitsLast, o.chunk, o.scan, o.ssd_chunk},
+                    ws, out);
+    });
     int32_t token = argmax(out[0]);
     const double decode_s = time_seconds([&] {
       for (int64_t i = 0; i < o.gen_len; ++i) {

@@ -45,20 +45,28 @@ std::optional<SamplingProblem> find_sampling_problem(const SamplingParams& p) {
   if (!std::isfinite(p.min_p) || p.min_p < 0.0f || p.min_p > 1.0f)
     return SamplingProblem{SamplingField::MinP, "in [0, 1] (0 disables it)", describe(p.min_p)};
   if (!std::isfinite(p.repeat_penalty) || p.repeat_penalty <= 0.0f)
-    return SamplingProblem{SamplingField::RepeatPenalty, "finite and > 0 (1 disables it)", describe(p.repeat_penalty)};
+    return SamplingProblem{SamplingField::RepeatPenalty, "finite and > 0 (1 disables it)",
+                           describe(p.repeat_penalty)};
   if (p.repeat_last_n < -1)
-    return SamplingProblem{SamplingField::RepeatLastN, ">= -1 (-1 means the whole history)", describe(p.repeat_last_n)};
+    return SamplingProblem{SamplingField::RepeatLastN, ">= -1 (-1 means the whole history)",
+                           describe(p.repeat_last_n)};
   return std::nullopt;
 }
 
 const char* sampling_field_name(SamplingField field) {
   switch (field) {
-    case SamplingField::Temperature: return "temperature";
-    case SamplingField::TopK: return "top_k";
-    case SamplingField::TopP: return "top_p";
-    case SamplingField::MinP: return "min_p";
-    case SamplingField::RepeatPenalty: return "repeat_penalty";
-    case SamplingField::RepeatLastN: return "repeat_last_n";
+    case SamplingField::Temperature:
+      return "temperature";
+    case SamplingField::TopK:
+      return "top_k";
+    case SamplingField::TopP:
+      return "top_p";
+    case SamplingField::MinP:
+      return "min_p";
+    case SamplingField::RepeatPenalty:
+      return "repeat_penalty";
+    case SamplingField::RepeatLastN:
+      return "repeat_last_n";
   }
   return "?";
 }

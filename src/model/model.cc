@@ -40,8 +40,17 @@ uint64_t fnv1a(uint64_t hash, const void* data, size_t size) {
 // its stored bytes: cheap, and different for any two checkpoints that differ in practice.
 uint64_t checkpoint_fingerprint(const ModelConfig& c, const TensorSet& tensors) {
   uint64_t hash = 0xcbf29ce484222325ull;
-  const int64_t sizes[] = {static_cast<int64_t>(c.arch), c.d_model, c.n_layer, c.vocab_size, c.d_state, c.d_conv,
-                           c.d_inner,  c.dt_rank, c.headdim, c.ngroups, static_cast<int64_t>(c.is_outproj_norm),
+  const int64_t sizes[] = {static_cast<int64_t>(c.arch),
+                           c.d_model,
+                           c.n_layer,
+                           c.vocab_size,
+                           c.d_state,
+                           c.d_conv,
+                           c.d_inner,
+                           c.dt_rank,
+                           c.headdim,
+                           c.ngroups,
+                           static_cast<int64_t>(c.is_outproj_norm),
                            static_cast<int64_t>(c.gated_norm)};
   const double parameters[] = {c.norm_eps, c.rope_fraction, c.a_floor, c.dt_limit_min, c.dt_limit_max};
   hash = fnv1a(hash, parameters, sizeof parameters);

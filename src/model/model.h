@@ -89,7 +89,7 @@ struct Workspace {
   std::vector<RowRange> rows;
   std::vector<double> pooled;
   std::vector<const SequenceState*> sorted_states;  // the batch's states, sorted to find repeats
-  std::vector<CausalConvArgs> conv_args;     // per-sequence op arguments, reused across calls
+  std::vector<CausalConvArgs> conv_args;            // per-sequence op arguments, reused across calls
   std::vector<SelectiveScanArgs> scan_args;
   std::vector<Mamba2ScanSequence> mamba2_args;
   std::vector<Mamba3ScanSequence> mamba3_args;
@@ -142,12 +142,12 @@ class Model {
 
   ModelConfig config_;
   const StoredTensor* embedding_ = nullptr;  // [vocab_rows or vocab_size, d_model], read in place for lookups
-  WeightMatrix lm_head_;     // packed [vocab_size, d_model]: the real rows of lm_head (tied: of the embedding)
-  const float* norm_f_ = nullptr;          // [d_model]
-  WeightMatrix input_proj_;                // [d_model, input_dim] or empty
-  const float* input_proj_bias_ = nullptr; // [d_model] or null
+  WeightMatrix lm_head_;  // packed [vocab_size, d_model]: the real rows of lm_head (tied: of the embedding)
+  const float* norm_f_ = nullptr;           // [d_model]
+  WeightMatrix input_proj_;                 // [d_model, input_dim] or empty
+  const float* input_proj_bias_ = nullptr;  // [d_model] or null
   std::shared_ptr<const TensorSet> tensors_;
-  std::shared_ptr<WeightBinder> binder_;   // owns converted weight storage
+  std::shared_ptr<WeightBinder> binder_;  // owns converted weight storage
   uint64_t fingerprint_ = 0;
 };
 
