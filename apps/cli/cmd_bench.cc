@@ -1,3 +1,4 @@
+#include <cstdint>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -15,46 +16,59 @@ void add_bench(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("bench", "Measure prefill, decode and step-loop throughput");
-  cmd->add_option("--model,-m", args->model, "Checkpoint folder")->required();
+  cmd->add_option("-m,--model", args->model, "Checkpoint folder")->required();
   cmd->add_option("--prompt-len", args->options.prompt_len, "Prompt length")->capture_default_str();
   cmd->add_option("--gen-len", args->options.gen_len, "Tokens to decode")->capture_default_str();
-  cmd->add_option("--threads,-t", args->threads, "Threads (0 = all cores)");
+  cmd->add_option("-t,--threads", args->threads, "Threads (0 = all cores)");
   cmd->add_option("--dtype", args->dtype, "Weight storage: f32 | bf16 | f16 (default: as stored)");
   cmd->add_option("--chunk", args->options.chunk, "Prefill chunk (0 = whole prompt)")->capture_default_str();
-  cmd->add_option("--repeats", args->options.repeats, "Timed repeats (medians reported)")->capture_default_str();
+  cmd->add_option("--repeats", args->options.repeats, "Timed repeats (medians reported)")
+      ->capture_default_str();
   cmd->add_option("--step-tokens", args->options.step_tokens,
                   "Prompt tokens fed through the step loop (default min(prompt-len, 128))");
   cmd->add_option("--scan", args->scan, "Mamba-2/Mamba-3 prefill form: sequential | chunked | auto")
       ->capture_default_str();
-  cmd->add_option("--ssd-chunk", args->options.ssd_chunk, "Chunked-scan (SSD) chunk length (0 = the config's)");
+  cmd->add_option("--ssd-chunk", args->options.ssd_chunk,
+                  "Chunked-scan (SSD) chunk length (0 = the config's)");
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->add_flag("--profile", args->options.profile, "Break prefill time down by phase");
   cmd->callback([args] {
+    // Lengths are bounded so that a typo fails here with the flag's name rather than as an
+    // allocation failure deep inside the benchmark.
+    constexpr int64_t kMaxLength = int64_t{1} << 24;
+    const BenchOptions& o = args->options;
+    check_flag_range("--prompt-len", o.prompt_len, 1, kMaxLength);
+    check_flag_range("--gen-len", o.gen_len, 1, kMaxLength);
+    check_flag_range("--repeats", o.repeats, 1, 1000);
+    check_flag_range("--chunk", o.chunk, 0, INT64_MAX, "0 = the whole prompt");
+    check_flag_range("--step-tokens", o.step_tokens, 0, INT64_MAX, "0 = min(prompt-len, 128)");
+    check_flag_range("--ssd-chunk", o.ssd_chunk, 0, INT64_MAX, "0 = the config's chunk_size");
     args->options.scan = parse_scan_form(args->scan);
     const auto ctx = make_context(args->threads);
     auto model = Model::load(args->model, make_load_options(args->dtype));
     const BenchResult r = run_benchmark(*model, ctx, args->options);
     nlohmann::json out = {{"model", args->model},
-                                {"dtype", std::string(dtype_name(model->matrix_dtype()))},
-                                {"threads", ctx.n_threads},
-                                {"isa", isa_name(ctx.isa)},
-                                {"prompt_len", args->options.prompt_len},
-                                {"gen_len", args->options.gen_len},
-                                {"chunk", args->options.chunk},
-                                {"scan", args->scan},
-                                {"repeats", args->options.repeats},
-                                {"prefill_tok_s", r.prefill_tok_s},
-                                {"decode_tok_s", r.decode_tok_s},
-                                {"step_prefill_tok_s", r.step_prefill_tok_s},
-                                {"step_tokens", r.step_tokens},
-                                {"prefill_speedup_vs_step", r.prefill_speedup}};
+                          {"dtype", std::string(dtype_name(model->matrix_dtype()))},
+                          {"threads", ctx.n_threads},
+                          {"isa", isa_name(ctx.isa)},
+                          {"prompt_len", args->options.prompt_len},
+                          {"gen_len", args->options.gen_len},
+                          {"chunk", args->options.chunk},
+                          {"scan", args->scan},
+                          {"repeats", args->options.repeats},
+                          {"prefill_tok_s", r.prefill_tok_s},
+                          {"decode_tok_s", r.decode_tok_s},
+                          {"step_prefill_tok_s", r.step_prefill_tok_s},
+                          {"step_tokens", r.step_tokens},
+                          {"prefill_speedup_vs_step", r.prefill_speedup}};
     if (args->options.profile) {
       nlohmann::json phases = nlohmann::json::object();
       const double total = r.prefill_phases.total();
       for (size_t i = 0; i < r.prefill_phases.seconds.size(); ++i) {
         const double seconds = r.prefill_phases.seconds[i];
         if (seconds <= 0) continue;
-        phases[std::string(phase_name(static_cast<Phase>(i)))] = {{"ms", seconds * 1e3}, {"share", seconds / total}};
+        phases[std::string(phase_name(static_cast<Phase>(i)))] = {{"ms", seconds * 1e3},
+                                                                  {"share", seconds / total}};
       }
       out["prefill_phases"] = phases;
       if (!args->json) {

@@ -1,3 +1,4 @@
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -18,7 +19,8 @@ void add_sampling_flags(CLI::App& cmd, SamplingFlags& f) {
   cmd.add_option("--top-k", f.params.top_k, "Top-k (0 = off)")->capture_default_str();
   cmd.add_option("--top-p", f.params.top_p, "Top-p (1 = off)")->capture_default_str();
   cmd.add_option("--min-p", f.params.min_p, "Min-p (0 = off)")->capture_default_str();
-  cmd.add_option("--repeat-penalty", f.params.repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str();
+  cmd.add_option("--repeat-penalty", f.params.repeat_penalty, "Repetition penalty (1 = off)")
+      ->capture_default_str();
   cmd.add_option("--repeat-last-n", f.params.repeat_last_n, "Tokens the penalty looks back over (-1 = all)")
       ->capture_default_str();
   cmd.add_option("--seed", f.seed, "Sampling seed (-1 = random)")->capture_default_str();
@@ -28,11 +30,36 @@ void add_sampling_flags(CLI::App& cmd, SamplingFlags& f) {
   cmd.add_flag("--ignore-eos", f.ignore_eos, "Keep generating past end-of-sequence tokens");
 }
 
+namespace {
+
+// The flag that sets each sampling parameter, so a bad value is reported as the user typed it.
+const char* sampling_flag(SamplingField field) {
+  switch (field) {
+    case SamplingField::Temperature:
+      return "--temp";
+    case SamplingField::TopK:
+      return "--top-k";
+    case SamplingField::TopP:
+      return "--top-p";
+    case SamplingField::MinP:
+      return "--min-p";
+    case SamplingField::RepeatPenalty:
+      return "--repeat-penalty";
+    case SamplingField::RepeatLastN:
+      return "--repeat-last-n";
+  }
+  return "?";
+}
+
+}  // namespace
+
 SamplingParams resolve_sampling(const SamplingFlags& f) {
   SamplingParams params = f.params;
-  if (f.seed < -1) throw Error("--seed must be >= 0 or -1");
+  if (const auto problem = find_sampling_problem(params))
+    throw Error(std::string(sampling_flag(problem->field)) + " must be " + problem->requirement + ", got " +
+                problem->value);
+  check_flag_range("--seed", f.seed, -1, INT64_MAX, "-1 = random");
   params.seed = f.seed == -1 ? std::random_device{}() : static_cast<uint64_t>(f.seed);
-  params.validate();
   return params;
 }
 
@@ -46,14 +73,15 @@ void add_generate(CLI::App& app) {
   args->sampling.params.temperature = 0.0f;  // `generate` is greedy unless asked otherwise
   args->sampling.seed = 0;
   CLI::App* cmd = app.add_subcommand("generate", "Generate token ids from token ids (greedy by default)");
-  cmd->add_option("--model,-m", args->model, "Checkpoint folder")->required();
+  cmd->add_option("-m,--model", args->model, "Checkpoint folder")->required();
   cmd->add_option("--tokens", args->tokens, "Comma-separated prompt token ids")->required();
   cmd->add_option("-n,--n-predict", args->n, "Tokens to generate")->capture_default_str();
-  cmd->add_option("--threads,-t", args->threads, "Threads (0 = all cores)");
+  cmd->add_option("-t,--threads", args->threads, "Threads (0 = all cores)");
   cmd->add_option("--dtype", args->dtype, "Weight storage: f32 | bf16 | f16 (default: as stored)");
   add_sampling_flags(*cmd, args->sampling);
   cmd->callback([args] {
     GenerateRequest request;
+    check_flag_range("-n/--n-predict", args->n, 0, INT64_MAX);
     request.prompt = parse_token_list(args->tokens);
     request.max_new_tokens = args->n;
     request.sampling = resolve_sampling(args->sampling);
@@ -65,7 +93,8 @@ void add_generate(CLI::App& app) {
       tokenizer = Tokenizer::from_model_dir(args->model);
       request.stop_strings = args->sampling.stops;
     }
-    SequenceState state = args->sampling.state_in.empty() ? model->new_state() : load_state(args->sampling.state_in, *model);
+    SequenceState state =
+        args->sampling.state_in.empty() ? model->new_state() : load_state(args->sampling.state_in, *model);
     Generator generator(*model, tokenizer ? &*tokenizer : nullptr, ctx);
     const GenerateResult result = generator.generate(request, state);
     std::printf("%s\n", join_ids(result.tokens).c_str());
@@ -81,15 +110,20 @@ void add_run(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text from a prompt, streamed to stdout");
-  cmd->add_option("--model,-m", args->model, "Checkpoint folder (default: a tiny demo model made on first use)");
-  auto* prompt = cmd->add_option("--prompt,-p", args->prompt, "Prompt text");
-  auto* prompt_file = cmd->add_option("--prompt-file,-f", args->prompt_file, "Read the prompt from a file");
+  cmd->add_option("-m,--model", args->model,
+                  "Checkpoint folder (default: a tiny demo model made on first use)");
+  auto* prompt = cmd->add_option("-p,--prompt", args->prompt, "Prompt text");
+  auto* prompt_file =
+      cmd->add_option("-f,--file,--prompt-file", args->prompt_file, "Read the prompt from a file");
   prompt->excludes(prompt_file);
   cmd->add_option("-n,--n-predict", args->n, "Maximum tokens to generate")->capture_default_str();
-  cmd->add_option("--threads,-t", args->threads, "Threads (0 = all cores)");
+  cmd->add_option("-t,--threads", args->threads, "Threads (0 = all cores)");
   cmd->add_option("--dtype", args->dtype, "Weight storage: f32 | bf16 | f16 (default: as stored)");
   add_sampling_flags(*cmd, args->sampling);
   cmd->callback([args] {
+    check_flag_range("-n/--n-predict", args->n, 0, INT64_MAX);
+    const SamplingParams sampling = resolve_sampling(args->sampling);
+    const auto ctx = make_context(args->threads);
     std::string model_dir = args->model;
     if (model_dir.empty()) {
       model_dir = "models/demo-tiny";
@@ -102,18 +136,18 @@ void add_run(CLI::App& app) {
     }
     std::string text = args->prompt;
     if (!args->prompt_file.empty()) text = read_text_file(args->prompt_file);
-    if (text.empty()) throw Error("give a prompt with -p TEXT or --prompt-file F");
-    const auto ctx = make_context(args->threads);
+    if (text.empty()) throw Error("give a prompt with -p/--prompt TEXT or -f/--file FILE");
     auto model = Model::load(model_dir, make_load_options(args->dtype));
     const Tokenizer tokenizer = Tokenizer::from_model_dir(model_dir);
     GenerateRequest request;
     request.prompt = tokenizer.encode(text);
     if (request.prompt.empty()) throw Error("the prompt encodes to no tokens");
     request.max_new_tokens = args->n;
-    request.sampling = resolve_sampling(args->sampling);
+    request.sampling = sampling;
     request.stop_strings = args->sampling.stops;
     request.stop_at_eos = !args->sampling.ignore_eos;
-    SequenceState state = args->sampling.state_in.empty() ? model->new_state() : load_state(args->sampling.state_in, *model);
+    SequenceState state =
+        args->sampling.state_in.empty() ? model->new_state() : load_state(args->sampling.state_in, *model);
     Generator generator(*model, &tokenizer, ctx);
     std::fputs(text.c_str(), stdout);
     const GenerateResult result = generator.generate(request, state, [](const StreamEvent& event) {
@@ -123,10 +157,12 @@ void add_run(CLI::App& app) {
     });
     std::fputs("\n", stdout);
     if (!args->sampling.state_out.empty()) save_state(args->sampling.state_out, *model, state);
-    std::fprintf(stderr, "\nprompt tokens: %lld, prefill: %.1f tok/s, decode: %.1f tok/s (%zu tokens, stop: %s, seed %llu)\n",
-                 static_cast<long long>(result.prompt_tokens), result.prompt_tokens / result.prefill_seconds,
-                 result.tokens.size() / std::max(result.decode_seconds, 1e-9), result.tokens.size(),
-                 stop_reason_name(result.stop_reason), static_cast<unsigned long long>(request.sampling.seed));
+    std::fprintf(
+        stderr,
+        "\nprompt tokens: %lld, prefill: %.1f tok/s, decode: %.1f tok/s (%zu tokens, stop: %s, seed %llu)\n",
+        static_cast<long long>(result.prompt_tokens), result.prompt_tokens / result.prefill_seconds,
+        result.tokens.size() / std::max(result.decode_seconds, 1e-9), result.tokens.size(),
+        stop_reason_name(result.stop_reason), static_cast<unsigned long long>(request.sampling.seed));
   });
 }
 

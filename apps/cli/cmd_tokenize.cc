@@ -13,18 +13,18 @@ void add_tokenize(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("tokenize", "Print the token ids of a text, or the text of token ids");
-  auto* model = cmd->add_option("--model,-m", args->model, "Checkpoint folder with tokenizer.json");
+  auto* model = cmd->add_option("-m,--model", args->model, "Checkpoint folder with tokenizer.json");
   auto* file_tok = cmd->add_option("--tokenizer", args->tokenizer, "A tokenizer.json file");
   model->excludes(file_tok);
-  auto* prompt = cmd->add_option("--prompt,-p", args->prompt, "Text to encode");
-  auto* file = cmd->add_option("--file", args->file, "Encode the contents of this file");
+  auto* prompt = cmd->add_option("-p,--prompt", args->prompt, "Text to encode");
+  auto* file = cmd->add_option("-f,--file", args->file, "Encode the contents of this file");
   auto* decode = cmd->add_option("--decode", args->decode, "Comma-separated ids to decode");
   prompt->excludes(file);
   decode->excludes(prompt)->excludes(file);
   cmd->callback([args] {
     if (args->model.empty() && args->tokenizer.empty()) throw Error("give -m DIR or --tokenizer FILE");
-    const Tokenizer tokenizer =
-        args->model.empty() ? Tokenizer::from_json_file(args->tokenizer) : Tokenizer::from_model_dir(args->model);
+    const Tokenizer tokenizer = args->model.empty() ? Tokenizer::from_json_file(args->tokenizer)
+                                                    : Tokenizer::from_model_dir(args->model);
     if (!args->decode.empty()) {
       const std::string text = tokenizer.decode(parse_token_list(args->decode));
       std::fwrite(text.data(), 1, text.size(), stdout);

@@ -21,7 +21,14 @@ void add_bench(CLI::App& app);
 // "1,2,3" -> ids; throws mb::Error naming the bad item.
 std::vector<int32_t> parse_token_list(const std::string& text);
 std::string join_ids(const std::vector<int32_t>& ids);
+// The context for -t/--threads (0 = every core); throws mb::Error naming the flag when the
+// count is negative or above kMaxThreads.
 ComputeContext make_context(int threads);
+// Throws mb::Error "FLAG must be ..., got VALUE" unless min <= value <= max (max = INT64_MAX
+// for no upper bound). `flag` is every spelling the user may have typed, e.g. "-n/--n-predict";
+// `note` (may be empty) says what the special values mean, e.g. "0 = the whole prompt".
+void check_flag_range(const std::string& flag, int64_t value, int64_t min, int64_t max,
+                      const std::string& note = "");
 LoadOptions make_load_options(const std::string& dtype);
 // "sequential" | "chunked" | "auto" of --scan; throws mb::Error naming the flag.
 ScanForm parse_scan_form(const std::string& text);

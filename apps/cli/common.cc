@@ -1,4 +1,5 @@
 #include <charconv>
+#include <cstdint>
 
 #include "commands.h"
 #include "core/error.h"
@@ -16,9 +17,10 @@ std::vector<int32_t> parse_token_list(const std::string& text) {
     const std::string trimmed = first == std::string::npos ? "" : item.substr(first, last - first + 1);
     int64_t value = 0;
     const auto [end, error] = std::from_chars(trimmed.data(), trimmed.data() + trimmed.size(), value);
-    if (trimmed.empty() || error != std::errc() || end != trimmed.data() + trimmed.size() || value < INT32_MIN ||
-        value > INT32_MAX)
-      throw Error("--tokens: '" + trimmed + "' is not a token id (expected a comma-separated list like 1,2,3)");
+    if (trimmed.empty() || error != std::errc() || end != trimmed.data() + trimmed.size() ||
+        value < INT32_MIN || value > INT32_MAX)
+      throw Error("--tokens: '" + trimmed +
+                  "' is not a token id (expected a comma-separated list like 1,2,3)");
     ids.push_back(static_cast<int32_t>(value));
     if (comma == std::string::npos) break;
     pos = comma + 1;
@@ -32,8 +34,18 @@ std::string join_ids(const std::vector<int32_t>& ids) {
   return text;
 }
 
+void check_flag_range(const std::string& flag, int64_t value, int64_t min, int64_t max,
+                      const std::string& note) {
+  if (value >= min && value <= max) return;
+  std::string requirement = max == INT64_MAX
+                                ? ">= " + std::to_string(min)
+                                : "in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  if (!note.empty()) requirement += " (" + note + ")";
+  throw Error(flag + " must be " + requirement + ", got " + std::to_string(value));
+}
+
 ComputeContext make_context(int threads) {
-  if (threads < 0) throw Error("--threads must be >= 1 (or 0 for all cores)");
+  check_flag_range("-t/--threads", threads, 0, kMaxThreads, "0 = all cores");
   ComputeContext ctx;
   ctx.n_threads = threads == 0 ? default_thread_count() : threads;
   return ctx;

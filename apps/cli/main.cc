@@ -2,12 +2,18 @@
 // non-zero exit status.
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"mambacpp: exact, fast inference for Mamba-family models on CPU"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("mambacpp ") + MB_VERSION, "Print the version and exit");
+  // Parse errors are one line too, in the same form as the commands' own errors.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return std::string("error: ") + e.what() + " (see --help)\n";
+  });
   mb::cli::add_make_model(app);
   mb::cli::add_logits(app);
   mb::cli::add_generate(app);

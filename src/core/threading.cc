@@ -2,6 +2,10 @@
 
 #include <omp.h>
 
+#include <string>
+
+#include "core/error.h"
+
 namespace mb {
 
 const char* isa_name(Isa isa) {
@@ -25,10 +29,22 @@ bool isa_supported(Isa isa) {
 }
 
 Isa best_isa() {
+#if defined(__SANITIZE_THREAD__)
+  // TSan cannot see the loads and stores of vector intrinsics, so a TSan build runs the scalar
+  // kernels, whose every access it checks. All three instruction sets share one kernel source and
+  // split work across threads identically, so a race is found in any of them by the scalar one.
+  return Isa::Scalar;
+#endif
   static const Isa best = isa_supported(Isa::Avx512) ? Isa::Avx512 : isa_supported(Isa::Avx2) ? Isa::Avx2 : Isa::Scalar;
   return best;
 }
 
 int default_thread_count() { return omp_get_num_procs() > 0 ? omp_get_num_procs() : 1; }
+
+void check_thread_count(int n_threads) {
+  if (n_threads < 1 || n_threads > kMaxThreads)
+    throw Error("ComputeContext: n_threads must be in [1, " + std::to_string(kMaxThreads) + "], got " +
+                std::to_string(n_threads));
+}
 
 }  // namespace mb

@@ -25,4 +25,12 @@ struct ComputeContext {
 // The number of processors OpenMP sees.
 int default_thread_count();
 
+// The most threads a ComputeContext may ask for. OpenMP runtimes crash (rather than fail
+// cleanly) when thread creation runs out of memory, so larger requests are refused up front; the
+// bound is fixed, not derived from this machine, so a request behaves the same everywhere.
+inline constexpr int kMaxThreads = 1024;
+
+// Throws mb::Error unless 1 <= n_threads <= kMaxThreads.
+void check_thread_count(int n_threads);
+
 }  // namespace mb

@@ -29,7 +29,9 @@ int32_t argmax(const std::vector<float>& logits) {
 }  // namespace
 
 BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const BenchOptions& o) {
-  if (o.prompt_len < 1 || o.gen_len < 1 || o.repeats < 1) throw Error("bench: prompt and generation lengths and repeats must be positive");
+  if (o.prompt_len < 1 || o.gen_len < 1 || o.repeats < 1)
+    throw Error("bench: prompt_len, gen_len and repeats must be positive");
+  if (o.step_tokens < 0) throw Error("bench: step_tokens must be >= 0 (0 = min(prompt_len, 128))");
   std::vector<int32_t> prompt(o.prompt_len);
   uint64_t x = o.seed * 0x9e3779b97f4a7c15ull + 1;
   for (auto& token : prompt) {
@@ -37,7 +39,8 @@ BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const B
     token = static_cast<int32_t>(x % model.config().vocab_size);
   }
   BenchResult result;
-  result.step_tokens = o.step_tokens > 0 ? std::min(o.step_tokens, o.prompt_len) : std::min<int64_t>(o.prompt_len, 128);
+  result.step_tokens =
+      o.step_tokens > 0 ? std::min(o.step_tokens, o.prompt_len) : std::min<int64_t>(o.prompt_len, 128);
   Workspace ws;
   std::vector<std::vector<float>> out;
   std::vector<double> prefill, decode, step, speedup;
@@ -46,8 +49,10 @@ BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const B
     SequenceInput input{&state, prompt, {}};
     ComputeContext prefill_ctx = ctx;
     if (o.profile && run > 0) prefill_ctx.profile = &result.prefill_phases;
-    const double prefill_s = time_seconds(
-        [&] { model.forward(prefill_ctx, std::span(&input, 1), {OutputKind::LogitsLast, o.chunk, o.scan, o.ssd_chunk}, ws, out); });
+    const double prefill_s = time_seconds([&] {
+      model.forward(prefill_ctx, std::span(&input, 1), {OutputKind::LogitsLast, o.chunk, o.scan, o.ssd_chunk},
+                    ws, out);
+    });
     int32_t token = argmax(out[0]);
     const double decode_s = time_seconds([&] {
       for (int64_t i = 0; i < o.gen_len; ++i) {

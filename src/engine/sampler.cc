@@ -21,10 +21,6 @@ std::string describe(T value) {
   return text.str();
 }
 
-[[noreturn]] void reject(const char* name, const std::string& requirement, const std::string& value) {
-  throw Error(std::string("SamplingParams: ") + name + " must be " + requirement + ", got " + value);
-}
-
 // The total order every sorting step uses: larger logit first, then lower id. Making ties
 // explicit keeps top-k and top-p independent of how the standard library breaks them.
 bool ranks_before(const SampleCandidate& a, const SampleCandidate& b) {
@@ -40,23 +36,45 @@ double uniform_from_bits(uint64_t bits) {
 
 }  // namespace
 
+std::optional<SamplingProblem> find_sampling_problem(const SamplingParams& p) {
+  if (!std::isfinite(p.temperature) || p.temperature < 0.0f)
+    return SamplingProblem{SamplingField::Temperature, "finite and >= 0", describe(p.temperature)};
+  if (p.top_k < 0) return SamplingProblem{SamplingField::TopK, ">= 0 (0 disables it)", describe(p.top_k)};
+  if (!std::isfinite(p.top_p) || p.top_p <= 0.0f || p.top_p > 1.0f)
+    return SamplingProblem{SamplingField::TopP, "in (0, 1] (1 disables it)", describe(p.top_p)};
+  if (!std::isfinite(p.min_p) || p.min_p < 0.0f || p.min_p > 1.0f)
+    return SamplingProblem{SamplingField::MinP, "in [0, 1] (0 disables it)", describe(p.min_p)};
+  if (!std::isfinite(p.repeat_penalty) || p.repeat_penalty <= 0.0f)
+    return SamplingProblem{SamplingField::RepeatPenalty, "finite and > 0 (1 disables it)",
+                           describe(p.repeat_penalty)};
+  if (p.repeat_last_n < -1)
+    return SamplingProblem{SamplingField::RepeatLastN, ">= -1 (-1 means the whole history)",
+                           describe(p.repeat_last_n)};
+  return std::nullopt;
+}
+
+const char* sampling_field_name(SamplingField field) {
+  switch (field) {
+    case SamplingField::Temperature:
+      return "temperature";
+    case SamplingField::TopK:
+      return "top_k";
+    case SamplingField::TopP:
+      return "top_p";
+    case SamplingField::MinP:
+      return "min_p";
+    case SamplingField::RepeatPenalty:
+      return "repeat_penalty";
+    case SamplingField::RepeatLastN:
+      return "repeat_last_n";
+  }
+  return "?";
+}
+
 void SamplingParams::validate() const {
-  if (!std::isfinite(temperature) || temperature < 0.0f) {
-    reject("temperature", "finite and >= 0", describe(temperature));
-  }
-  if (top_k < 0) reject("top_k", ">= 0 (0 disables it)", describe(top_k));
-  if (!std::isfinite(top_p) || top_p <= 0.0f || top_p > 1.0f) {
-    reject("top_p", "in (0, 1] (1 disables it)", describe(top_p));
-  }
-  if (!std::isfinite(min_p) || min_p < 0.0f || min_p > 1.0f) {
-    reject("min_p", "in [0, 1] (0 disables it)", describe(min_p));
-  }
-  if (!std::isfinite(repeat_penalty) || repeat_penalty <= 0.0f) {
-    reject("repeat_penalty", "finite and > 0 (1 disables it)", describe(repeat_penalty));
-  }
-  if (repeat_last_n < -1) {
-    reject("repeat_last_n", ">= -1 (-1 means the whole history)", describe(repeat_last_n));
-  }
+  if (const auto problem = find_sampling_problem(*this))
+    throw Error(std::string("SamplingParams: ") + sampling_field_name(problem->field) + " must be " +
+                problem->requirement + ", got " + problem->value);
 }
 
 Sampler::Sampler(SamplingParams params, int32_t n_valid_vocab)

@@ -28,8 +28,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace mb {
@@ -47,6 +49,21 @@ struct SamplingParams {
   // not finite.
   void validate() const;
 };
+
+enum class SamplingField { Temperature, TopK, TopP, MinP, RepeatPenalty, RepeatLastN };
+
+// One out-of-range field of SamplingParams: which one, what it must be and what it is, so a
+// caller can report it under its own name for the field (a command-line flag, say).
+struct SamplingProblem {
+  SamplingField field;
+  std::string requirement;  // e.g. "in (0, 1] (1 disables it)"
+  std::string value;
+};
+
+// The first field of `params` that is out of range or not finite, if any.
+std::optional<SamplingProblem> find_sampling_problem(const SamplingParams& params);
+// The field's name in SamplingParams ("temperature", "top_k", ...).
+const char* sampling_field_name(SamplingField field);
 
 // One token the last draw could have produced, with its penalised logit (before temperature)
 // and its probability in the final, renormalised distribution.

@@ -36,7 +36,8 @@ struct ModelConfig {
   bool use_conv_bias = true;
   float norm_eps = 1e-5f;
   bool tie_embeddings = true;
-  // Bias presence is read from the checkpoint when config.json does not say (see weights.cc).
+  // Bias presence is read from the checkpoint when config.json does not say (see the model
+  // constructors in mamba1.cc and mamba2.cc).
   bool use_bias_from_checkpoint = false;
   bool use_conv_bias_from_checkpoint = false;
   std::vector<int32_t> eos_token_ids;  // from "eos_token_id" (a number or a list); may be empty

@@ -1,5 +1,5 @@
-#include "model/random.h"
 #include "model/make_model.h"
+#include "model/random.h"
 
 #include <cmath>
 #include <filesystem>
@@ -15,7 +15,6 @@
 namespace mb {
 namespace {
 
-
 struct PendingTensor {
   std::string name;
   std::vector<int64_t> shape;
@@ -30,12 +29,18 @@ void add_mamba1_layers(const ModelConfig& c, SeededRandom& rng, std::vector<Pend
     const std::string m = p + "mixer.";
     out.push_back({p + "norm.weight", {d}, std::vector<float>(d, 1.0f), false});
     // Projections: unit-variance outputs for unit-variance inputs (uniform, bound sqrt(3 / fan_in)).
-    out.push_back({m + "in_proj.weight", {2 * D, d}, rng.uniform_values(2 * D * d, std::sqrt(3.0 / d)), false});
+    out.push_back(
+        {m + "in_proj.weight", {2 * D, d}, rng.uniform_values(2 * D * d, std::sqrt(3.0 / d)), false});
     if (c.use_bias) out.push_back({m + "in_proj.bias", {2 * D}, rng.uniform_values(2 * D, 0.1), false});
-    out.push_back({m + "conv1d.weight", {D, 1, K}, rng.uniform_values(D * K, 1.0 / std::sqrt(double(K))), false});
+    out.push_back(
+        {m + "conv1d.weight", {D, 1, K}, rng.uniform_values(D * K, 1.0 / std::sqrt(double(K))), false});
     if (c.use_conv_bias) out.push_back({m + "conv1d.bias", {D}, rng.uniform_values(D, 0.1), false});
-    out.push_back({m + "x_proj.weight", {R + 2 * N, D}, rng.uniform_values((R + 2 * N) * D, 1.0 / std::sqrt(double(D))), false});
-    out.push_back({m + "dt_proj.weight", {D, R}, rng.uniform_values(D * R, 1.0 / std::sqrt(double(R))), false});
+    out.push_back({m + "x_proj.weight",
+                   {R + 2 * N, D},
+                   rng.uniform_values((R + 2 * N) * D, 1.0 / std::sqrt(double(D))),
+                   false});
+    out.push_back(
+        {m + "dt_proj.weight", {D, R}, rng.uniform_values(D * R, 1.0 / std::sqrt(double(R))), false});
     // dt bias = softplus^-1(dt) with dt log-uniform in [1e-3, 1e-1], as mamba_ssm initializes it.
     std::vector<float> dt_bias(D);
     for (float& b : dt_bias) {
@@ -98,7 +103,8 @@ void write_shards(const std::string& dir, std::vector<PendingTensor>& tensors, D
     writer.write((std::filesystem::path(dir) / name).string());
   }
   const nlohmann::json index_json = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-  write_file_atomically((std::filesystem::path(dir) / "model.safetensors.index.json").string(), index_json.dump(2));
+  write_file_atomically((std::filesystem::path(dir) / "model.safetensors.index.json").string(),
+                        index_json.dump(2));
 }
 
 }  // namespace
@@ -126,13 +132,37 @@ ModelConfig preset_config(const std::string& name) {
   return c;
 }
 
+double make_model_value_count(const ModelConfig& c, int64_t input_dim) {
+  // Doubles, so that absurd sizes cannot overflow the estimate itself.
+  const double d = static_cast<double>(c.d_model), inner = static_cast<double>(c.expand) * d;
+  const double rows = static_cast<double>(c.vocab_size);
+  const double per_layer = inner * (3 * d + 3 * static_cast<double>(c.d_state) +
+                                    static_cast<double>(c.d_conv) + 2 * static_cast<double>(c.dt_rank)) +
+                           d;
+  return rows * d * (c.tie_embeddings ? 1 : 2) + static_cast<double>(c.n_layer) * per_layer +
+         static_cast<double>(input_dim) * d;
+}
+
 void make_model(const std::string& out_dir, const MakeModelOptions& options) {
   ModelConfig c = options.config;
+  // Sizes are checked here rather than replaced: a checkpoint of other sizes than the ones asked
+  // for would be a silent surprise. The remaining sizes are checked by the config round trip below.
+  if (c.arch == Architecture::Mamba1 && c.dt_rank < 1)
+    throw Error("make_model: dt_rank must be >= 1, got " + std::to_string(c.dt_rank));
+  if (c.pad_vocab_size_multiple < 1)
+    throw Error("make_model: pad_vocab_size_multiple must be >= 1, got " +
+                std::to_string(c.pad_vocab_size_multiple));
+  if (options.shards < 1)
+    throw Error("make_model: shards must be >= 1, got " + std::to_string(options.shards));
+  if (options.input_dim < 0)
+    throw Error("make_model: input_dim must be >= 0, got " + std::to_string(options.input_dim));
+  const double values = make_model_value_count(c, options.input_dim);
+  if (values > static_cast<double>(kMaxMakeModelValues))
+    throw Error("make_model: the sizes make about " + std::to_string(static_cast<int64_t>(values)) +
+                " weight values, beyond the limit of " + std::to_string(kMaxMakeModelValues));
   c.d_inner = c.expand * c.d_model;
-  if (c.dt_rank <= 0) c.dt_rank = (c.d_model + 15) / 16;
-  if (c.pad_vocab_size_multiple <= 0) c.pad_vocab_size_multiple = 1;
-  c.vocab_rows = (c.vocab_size + c.pad_vocab_size_multiple - 1) / c.pad_vocab_size_multiple * c.pad_vocab_size_multiple;
-  if (options.shards < 1) throw Error("--shards must be at least 1");
+  c.vocab_rows =
+      (c.vocab_size + c.pad_vocab_size_multiple - 1) / c.pad_vocab_size_multiple * c.pad_vocab_size_multiple;
   if (c.mixer_rms_norm && (c.arch != Architecture::Mamba1 || options.form != ConfigForm::HuggingFace))
     throw Error("FalconMamba checkpoints only exist in the Hugging Face form of Mamba-1");
   if (options.format == CheckpointFormat::TorchBin && options.shards > 1)
@@ -149,10 +179,15 @@ void make_model(const std::string& out_dir, const MakeModelOptions& options) {
   const int64_t d = c.d_model;
   const std::string embedding_name = hf_names ? "backbone.embeddings.weight" : "backbone.embedding.weight";
   // Embedding rows with RMS 2/sqrt(d) give logits of a few units against a unit-RMS final state.
-  tensors.push_back({embedding_name, {c.vocab_rows, d}, rng.uniform_values(c.vocab_rows * d, 2.0 * std::sqrt(3.0 / d)), false});
+  tensors.push_back({embedding_name,
+                     {c.vocab_rows, d},
+                     rng.uniform_values(c.vocab_rows * d, 2.0 * std::sqrt(3.0 / d)),
+                     false});
   if (options.input_dim > 0) {
-    tensors.push_back({"input_proj.weight", {d, options.input_dim},
-                       rng.uniform_values(d * options.input_dim, std::sqrt(3.0 / options.input_dim)), false});
+    tensors.push_back({"input_proj.weight",
+                       {d, options.input_dim},
+                       rng.uniform_values(d * options.input_dim, std::sqrt(3.0 / options.input_dim)),
+                       false});
     tensors.push_back({"input_proj.bias", {d}, rng.uniform_values(d, 0.1), false});
   }
   if (c.arch == Architecture::Mamba2 || c.arch == Architecture::Mamba3) {
@@ -165,7 +200,10 @@ void make_model(const std::string& out_dir, const MakeModelOptions& options) {
   }
   tensors.push_back({"backbone.norm_f.weight", {d}, std::vector<float>(d, 1.0f), false});
   if (!c.tie_embeddings)
-    tensors.push_back({"lm_head.weight", {c.vocab_rows, d}, rng.uniform_values(c.vocab_rows * d, 2.0 * std::sqrt(3.0 / d)), false});
+    tensors.push_back({"lm_head.weight",
+                       {c.vocab_rows, d},
+                       rng.uniform_values(c.vocab_rows * d, 2.0 * std::sqrt(3.0 / d)),
+                       false});
 
   write_shards(out_dir, tensors, options.dtype, options.shards, options.format);
   // A byte-level tokenizer needs 256 byte tokens plus the end-of-text token.

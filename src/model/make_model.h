@@ -31,7 +31,17 @@ struct MakeModelOptions {
 // Preset configs: "tiny" (d_model 64, 2 layers, vocab 512) and "130m" (mamba-130m's shape).
 ModelConfig preset_config(const std::string& name);
 
-// Throws mb::Error when the folder cannot be written or the options are inconsistent.
+// make_model holds every weight as f32 in memory before writing, so it refuses configurations of
+// more than this many values (16 GiB of f32).
+inline constexpr int64_t kMaxMakeModelValues = int64_t{1} << 32;
+
+// About how many weight values `config` (plus an input projection of `input_dim` features)
+// has: the embedding, the LM head when untied, and every layer's projections and parameters.
+double make_model_value_count(const ModelConfig& config, int64_t input_dim);
+
+// Throws mb::Error when the folder cannot be written or the options are inconsistent or out of
+// range (a Mamba-1 dt_rank or a pad_vocab_size_multiple below 1, more than kMaxMakeModelValues
+// values); sizes are never silently replaced.
 void make_model(const std::string& out_dir, const MakeModelOptions& options);
 
 }  // namespace mb

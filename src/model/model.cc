@@ -40,8 +40,17 @@ uint64_t fnv1a(uint64_t hash, const void* data, size_t size) {
 // its stored bytes: cheap, and different for any two checkpoints that differ in practice.
 uint64_t checkpoint_fingerprint(const ModelConfig& c, const TensorSet& tensors) {
   uint64_t hash = 0xcbf29ce484222325ull;
-  const int64_t sizes[] = {static_cast<int64_t>(c.arch), c.d_model, c.n_layer, c.vocab_size, c.d_state, c.d_conv,
-                           c.d_inner,  c.dt_rank, c.headdim, c.ngroups, static_cast<int64_t>(c.is_outproj_norm),
+  const int64_t sizes[] = {static_cast<int64_t>(c.arch),
+                           c.d_model,
+                           c.n_layer,
+                           c.vocab_size,
+                           c.d_state,
+                           c.d_conv,
+                           c.d_inner,
+                           c.dt_rank,
+                           c.headdim,
+                           c.ngroups,
+                           static_cast<int64_t>(c.is_outproj_norm),
                            static_cast<int64_t>(c.gated_norm)};
   const double parameters[] = {c.norm_eps, c.rope_fraction, c.a_floor, c.dt_limit_min, c.dt_limit_max};
   hash = fnv1a(hash, parameters, sizeof parameters);
@@ -115,6 +124,7 @@ void Model::forward(const ComputeContext& ctx, std::span<const SequenceInput> ba
   const int64_t n_seq = static_cast<int64_t>(batch.size());
   if (options.chunk < 0) throw Error("chunk size must be >= 0");
   if (options.ssd_chunk < 0) throw Error("SSD chunk size must be >= 0");
+  check_thread_count(ctx.n_threads);
   ws.options = options;
   // Validate everything before any state changes, so a bad request leaves every sequence intact.
   std::vector<int64_t>& total = ws.total;
@@ -139,6 +149,22 @@ void Model::forward(const ComputeContext& ctx, std::span<const SequenceInput> ba
                     " feature values, not a positive multiple of input_dim " + std::to_string(input_dim()));
       total[i] = static_cast<int64_t>(in.features.size()) / input_dim();
     }
+  }
+  // Two sequences advancing one state would both read and write it in the same round (from
+  // different threads, in no fixed order), so each state may appear in a batch only once.
+  std::vector<const SequenceState*>& sorted = ws.sorted_states;
+  sorted.clear();
+  for (const SequenceInput& in : batch) sorted.push_back(in.state);
+  std::sort(sorted.begin(), sorted.end());
+  const auto repeated = std::adjacent_find(sorted.begin(), sorted.end());
+  if (repeated != sorted.end()) {
+    int64_t first = -1, second = -1;
+    for (int64_t i = 0; i < n_seq && second < 0; ++i) {
+      if (batch[i].state != *repeated) continue;
+      (first < 0 ? first : second) = i;
+    }
+    throw Error("sequences " + std::to_string(first) + " and " + std::to_string(second) +
+                " of the batch share one SequenceState; each state may appear once per forward call");
   }
 
   outputs.resize(n_seq);

@@ -88,7 +88,8 @@ struct Workspace {
   std::vector<int64_t> total, consumed, owner;
   std::vector<RowRange> rows;
   std::vector<double> pooled;
-  std::vector<CausalConvArgs> conv_args;     // per-sequence op arguments, reused across calls
+  std::vector<const SequenceState*> sorted_states;  // the batch's states, sorted to find repeats
+  std::vector<CausalConvArgs> conv_args;            // per-sequence op arguments, reused across calls
   std::vector<SelectiveScanArgs> scan_args;
   std::vector<Mamba2ScanSequence> mamba2_args;
   std::vector<Mamba3ScanSequence> mamba3_args;
@@ -118,8 +119,9 @@ class Model {
   SequenceState new_state() const { return {std::vector<float>(state_floats(), 0.0f), 0}; }
 
   // Runs every sequence's new positions; `outputs[i]` receives sequence i's output rows
-  // (resized as needed). Throws mb::Error for out-of-range token ids or malformed inputs
-  // before touching any state.
+  // (resized as needed). Throws mb::Error for out-of-range token ids, malformed inputs, a state
+  // named by two sequences of the batch, or a thread count outside [1, kMaxThreads], before
+  // touching any state.
   void forward(const ComputeContext& ctx, std::span<const SequenceInput> batch, const ForwardOptions& options,
                Workspace& workspace, std::vector<std::vector<float>>& outputs) const;
 
@@ -142,12 +144,12 @@ class Model {
 
   ModelConfig config_;
   const StoredTensor* embedding_ = nullptr;  // [vocab_rows or vocab_size, d_model], read in place for lookups
-  WeightMatrix lm_head_;     // packed [vocab_size, d_model]: the real rows of lm_head (tied: of the embedding)
-  const float* norm_f_ = nullptr;          // [d_model]
-  WeightMatrix input_proj_;                // [d_model, input_dim] or empty
-  const float* input_proj_bias_ = nullptr; // [d_model] or null
+  WeightMatrix lm_head_;  // packed [vocab_size, d_model]: the real rows of lm_head (tied: of the embedding)
+  const float* norm_f_ = nullptr;           // [d_model]
+  WeightMatrix input_proj_;                 // [d_model, input_dim] or empty
+  const float* input_proj_bias_ = nullptr;  // [d_model] or null
   std::shared_ptr<const TensorSet> tensors_;
-  std::shared_ptr<WeightBinder> binder_;   // owns converted weight storage
+  std::shared_ptr<WeightBinder> binder_;  // owns converted weight storage
   uint64_t fingerprint_ = 0;
 };
 

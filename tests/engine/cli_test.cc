@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -77,7 +78,7 @@ TEST(Cli, BadInputsGiveOneLineErrorsAndNonZeroExit) {
       {"generate -m /nonexistent/model --tokens 1 -n 4", "no config.json"},
       {"logits -m " + cli_model() + " --tokens 1 --out /tmp/x.npy --mode fast", "--mode"},
       {"logits -m " + cli_model() + " --tokens 1 --out /tmp/x.npy --dtype int4", "unknown dtype"},
-      {"run -m " + cli_model() + " -p hi --temp -1", "temperature"},
+      {"run -m " + cli_model() + " -p hi --temp -1", "--temp"},
       {"run -m " + cli_model() + " -p hi --state-in /nonexistent.state", "cannot open"},
   };
   for (const auto& [arguments, fragment] : cases) {
@@ -85,6 +86,97 @@ TEST(Cli, BadInputsGiveOneLineErrorsAndNonZeroExit) {
     EXPECT_NE(out.status, 0) << arguments;
     EXPECT_NE(out.err.find(fragment), std::string::npos) << arguments << "\n" << out.err;
     EXPECT_EQ(std::count(out.err.begin(), out.err.end(), '\n'), 1) << arguments << "\n" << out.err;
+  }
+}
+
+TEST(Cli, EveryNumericFlagIsCheckedUnderTheNameTheUserTyped) {
+  const std::string dir = test::make_temp_dir("cli_flags");
+  const std::string gen = "generate -m " + cli_model() + " --tokens 1,2 ";
+  const std::string run = "run -m " + cli_model() + " -p hi ";
+  const std::string logits = "logits -m " + cli_model() + " --tokens 1,2 --out " + dir + "/l.npy ";
+  const std::string bench = "bench -m " + cli_model() + " ";
+  const std::string make = "make-model --out " + dir + "/made ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      // A thread count this large used to crash inside the OpenMP runtime.
+      {gen + "-t 100000", "-t/--threads must be in [0, 1024] (0 = all cores), got 100000"},
+      {gen + "--threads -1", "-t/--threads must be in [0, 1024]"},
+      {gen + "-n -3", "-n/--n-predict must be >= 0, got -3"},
+      {run + "--n-predict -1", "-n/--n-predict must be >= 0, got -1"},
+      {gen + "--temp nan", "--temp must be finite and >= 0, got nan"},
+      {run + "--temp inf", "--temp must be finite and >= 0, got inf"},
+      {run + "--temp -1", "--temp must be finite and >= 0, got -1"},
+      {run + "--top-k -2", "--top-k must be >= 0"},
+      {run + "--top-p 0", "--top-p must be in (0, 1]"},
+      {run + "--top-p 1.5", "--top-p must be in (0, 1]"},
+      {run + "--min-p -0.1", "--min-p must be in [0, 1]"},
+      {run + "--min-p nan", "--min-p must be in [0, 1]"},
+      {run + "--repeat-penalty 0", "--repeat-penalty must be finite and > 0"},
+      {run + "--repeat-last-n -2", "--repeat-last-n must be >= -1"},
+      {run + "--seed -5", "--seed must be >= -1 (-1 = random), got -5"},
+      {logits + "--chunk -1", "--chunk must be >= 0"},
+      {logits + "--ssd-chunk -4", "--ssd-chunk must be >= 0"},
+      {logits + "-t 5000", "-t/--threads must be in [0, 1024]"},
+      {bench + "--prompt-len 0", "--prompt-len must be in [1, "},
+      {bench + "--prompt-len 1000000000", "--prompt-len must be in [1, 16777216], got 1000000000"},
+      {bench + "--gen-len -1", "--gen-len must be in [1, "},
+      {bench + "--repeats 0", "--repeats must be in [1, 1000], got 0"},
+      {bench + "--chunk -1", "--chunk must be >= 0"},
+      {bench + "--step-tokens -1", "--step-tokens must be >= 0"},
+      {bench + "--ssd-chunk -1", "--ssd-chunk must be >= 0"},
+      {bench + "-t 2000", "-t/--threads must be in [0, 1024]"},
+      // make-model: a given size is checked, never replaced by a default.
+      {make + "--d-model 0", "--d-model must be in [1, 65536], got 0"},
+      {make + "--n-layer -1", "--n-layer must be in [1, 4096], got -1"},
+      {make + "--vocab 0", "--vocab must be in [1, 16777216], got 0"},
+      {make + "--d-state 0", "--d-state must be in [1, 256], got 0"},
+      {make + "--d-state 512", "--d-state must be in [1, 256], got 512"},
+      {make + "--d-conv 0", "--d-conv must be in [1, 16], got 0"},
+      {make + "--expand 0", "--expand must be in [1, 64], got 0"},
+      {make + "--dt-rank 0", "--dt-rank must be in [1, 65536], got 0"},
+      {make + "--dt-rank -3", "--dt-rank must be in [1, 65536], got -3"},
+      {make + "--arch mamba2 --headdim 0", "--headdim must be in [1, "},
+      {make + "--arch mamba2 --ngroups 0", "--ngroups must be in [1, "},
+      {make + "--arch mamba3 --chunk-size 0", "--chunk-size must be in [1, "},
+      {make + "--arch mamba3 --rope-fraction nan", "--rope-fraction must be 0.5 or 1.0, got nan"},
+      {make + "--shards 0", "--shards must be in [1, 4096], got 0"},
+      {make + "--input-dim -1", "--input-dim must be in [0, "},
+      {make + "--seed -1", "--seed must be >= 0, got -1"},
+      {make + "--d-model 65536 --vocab 1000000", "--d-model 65536, --vocab 1000000"},
+      // Values CLI11 cannot convert are one line too.
+      {gen + "--temp abc", "--temp"},
+  };
+  for (const auto& [arguments, fragment] : cases) {
+    const Output out = run_cli(arguments);
+    EXPECT_NE(out.status, 0) << arguments;
+    EXPECT_NE(out.err.find(fragment), std::string::npos) << arguments << "\n" << out.err;
+    EXPECT_EQ(out.err.rfind("error: ", 0), 0u) << arguments << "\n" << out.err;
+    EXPECT_EQ(std::count(out.err.begin(), out.err.end(), '\n'), 1) << arguments << "\n" << out.err;
+  }
+  // Nothing was written by a refused make-model.
+  EXPECT_FALSE(std::filesystem::exists(dir + "/made"));
+}
+
+TEST(Cli, VersionAndTheSharedPromptFlags) {
+  const Output version = run_cli("--version");
+  ASSERT_EQ(version.status, 0) << version.err;
+  EXPECT_EQ(version.out.rfind("mambacpp ", 0), 0u) << version.out;
+  EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(version.out[9]))) << version.out;
+
+  const std::string dir = test::make_temp_dir("cli_prompt_flags");
+  write_file_atomically(dir + "/prompt.txt", "Once upon a time");
+  const Output by_text = run_cli("tokenize -m " + cli_model() + " -p 'Once upon a time'");
+  ASSERT_EQ(by_text.status, 0) << by_text.err;
+  for (const std::string flag : {"-f", "--file"}) {
+    const Output by_file = run_cli("tokenize -m " + cli_model() + " " + flag + " " + dir + "/prompt.txt");
+    EXPECT_EQ(by_file.out, by_text.out) << flag << " " << by_file.err;
+  }
+  const std::string run = "run -m " + cli_model() + " -n 6 --seed 2 --ignore-eos ";
+  const Output run_text = run_cli(run + "--prompt 'Once upon a time'");
+  ASSERT_EQ(run_text.status, 0) << run_text.err;
+  // --prompt-file is the older spelling of -f/--file and keeps working.
+  for (const std::string flag : {"-f", "--file", "--prompt-file"}) {
+    const Output run_file = run_cli(run + flag + " " + dir + "/prompt.txt");
+    EXPECT_EQ(run_file.out, run_text.out) << flag << " " << run_file.err;
   }
 }
 

@@ -2,7 +2,6 @@
 // the ids and text that Hugging Face tokenizers produced (tools/tokenizer_goldens).
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <memory>
 #include <sstream>
 #include <tuple>
@@ -292,21 +291,19 @@ INSTANTIATE_TEST_SUITE_P(Variants, VariantDecodeGoldenTest,
                                            "llama2-without-byte-fallback"),
                          variant_test_name);
 
-TEST(TokenizerPerformance, EncodesTheGptNeoxCorpusWellUnderASecond) {
+// The golden corpus is large enough to exercise every pre-tokenizer path, and BPE merges it into
+// fewer ids than bytes. (Encoding speed is a benchmark matter, not a unit-test assertion.)
+TEST(TokenizerCorpus, TheGptNeoxCorpusIsLargeAndEncodesToFewerIdsThanBytes) {
   const Tokenizer& tokenizer = test::fixture_tokenizer("gpt-neox-20b");
   size_t bytes = 0;
   size_t ids = 0;
-  const auto start = std::chrono::steady_clock::now();
   for (const auto& c : test::golden_corpus()) {
     bytes += c.bytes.size();
     ids += tokenizer.encode(c.bytes).size();
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("encoded %zu bytes into %zu ids in %.1f ms\n", bytes, ids, seconds * 1e3);
   EXPECT_GT(bytes, 90000u);
-#if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
-  EXPECT_LT(seconds, 0.5);
-#endif
+  EXPECT_GT(ids, 0u);
+  EXPECT_LT(ids, bytes);
 }
 
 }  // namespace

@@ -1,0 +1,84 @@
+// Model::forward refuses requests it cannot run safely, before touching any state: a thread
+// count outside [1, kMaxThreads] (OpenMP would crash creating the threads) and a batch that names
+// one SequenceState twice (two sequences would advance it at once, racing under threads).
+#include <gtest/gtest.h>
+
+#include "common/model_fixture.h"
+#include "common/test_util.h"
+#include "core/error.h"
+
+namespace mb {
+namespace {
+
+using test::same_bits;
+
+const Model& small_model() {
+  static const std::unique_ptr<Model> model = [] {
+    MakeModelOptions o;
+    o.config = test::small_config(32, 2, 97);
+    o.seed = 5;
+    return Model::load(test::write_model(o, "forward_validation"));
+  }();
+  return *model;
+}
+
+// Runs `batch` and returns the message of the mb::Error it throws ("" when it throws none).
+std::string forward_error(const ComputeContext& ctx, std::span<const SequenceInput> batch) {
+  Workspace ws;
+  std::vector<std::vector<float>> out;
+  try {
+    small_model().forward(ctx, batch, {OutputKind::LogitsLast, 0}, ws, out);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ForwardValidation, ThreadCountsOutsideTheSupportedRangeAreRefused) {
+  const Model& model = small_model();
+  SequenceState state = model.new_state();
+  const SequenceState before = state;
+  const std::vector<int32_t> tokens = {1, 2, 3};
+  const SequenceInput input{&state, tokens, {}};
+  for (int threads : {0, -1, kMaxThreads + 1, 100000}) {
+    const std::string message = forward_error(ComputeContext{threads, best_isa()}, std::span(&input, 1));
+    EXPECT_NE(message.find("n_threads must be in [1, " + std::to_string(kMaxThreads) + "], got " +
+                           std::to_string(threads)),
+              std::string::npos)
+        << threads << ": " << message;
+  }
+  EXPECT_TRUE(same_bits(state.values, before.values));
+  EXPECT_EQ(state.position, 0);
+  // The bounds themselves are allowed (checked without starting 1024 threads).
+  EXPECT_NO_THROW(check_thread_count(1));
+  EXPECT_NO_THROW(check_thread_count(kMaxThreads));
+  EXPECT_EQ(forward_error(ComputeContext{2, best_isa()}, std::span(&input, 1)), "");
+  EXPECT_EQ(state.position, 3);
+}
+
+TEST(ForwardValidation, OneStateTwiceInABatchIsRefusedBeforeAnyStateChanges) {
+  const Model& model = small_model();
+  // Give the states some history first, so "unchanged" compares real values, not zeros.
+  std::vector<SequenceState> states(2, model.new_state());
+  const auto warm = test::random_tokens(6, model.config().vocab_size, 3);
+  for (SequenceState& s : states) {
+    const SequenceInput input{&s, warm, {}};
+    ASSERT_EQ(forward_error(ComputeContext{1, best_isa()}, std::span(&input, 1)), "");
+  }
+  const std::vector<SequenceState> before = states;
+  const auto a = test::random_tokens(9, model.config().vocab_size, 4);
+  const auto b = test::random_tokens(5, model.config().vocab_size, 5);
+  const auto c = test::random_tokens(7, model.config().vocab_size, 6);
+  // Two threads, so that without the check the two sequences would really race on states[0].
+  const std::vector<SequenceInput> batch = {{&states[0], a, {}}, {&states[1], b, {}}, {&states[0], c, {}}};
+  const std::string message = forward_error(ComputeContext{2, best_isa()}, batch);
+  EXPECT_NE(message.find("sequences 0 and 2 of the batch share one SequenceState"), std::string::npos)
+      << message;
+  for (size_t i = 0; i < states.size(); ++i) {
+    EXPECT_TRUE(same_bits(states[i].values, before[i].values)) << "state " << i;
+    EXPECT_EQ(states[i].position, before[i].position) << "state " << i;
+  }
+}
+
+}  // namespace
+}  // namespace mb
