@@ -78,7 +78,8 @@ std::vector<float> read_npy_f32(const std::string& path, std::vector<int64_t>& s
   }
   if (bytes.size() - 10 - header_size != count * 4) throw Error(where + " size does not match its shape");
   std::vector<float> values(count);
-  std::memcpy(values.data(), bytes.data() + 10 + header_size, count * 4);
+  // An empty array's data() may be null, which memcpy forbids even for zero bytes.
+  if (count > 0) std::memcpy(values.data(), bytes.data() + 10 + header_size, count * 4);
   return values;
 }
 

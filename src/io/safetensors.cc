@@ -230,7 +230,8 @@ const StoredTensor* TensorSet::find(const std::string& name) const {
 std::vector<uint8_t> encode_f32(const std::vector<float>& values, DType dtype) {
   std::vector<uint8_t> bytes(values.size() * dtype_size(dtype));
   if (dtype == DType::F32) {
-    std::memcpy(bytes.data(), values.data(), bytes.size());
+    // std::copy rather than memcpy: an empty vector's data() may be null, which memcpy forbids.
+    std::copy_n(reinterpret_cast<const uint8_t*>(values.data()), bytes.size(), bytes.begin());
     return bytes;
   }
   for (size_t i = 0; i < values.size(); ++i) {
@@ -281,7 +282,7 @@ void SafetensorsWriter::write(const std::string& path) const {
   std::memcpy(file.data() + 8, header_text.data(), header_text.size());
   size_t position = 8 + header_text.size();
   for (const auto& entry : entries_) {
-    std::memcpy(file.data() + position, entry.bytes.data(), entry.bytes.size());
+    std::copy(entry.bytes.begin(), entry.bytes.end(), file.begin() + static_cast<std::ptrdiff_t>(position));
     position += entry.bytes.size();
   }
   write_file_atomically(path, file);

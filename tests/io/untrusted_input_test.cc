@@ -3,6 +3,7 @@
 // stack overflow, a foreign exception or an unbounded error message.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -153,6 +154,25 @@ TEST(UntrustedNpy, MalformedShapesAreRefusedWithAMessage) {
   std::vector<int64_t> read_shape;
   EXPECT_TRUE(read_npy_f32(path, read_shape).empty());
   EXPECT_EQ(read_shape, (std::vector<int64_t>{2, 0, 3}));
+}
+
+TEST(EmptyTensors, WriteAndReadBackWithoutTouchingNullPointers) {
+  // Found by the fuzz seed generator under UBSan: memcpy from an empty vector's null data().
+  EXPECT_TRUE(encode_f32({}, DType::F32).empty());
+  const std::string dir = test::make_temp_dir("empty_tensors");
+  SafetensorsWriter writer;
+  writer.add_f32("none", {0}, {}, DType::F32);
+  writer.add_raw("rows", "F64", {0, 4}, {});
+  writer.add_f32("one", {1}, {2.5f}, DType::F32);
+  writer.write(dir + "/model.safetensors");
+  const TensorSet set = TensorSet::open_file(dir + "/model.safetensors");
+  ASSERT_NE(set.find("none"), nullptr);
+  EXPECT_EQ(set.find("none")->byte_size, 0u);
+  EXPECT_EQ(set.find("rows")->shape, (std::vector<int64_t>{0, 4}));
+  ASSERT_EQ(set.find("one")->byte_size, 4u);
+  float value = 0;
+  std::memcpy(&value, set.find("one")->data, 4);
+  EXPECT_EQ(value, 2.5f);
 }
 
 }  // namespace
