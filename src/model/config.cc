@@ -29,7 +29,8 @@ class ConfigReader {
   }
   bool boolean_or(const char* key, bool fallback) const {
     if (!has(key)) return fallback;
-    if (!object_[key].is_boolean()) throw Error(where_ + ": '" + key + "' must be true or false, got " + json_excerpt(object_[key]));
+    if (!object_[key].is_boolean())
+      throw Error(where_ + ": '" + key + "' must be true or false, got " + json_excerpt(object_[key]));
     return object_[key].get<bool>();
   }
   double positive_number_or(const char* key, double fallback) const {
@@ -41,7 +42,8 @@ class ConfigReader {
   }
   std::string string_or(const char* key, const std::string& fallback) const {
     if (!has(key)) return fallback;
-    if (!object_[key].is_string()) throw Error(where_ + ": '" + key + "' must be a string, got " + json_excerpt(object_[key]));
+    if (!object_[key].is_string())
+      throw Error(where_ + ": '" + key + "' must be a string, got " + json_excerpt(object_[key]));
     return object_[key].get<std::string>();
   }
   const json& at(const char* key) const { return object_[key]; }
@@ -71,7 +73,8 @@ void parse_dt_rank(const ConfigReader& reader, const char* key, ModelConfig& con
   const json& value = reader.at(key);
   if (value.is_string()) {
     if (value.get<std::string>() != "auto")
-      throw Error(where + ": '" + key + "' must be a positive integer or \"auto\", got " + json_excerpt(value));
+      throw Error(where + ": '" + key + "' must be a positive integer or \"auto\", got " +
+                  json_excerpt(value));
     return;
   }
   config.dt_rank = reader.positive_int_value(key, value, kMaxDModel);
@@ -279,7 +282,8 @@ ModelConfig parse_model_config(const json& object, const std::string& where) {
     const json& eos = object["eos_token_id"];
     const auto add_eos = [&](const json& id) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= config.vocab_size)
-        throw Error(where + ": 'eos_token_id' must be token ids inside the vocabulary, got " + json_excerpt(eos));
+        throw Error(where + ": 'eos_token_id' must be token ids inside the vocabulary, got " +
+                    json_excerpt(eos));
       config.eos_token_ids.push_back(id.get<int32_t>());
     };
     // A single id is checked in place: wrapping it in a list would copy the value, whatever it holds.

@@ -26,7 +26,9 @@ std::string read_file(const std::string& path, const char* what) {
 
 // Real tokenizer files nest a handful of levels (a Sequence of normalizers inside the
 // pipeline); 128 leaves room for any plausible pipeline while keeping recursion bounded.
-json parse_json(std::string_view text, const std::string& source) { return parse_json_text(text, source, 128); }
+json parse_json(std::string_view text, const std::string& source) {
+  return parse_json_text(text, source, 128);
+}
 
 const json* find_field(const json& object, const char* key) {
   const auto it = object.find(key);
