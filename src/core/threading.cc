@@ -6,7 +6,20 @@
 
 #include "core/error.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 namespace mb {
+
+#if defined(__x86_64__) || defined(__i386__)
+// F16C is CPUID leaf 1, ECX bit 29. It is read directly because clang 14's
+// __builtin_cpu_supports does not know the "f16c" feature name that GCC accepts.
+static bool x86_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+}
+#endif
 
 const char* isa_name(Isa isa) {
   switch (isa) {
@@ -20,7 +33,7 @@ const char* isa_name(Isa isa) {
 bool isa_supported(Isa isa) {
   switch (isa) {
     case Isa::Scalar: return true;
-    case Isa::Avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    case Isa::Avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && x86_has_f16c();
     case Isa::Avx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/json_text.h"
 #include "io/torch_checkpoint.h"
 
 namespace mb {
@@ -54,12 +55,8 @@ json parse_header(const std::string& text, const std::string& path) {
     }
     return true;
   };
-  json header;
-  try {
-    header = json::parse(text, callback);
-  } catch (const json::parse_error& e) {
-    throw Error("'" + path + "': safetensors header is not valid JSON (" + e.what() + ")");
-  }
+  // A header nests three levels (tensor, entry, shape); 64 is far beyond any real one.
+  const json header = parse_json_text(text, "'" + path + "': safetensors header", 64, callback);
   if (!duplicate.empty()) throw Error("'" + path + "': tensor '" + duplicate + "' appears twice in the header");
   if (!header.is_object()) throw Error("'" + path + "': safetensors header is not a JSON object");
   return header;
@@ -183,12 +180,7 @@ TensorSet TensorSet::open_file(const std::string& path) {
 }
 
 TensorSet TensorSet::open_index(const std::string& index_path) {
-  json index;
-  try {
-    index = json::parse(read_text_file(index_path));
-  } catch (const json::parse_error& e) {
-    throw Error("'" + index_path + "' is not valid JSON (" + e.what() + ")");
-  }
+  const json index = parse_json_text(read_text_file(index_path), "'" + index_path + "'", 64);
   if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
     throw Error("'" + index_path + "' has no weight_map object");
   const auto dir = std::filesystem::path(index_path).parent_path();
@@ -238,7 +230,8 @@ const StoredTensor* TensorSet::find(const std::string& name) const {
 std::vector<uint8_t> encode_f32(const std::vector<float>& values, DType dtype) {
   std::vector<uint8_t> bytes(values.size() * dtype_size(dtype));
   if (dtype == DType::F32) {
-    std::memcpy(bytes.data(), values.data(), bytes.size());
+    // std::copy rather than memcpy: an empty vector's data() may be null, which memcpy forbids.
+    std::copy_n(reinterpret_cast<const uint8_t*>(values.data()), bytes.size(), bytes.begin());
     return bytes;
   }
   for (size_t i = 0; i < values.size(); ++i) {
@@ -289,7 +282,7 @@ void SafetensorsWriter::write(const std::string& path) const {
   std::memcpy(file.data() + 8, header_text.data(), header_text.size());
   size_t position = 8 + header_text.size();
   for (const auto& entry : entries_) {
-    std::memcpy(file.data() + position, entry.bytes.data(), entry.bytes.size());
+    std::copy(entry.bytes.begin(), entry.bytes.end(), file.begin() + static_cast<std::ptrdiff_t>(position));
     position += entry.bytes.size();
   }
   write_file_atomically(path, file);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_text.h"
 #include "io/mapped_file.h"
 
 namespace mb {
@@ -28,26 +29,28 @@ class ConfigReader {
   }
   bool boolean_or(const char* key, bool fallback) const {
     if (!has(key)) return fallback;
-    if (!object_[key].is_boolean()) throw Error(where_ + ": '" + key + "' must be true or false, got " + object_[key].dump());
+    if (!object_[key].is_boolean())
+      throw Error(where_ + ": '" + key + "' must be true or false, got " + json_excerpt(object_[key]));
     return object_[key].get<bool>();
   }
   double positive_number_or(const char* key, double fallback) const {
     if (!has(key)) return fallback;
     const json& value = object_[key];
     if (!value.is_number() || !(value.get<double>() > 0.0))
-      throw Error(where_ + ": '" + key + "' must be a positive number, got " + value.dump());
+      throw Error(where_ + ": '" + key + "' must be a positive number, got " + json_excerpt(value));
     return value.get<double>();
   }
   std::string string_or(const char* key, const std::string& fallback) const {
     if (!has(key)) return fallback;
-    if (!object_[key].is_string()) throw Error(where_ + ": '" + key + "' must be a string, got " + object_[key].dump());
+    if (!object_[key].is_string())
+      throw Error(where_ + ": '" + key + "' must be a string, got " + json_excerpt(object_[key]));
     return object_[key].get<std::string>();
   }
   const json& at(const char* key) const { return object_[key]; }
 
   int64_t positive_int_value(const std::string& key, const json& value, int64_t max_value) const {
     if (!value.is_number_integer() || value.get<int64_t>() <= 0)
-      throw Error(where_ + ": '" + key + "' must be a positive integer, got " + value.dump());
+      throw Error(where_ + ": '" + key + "' must be a positive integer, got " + json_excerpt(value));
     const int64_t v = value.get<int64_t>();
     if (v > max_value)
       throw Error(where_ + ": '" + key + "' = " + std::to_string(v) + " exceeds the supported maximum " +
@@ -70,7 +73,8 @@ void parse_dt_rank(const ConfigReader& reader, const char* key, ModelConfig& con
   const json& value = reader.at(key);
   if (value.is_string()) {
     if (value.get<std::string>() != "auto")
-      throw Error(where + ": '" + key + "' must be a positive integer or \"auto\", got " + value.dump());
+      throw Error(where + ": '" + key + "' must be a positive integer or \"auto\", got " +
+                  json_excerpt(value));
     return;
   }
   config.dt_rank = reader.positive_int_value(key, value, kMaxDModel);
@@ -85,7 +89,7 @@ double number_value(const json& value, const std::string& key, const std::string
     if (text == "Infinity") return INFINITY;
     if (text == "-Infinity") return -INFINITY;
   }
-  throw Error(where + ": '" + key + "' must hold numbers, got " + value.dump());
+  throw Error(where + ": '" + key + "' must hold numbers, got " + json_excerpt(value));
 }
 
 // time_step_limit (HF) or dt_limit (state-spaces): [min, max] with 0 <= min <= max.
@@ -93,11 +97,11 @@ void parse_dt_limit(const ConfigReader& reader, const char* key, ModelConfig& co
   if (!reader.has(key)) return;
   const json& value = reader.at(key);
   if (!value.is_array() || value.size() != 2)
-    throw Error(where + ": '" + key + "' must be a list [min, max], got " + value.dump());
+    throw Error(where + ": '" + key + "' must be a list [min, max], got " + json_excerpt(value));
   config.dt_limit_min = number_value(value[0], key, where);
   config.dt_limit_max = number_value(value[1], key, where);
   if (!(config.dt_limit_min >= 0.0 && config.dt_limit_min <= config.dt_limit_max))
-    throw Error(where + ": '" + key + "' must satisfy 0 <= min <= max, got " + value.dump());
+    throw Error(where + ": '" + key + "' must satisfy 0 <= min <= max, got " + json_excerpt(value));
 }
 
 // Hugging Face Mamba2ForCausalLM. Absent keys take Mamba2Config's defaults, as transformers does.
@@ -176,7 +180,7 @@ void parse_original(const ConfigReader& reader, ModelConfig& config, const std::
 
   static const json empty = json::object();
   const json& ssm = reader.has("ssm_cfg") ? reader.at("ssm_cfg") : empty;
-  if (!ssm.is_object()) throw Error(where + ": 'ssm_cfg' must be an object, got " + ssm.dump());
+  if (!ssm.is_object()) throw Error(where + ": 'ssm_cfg' must be an object, got " + json_excerpt(ssm));
   const ConfigReader ssm_reader(ssm, where + " (ssm_cfg)");
   const std::string layer = ssm_reader.string_or("layer", "Mamba1");
   if (layer == "Mamba1") {
@@ -276,11 +280,17 @@ ModelConfig parse_model_config(const json& object, const std::string& where) {
   else throw Error(where + ": neither 'hidden_size' (Hugging Face form) nor 'd_model' (state-spaces form) is present");
   if (reader.has("eos_token_id")) {
     const json& eos = object["eos_token_id"];
-    const json list = eos.is_array() ? eos : json::array({eos});
-    for (const json& id : list) {
+    const auto add_eos = [&](const json& id) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= config.vocab_size)
-        throw Error(where + ": 'eos_token_id' must be token ids inside the vocabulary, got " + eos.dump());
+        throw Error(where + ": 'eos_token_id' must be token ids inside the vocabulary, got " +
+                    json_excerpt(eos));
       config.eos_token_ids.push_back(id.get<int32_t>());
+    };
+    // A single id is checked in place: wrapping it in a list would copy the value, whatever it holds.
+    if (eos.is_array()) {
+      for (const json& id : eos) add_eos(id);
+    } else {
+      add_eos(eos);
     }
   }
   const int64_t multiple = config.pad_vocab_size_multiple;
@@ -324,12 +334,8 @@ std::string quote_python_infinities(const std::string& text) {
 ModelConfig load_model_config(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
   if (!std::filesystem::exists(path)) throw Error("'" + dir + "' has no config.json");
-  json object;
-  try {
-    object = json::parse(quote_python_infinities(read_text_file(path)));
-  } catch (const json::parse_error& e) {
-    throw Error("'" + path + "' is not valid JSON (" + e.what() + ")");
-  }
+  // A config nests two or three levels; 64 leaves room for any plausible extension.
+  const json object = parse_json_text(quote_python_infinities(read_text_file(path)), "'" + path + "'", 64);
   return parse_model_config(object, "'" + path + "'");
 }
 

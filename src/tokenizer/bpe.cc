@@ -64,7 +64,9 @@ BpeModel::BpeModel(std::vector<std::pair<std::string, int32_t>> vocab,
   merges_.reserve(merges.size());
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [left, right] = merges[rank];
-    const auto describe = [&] {
+    // Structured bindings are captured explicitly: clang accepts them in a capture-default only from
+    // version 16.
+    const auto describe = [&source, rank, &left = left, &right = right] {
       return source + ": merge #" + std::to_string(rank) + " ('" + left + "' + '" + right + "')";
     };
     const auto left_id = token_to_id(left);

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_text.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/utf8.h"
 
@@ -65,7 +66,7 @@ void parse_pre_tokenizer(const json& config, const std::string& source,
     }
     const auto behavior = config.find("behavior");
     if (behavior != config.end() && *behavior != "Isolated") {
-      throw Error(source + ": unsupported Split behavior " + behavior->dump() +
+      throw Error(source + ": unsupported Split behavior " + json_excerpt(*behavior) +
                   " (only \"Isolated\" is supported)");
     }
     if (bool_field(config, "invert", false, source, stage)) {

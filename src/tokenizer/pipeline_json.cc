@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_text.h"
 #include "tokenizer/utf8.h"
 
 namespace mb::tok {
@@ -82,7 +83,7 @@ MetaspaceOptions metaspace_options(const json& config, const std::string& source
   options.split = bool_field(config, "split", true, source, stage);
   const auto scheme = config.find("prepend_scheme");
   if (scheme != config.end() && !scheme->is_null()) {
-    const std::string name = scheme->is_string() ? scheme->get<std::string>() : scheme->dump();
+    const std::string name = scheme->is_string() ? scheme->get<std::string>() : json_excerpt(*scheme);
     if (name == "always") {
       options.prepend = PrependScheme::Always;
     } else if (name == "first") {

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_text.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_impl.h"
 
@@ -23,12 +24,10 @@ std::string read_file(const std::string& path, const char* what) {
   return contents.str();
 }
 
+// Real tokenizer files nest a handful of levels (a Sequence of normalizers inside the
+// pipeline); 128 leaves room for any plausible pipeline while keeping recursion bounded.
 json parse_json(std::string_view text, const std::string& source) {
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw Error(source + ": invalid JSON: " + e.what());
-  }
+  return parse_json_text(text, source, 128);
 }
 
 const json* find_field(const json& object, const char* key) {
@@ -57,7 +56,7 @@ std::vector<std::pair<std::string, int32_t>> parse_vocab(const json& vocab, cons
   entries.reserve(vocab.size());
   for (const auto& [token, id] : vocab.items()) {
     if (!id.is_number_integer()) {
-      throw Error(where + ": the id of token '" + token + "' must be an integer, got " + id.dump());
+      throw Error(where + ": the id of token '" + token + "' must be an integer, got " + json_excerpt(id));
     }
     const auto value = id.get<int64_t>();
     if (value < 0 || value > INT32_MAX) {
@@ -92,7 +91,7 @@ std::vector<std::pair<std::string, std::string>> parse_json_merges(const json* m
     } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
       out.emplace_back(merge[0].get<std::string>(), merge[1].get<std::string>());
     } else {
-      throw Error(at + " must be \"a b\" or [\"a\", \"b\"], got " + merge.dump());
+      throw Error(at + " must be \"a b\" or [\"a\", \"b\"], got " + json_excerpt(merge));
     }
   }
   return out;
@@ -117,7 +116,7 @@ tok::BpeModel parse_model(const json& root, const std::string& source) {
 
   const json* dropout = find_field(*model, "dropout");
   if (dropout != nullptr && !dropout->is_null() && (!dropout->is_number() || dropout->get<double>() != 0.0)) {
-    throw Error(where + ": BPE dropout " + dropout->dump() +
+    throw Error(where + ": BPE dropout " + json_excerpt(*dropout) +
                 " is not supported (encoding must be deterministic)");
   }
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
