@@ -40,7 +40,7 @@ inline double max_abs(const std::vector<float>& a) {
 // Every instruction set this CPU can run, for tests that pin cross-ISA equality.
 inline std::vector<Isa> supported_isas() {
   std::vector<Isa> isas;
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon})
     if (isa_supported(isa)) isas.push_back(isa);
   return isas;
 }
