@@ -12,8 +12,8 @@ namespace mb {
 enum class Isa { Scalar, Avx2, Avx512, Neon };
 
 const char* isa_name(Isa isa);
-Isa best_isa();                 // the widest instruction set this CPU supports
-bool isa_supported(Isa isa);    // false for the instruction sets of other architectures
+Isa best_isa();               // the widest instruction set this CPU supports
+bool isa_supported(Isa isa);  // false for the instruction sets of other architectures
 
 struct PhaseProfile;
 

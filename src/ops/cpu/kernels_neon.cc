@@ -11,5 +11,7 @@ using cpu::KernelTable;
 }  // namespace mb::cpu_neon
 
 namespace mb::cpu {
-const KernelTable& kernels_neon() { return cpu_neon::table(); }
+const KernelTable& kernels_neon() {
+  return cpu_neon::table();
+}
 }  // namespace mb::cpu

@@ -13,7 +13,7 @@
 // Every one of them is a single correctly rounded IEEE operation per lane, so the same kernel
 // text (kernels_generic.inc, compiled once per target) yields the same bits on every target:
 // the instruction set is a speed choice, never a numerics choice. That holds across machines too
-// (tests/ops/fingerprint_test.cc pins the bits), with one exception outside the contract: a NaN
+// (tests/model/fingerprint_test.cc pins the bits), with one exception outside the contract: a NaN
 // *created* by an invalid operation (inf - inf, 0 * inf) is 0xffc00000 on x86 and 0x7fc00000 on
 // AArch64; a NaN that comes in passes through alike.
 #pragma once
