@@ -13,13 +13,15 @@ set(CMAKE_CXX_COMPILER aarch64-linux-gnu-g++)
 set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)
 set(ENV{PKG_CONFIG_LIBDIR} "/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig")
 
-# The C and C++ runtimes (libstdc++, libgomp, the dynamic loader) of the cross toolchain live in
-# its sysroot; qemu looks up the binaries' absolute library paths there first. ctest, gtest's
-# test discovery and the CLI tests (tests/CMakeLists.txt) all run programs through this emulator.
-set(MB_AARCH64_SYSROOT /usr/aarch64-linux-gnu)
+# The binaries run against the multiarch :arm64 runtime (libc6, libstdc++6, libgomp1 in
+# /lib/aarch64-linux-gnu), which qemu finds at the loader's own paths, so it needs no -L. Not the
+# cross toolchain's copy in /usr/aarch64-linux-gnu: libutf8proc-dev:arm64 brings in libc6:arm64,
+# and a loader from one glibc build with the libc.so of another hangs at the first thread.
+# ctest, gtest's test discovery and the CLI tests (tests/CMakeLists.txt) all run programs through
+# this emulator.
 find_program(MB_QEMU_AARCH64 NAMES qemu-aarch64 qemu-aarch64-static)
 if(MB_QEMU_AARCH64)
-  set(CMAKE_CROSSCOMPILING_EMULATOR ${MB_QEMU_AARCH64} -L ${MB_AARCH64_SYSROOT})
+  set(CMAKE_CROSSCOMPILING_EMULATOR ${MB_QEMU_AARCH64})
 endif()
 
 # A host nvcc targets x86-64 hosts, so the cross build is CPU-only.
