@@ -2,17 +2,18 @@
 //
 // Parallel loops only ever split disjoint outputs (rows, output columns, channel blocks),
 // never a reduction, so results are bit-identical for any thread count. The instruction set
-// is part of the context so tests can run the AVX-512, AVX2 and scalar kernels side by side;
-// all three produce the same bits (see src/ops/cpu/vec16.h).
+// is part of the context so tests can run the kernels of every instruction set side by side
+// (AVX-512, AVX2 and scalar on x86-64; NEON and scalar on AArch64); all produce the same bits
+// (see src/ops/cpu/vec16.h).
 #pragma once
 
 namespace mb {
 
-enum class Isa { Scalar, Avx2, Avx512 };
+enum class Isa { Scalar, Avx2, Avx512, Neon };
 
 const char* isa_name(Isa isa);
-Isa best_isa();                 // the widest instruction set this CPU supports
-bool isa_supported(Isa isa);
+Isa best_isa();               // the widest instruction set this CPU supports
+bool isa_supported(Isa isa);  // false for the instruction sets of other architectures
 
 struct PhaseProfile;
 

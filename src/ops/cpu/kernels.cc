@@ -8,15 +8,21 @@ namespace cpu {
 const KernelTable& kernels_for(Isa isa) {
   if (!isa_supported(isa))
     throw Error(std::string("instruction set ") + isa_name(isa) + " is not supported by this CPU");
+  // Only the targets of this architecture are compiled (CMakeLists.txt); isa_supported has
+  // refused the others above.
   switch (isa) {
+#if defined(__x86_64__)
     case Isa::Avx512:
       return kernels_avx512();
     case Isa::Avx2:
       return kernels_avx2();
-    case Isa::Scalar:
+#elif defined(__aarch64__)
+    case Isa::Neon:
+      return kernels_neon();
+#endif
+    default:
       return kernels_scalar();
   }
-  return kernels_scalar();
 }
 
 }  // namespace cpu

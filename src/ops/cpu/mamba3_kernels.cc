@@ -17,14 +17,22 @@ void mamba3_scan(const ComputeContext& ctx, const Mamba3ScanParams& p,
   }
   if (!isa_supported(ctx.isa))
     throw Error(std::string("instruction set ") + isa_name(ctx.isa) + " is not supported by this CPU");
+  // Only the targets of this architecture are compiled (CMakeLists.txt); isa_supported has
+  // refused the others above.
   switch (ctx.isa) {
+#if defined(__x86_64__)
     case Isa::Avx512:
       cpu::mamba3_scan_avx512(p, sequences, ctx.n_threads);
       return;
     case Isa::Avx2:
       cpu::mamba3_scan_avx2(p, sequences, ctx.n_threads);
       return;
-    case Isa::Scalar:
+#elif defined(__aarch64__)
+    case Isa::Neon:
+      cpu::mamba3_scan_neon(p, sequences, ctx.n_threads);
+      return;
+#endif
+    default:
       cpu::mamba3_scan_scalar(p, sequences, ctx.n_threads);
       return;
   }

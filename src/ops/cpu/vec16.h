@@ -1,6 +1,7 @@
-// The Vec16 contract shared by the three CPU instruction-set targets.
+// The Vec16 contract shared by the CPU instruction-set targets.
 //
-// Each of vec16_avx512.h, vec16_avx2.h and vec16_scalar.h defines, in its own namespace, a
+// Each of vec16_avx512.h, vec16_avx2.h (x86-64), vec16_neon.h (AArch64) and vec16_scalar.h (every
+// architecture) defines, in its own namespace, a
 // sixteen-lane float vector `Vec16` with the same free functions: zero, set1, load, load_partial
 // (lanes past n read as 0), store, store_partial, load_bf16(_partial), load_bf16_interleaved and
 // load_bf16_even (the pairwise-interleaved bf16 panel layout of matmul), load_f16(_partial), add,
@@ -11,7 +12,10 @@
 //
 // Every one of them is a single correctly rounded IEEE operation per lane, so the same kernel
 // text (kernels_generic.inc, compiled once per target) yields the same bits on every target:
-// the instruction set is a speed choice, never a numerics choice.
+// the instruction set is a speed choice, never a numerics choice. That holds across machines too
+// (tests/model/fingerprint_test.cc pins the bits), with one exception outside the contract: a NaN
+// *created* by an invalid operation (inf - inf, 0 * inf) is 0xffc00000 on x86 and 0x7fc00000 on
+// AArch64; a NaN that comes in passes through alike.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +45,7 @@ struct KernelTable {
 const KernelTable& kernels_scalar();
 const KernelTable& kernels_avx2();
 const KernelTable& kernels_avx512();
+const KernelTable& kernels_neon();
 const KernelTable& kernels_for(Isa isa);
 
 }  // namespace mb::cpu
