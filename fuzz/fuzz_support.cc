@@ -2,9 +2,12 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
+#include "io/torch_checkpoint.h"
+#include "io/torch_pickle.h"
 #include "model/make_model.h"
 
 namespace mb::fuzz {
@@ -59,6 +62,55 @@ void touch(std::span<const uint8_t> bytes) {
 void abort_on_internal_check(const char* message) {
   std::fprintf(stderr, "mb::Error from an internal check (a bug reachable from input): %s\n", message);
   std::abort();
+}
+
+namespace {
+
+void expect_same_tensors(const TensorSet& original, const TensorSet& copy, const char* how) {
+  const auto& a = original.tensors();
+  const auto& b = copy.tensors();
+  bool same = a.size() == b.size();
+  for (auto it = a.begin(), jt = b.begin(); same && it != a.end(); ++it, ++jt) {
+    const StoredTensor& x = it->second;
+    const StoredTensor& y = jt->second;
+    same = x.name == y.name && x.dtype_string == y.dtype_string && x.shape == y.shape &&
+           x.byte_size == y.byte_size && (x.byte_size == 0 || std::memcmp(x.data, y.data, x.byte_size) == 0);
+  }
+  if (!same) {
+    std::fprintf(stderr, "the tensors changed in a round trip through %s\n", how);
+    std::abort();
+  }
+}
+
+}  // namespace
+
+void expect_round_trip(const TensorSet& set, bool torch_too) {
+  try {
+    SafetensorsWriter writer;
+    for (const auto& [name, tensor] : set.tensors())
+      writer.add_raw(name, tensor.dtype_string, tensor.shape,
+                     std::vector<uint8_t>(tensor.data, tensor.data + tensor.byte_size));
+    for (const auto& [key, value] : set.metadata()) writer.set_metadata(key, value);
+    const std::string path = scratch_dir() + "/round_trip.safetensors";
+    writer.write(path);
+    expect_same_tensors(set, TensorSet::open_file(path), "SafetensorsWriter");
+    if (set.metadata() != TensorSet::open_file(path).metadata()) {
+      std::fprintf(stderr, "the metadata changed in a round trip through SafetensorsWriter\n");
+      std::abort();
+    }
+    if (!torch_too) return;
+    std::vector<StoredTensor> tensors;
+    for (const auto& [name, tensor] : set.tensors()) {
+      if (storage_type_for_dtype(tensor.dtype_string) == nullptr) return;
+      tensors.push_back(tensor);
+    }
+    const std::string bin = scratch_dir() + "/round_trip.bin";
+    write_torch_checkpoint(bin, tensors);
+    expect_same_tensors(set, TensorSet::open_file(bin), "write_torch_checkpoint");
+  } catch (const Error& e) {
+    std::fprintf(stderr, "writing back tensors that were read failed: %s\n", e.what());
+    std::abort();
+  }
 }
 
 ModelConfig tiny_model_config() {

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "io/safetensors.h"
 
 #include "model/config.h"
 
@@ -31,6 +32,12 @@ void expect_clean_refusal(Parse&& parse);
 // Sums every byte of `bytes` so that AddressSanitizer checks the whole range lies in mapped
 // memory; the result is only kept alive.
 void touch(std::span<const uint8_t> bytes);
+
+// Writes the tensors of `set` (and its metadata) with SafetensorsWriter, and with `torch_too`
+// also with write_torch_checkpoint when every dtype has a torch storage type, reopens each copy
+// and aborts unless it holds the same names, dtypes, shapes and bytes: whatever the readers
+// accept, the writers must be able to write and the readers to read back.
+void expect_round_trip(const TensorSet& set, bool torch_too);
 
 // The config of the fixed tiny model (Mamba-1, d_model 16, 1 layer, vocab 260) that the
 // state-file harness and the seed corpus share, so seeds carry the right fingerprint.

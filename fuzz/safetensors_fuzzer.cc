@@ -9,6 +9,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   mb::fuzz::expect_clean_refusal([&] {
     const mb::TensorSet set = mb::TensorSet::open_file(path);
     for (const auto& [name, tensor] : set.tensors()) mb::fuzz::touch({tensor.data, tensor.byte_size});
+    mb::fuzz::expect_round_trip(set, false);
   });
   return 0;
 }

@@ -159,7 +159,9 @@ void TensorSet::add_file(const std::string& path) {
     if (tensors_.count(name)) {
       throw Error("tensor '" + name + "' is stored twice: in '" + tensors_[name].file + "' and in '" + path + "'");
     }
-    spans.push_back({begin, end, name});
+    // An empty tensor occupies no bytes, so it cannot overlap anything; leaving it out keeps
+    // the sorted check below from pairing it with a tensor that starts at the same offset.
+    if (begin != end) spans.push_back({begin, end, name});
     tensors_.emplace(name, std::move(tensor));
   }
 
