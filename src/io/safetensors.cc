@@ -165,8 +165,6 @@ void TensorSet::add_file(const std::string& path) {
     tensors_.emplace(name, std::move(tensor));
   }
 
-  // Empty tensors occupy no bytes, so they can overlap nothing; the rest must not share a byte.
-  std::erase_if(spans, [](const Span& span) { return span.begin == span.end; });
   std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
   for (size_t i = 1; i < spans.size(); ++i) {
     if (spans[i].begin < spans[i - 1].end) {
