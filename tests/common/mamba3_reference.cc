@@ -106,10 +106,13 @@ std::vector<double> Mamba3Reference::step(int token) {
     std::vector<double> gated(di);
     for (int64_t h = 0; h < H; ++h) {
       const int64_t g = h / (H / G);
+      // Per-head activations (spec §4): dt = softplus(dd_dt + dt_bias), A = min(-heavy_tail(dd_A),
+      // -A_floor), lambda = sigmoid(trap).
       const double dt = softplus(dd_dt[h] + layer.dt_bias[h]);
       const double heavy_tail = dd_a[h] >= 0 ? 1.0 + dd_a[h] : 1.0 / (1.0 - dd_a[h]);
       const double A = std::min(-heavy_tail, -a_floor_);
       const double lam = sigmoid(trap[h]);
+      // BCNorm then the per-head bias (spec §5): one RMSNorm weight per B and C, shared by groups.
       const std::vector<double> bn = rms_norm(b_raw + g * N, N, layer.b_norm.data(), eps_);
       const std::vector<double> cn = rms_norm(c_raw + g * N, N, layer.c_norm.data(), eps_);
       std::vector<double> k(N), q(N);
@@ -117,6 +120,8 @@ std::vector<double> Mamba3Reference::step(int token) {
         k[n] = bn[n] + layer.b_bias[h * N + n];
         q[n] = cn[n] + layer.c_bias[h * N + n];
       }
+      // RoPE (spec §6.2, §6.3): the angle advances by tanh(raw) * pi * dt before use, and angle a
+      // rotates the adjacent pair (2a, 2a + 1) of k and q, not (a, a + N/2).
       for (int64_t a = 0; a < na; ++a) {
         double& theta = layer.angle[h * na + a];
         theta = std::fmod(theta + std::tanh(ang[a]) * M_PI * dt, 2 * M_PI);
@@ -139,6 +144,8 @@ std::vector<double> Mamba3Reference::step(int token) {
         }
         y[p] = sum + layer.d[h] * x[h * P + p];
       }
+      // Output gate (spec §8.1: y * silu(z); §8.2: with is_outproj_norm, RMSNorm of each head's P
+      // channels first, times its weight: the norm comes before the gate and is grouped per head).
       double rstd = 1;
       if (outproj_norm_) {
         double sum = 0;
