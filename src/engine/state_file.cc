@@ -33,11 +33,12 @@ T get(const uint8_t* at) {
 
 }  // namespace
 
-void save_state(const std::string& path, const Model& model, const SequenceState& state) {
+std::vector<uint8_t> serialize_state(const Model& model, const SequenceState& state) {
   if (state.values.size() != model.state_floats()) throw Error("state does not belong to this model (wrong size)");
   std::vector<uint8_t> out;
   out.reserve(kHeaderBytes + state.values.size() * 4 + 8);
-  out.insert(out.end(), kMagic, kMagic + 8);
+  out.resize(8);
+  std::memcpy(out.data(), kMagic, 8);
   put<uint32_t>(out, kVersion);
   put<uint32_t>(out, static_cast<uint32_t>(model.config().arch));
   put<uint64_t>(out, model.fingerprint());
@@ -46,13 +47,19 @@ void save_state(const std::string& path, const Model& model, const SequenceState
   const auto* values = reinterpret_cast<const uint8_t*>(state.values.data());
   out.insert(out.end(), values, values + state.values.size() * 4);
   put<uint64_t>(out, checksum(out.data(), out.size()));
-  write_file_atomically(path, out);
+  return out;
+}
+
+void save_state(const std::string& path, const Model& model, const SequenceState& state) {
+  write_file_atomically(path, serialize_state(model, state));
 }
 
 SequenceState load_state(const std::string& path, const Model& model) {
   const MappedFile file(path);
-  const auto bytes = file.bytes();
-  const std::string where = "state file '" + path + "'";
+  return parse_state(file.bytes(), model, "state file '" + path + "'");
+}
+
+SequenceState parse_state(std::span<const uint8_t> bytes, const Model& model, const std::string& where) {
   if (bytes.size() < kHeaderBytes + 8 || std::memcmp(bytes.data(), kMagic, 8) != 0)
     throw Error(where + " is not a mambacpp state file");
   const uint32_t version = get<uint32_t>(bytes.data() + 8);

@@ -8,7 +8,10 @@
 // A file for another model, of another size, truncated or corrupted is refused with a message.
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "model/model.h"
 
@@ -16,5 +19,10 @@ namespace mb {
 
 void save_state(const std::string& path, const Model& model, const SequenceState& state);
 SequenceState load_state(const std::string& path, const Model& model);
+
+// The same format in memory, for containers that embed a state (slot files). `where` names the
+// source in error messages (e.g. "state file 'x.state'").
+std::vector<uint8_t> serialize_state(const Model& model, const SequenceState& state);
+SequenceState parse_state(std::span<const uint8_t> bytes, const Model& model, const std::string& where);
 
 }  // namespace mb
