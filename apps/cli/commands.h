@@ -17,6 +17,12 @@ void add_generate(CLI::App& app);
 void add_run(CLI::App& app);
 void add_tokenize(CLI::App& app);
 void add_bench(CLI::App& app);
+#ifdef MB_HAVE_SERVER
+void add_serve(CLI::App& app);
+// Maps llama-server's "-np" to "--parallel" in the arguments of `serve` (CLI11 has no
+// multi-letter short names).
+void normalize_serve_arguments(int argc, char** argv);
+#endif
 
 // "1,2,3" -> ids; throws mb::Error naming the bad item.
 std::vector<int32_t> parse_token_list(const std::string& text);

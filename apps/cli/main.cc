@@ -20,7 +20,13 @@ int main(int argc, char** argv) {
   mb::cli::add_run(app);
   mb::cli::add_tokenize(app);
   mb::cli::add_bench(app);
+#ifdef MB_HAVE_SERVER
+  mb::cli::add_serve(app);
+#endif
   try {
+#ifdef MB_HAVE_SERVER
+    mb::cli::normalize_serve_arguments(argc, argv);
+#endif
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);

@@ -1,0 +1,160 @@
+// `mambacpp serve`: the OpenAI-compatible HTTP server (src/server), with llama-server's flags.
+#include <pthread.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+
+#include "chat/chat_template.h"
+#include "commands.h"
+#include "core/error.h"
+#include "engine/scheduler.h"
+#include "server/http_server.h"
+#include "tokenizer/tokenizer.h"
+
+namespace mb::cli {
+
+void normalize_serve_arguments(int argc, char** argv) {
+  // llama-server spells the slot count "-np"; CLI11 only takes one-letter short names, so the
+  // spelling is mapped to the long name before parsing (only for `serve`).
+  static char parallel[] = "--parallel";
+  bool serving = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "serve") serving = true;
+    if (serving && std::string(argv[i]) == "-np") argv[i] = parallel;
+  }
+}
+
+namespace {
+
+struct ServeArgs {
+  std::string model, host = "127.0.0.1", api_key, slot_save_path, dtype, alias;
+  int port = 8080, parallel = 4, threads = 0, timeout = 600;
+  int64_t ctx = 0, cache_every = 512, cache_mb = 256, max_queue = 64, max_body = 8 << 20, batch = 512;
+};
+
+void check_serve_flags(const ServeArgs& a) {
+  check_flag_range("-c/--ctx-size", a.ctx, 0, INT32_MAX, "0 = no limit");
+  check_flag_range("--port", a.port, 0, 65535, "0 = any free port");
+  check_flag_range("-np/--parallel", a.parallel, 1, 1024);
+  check_flag_range("--timeout", a.timeout, 1, 86400);
+  check_flag_range("--cache-every", a.cache_every, 0, INT64_MAX, "0 = only at the end of a request");
+  check_flag_range("--cache-mb", a.cache_mb, 0, 1 << 24, "0 = no prefix cache");
+  check_flag_range("--max-queue", a.max_queue, 0, 1 << 20);
+  check_flag_range("--max-body", a.max_body, 1024, int64_t{1} << 32);
+  check_flag_range("-b/--batch-size", a.batch, 1, 1 << 20);
+  if (a.host.empty()) throw Error("--host must not be empty");
+  if (!a.slot_save_path.empty() && !std::filesystem::is_directory(a.slot_save_path))
+    throw Error("--slot-save-path: '" + a.slot_save_path + "' is not a directory");
+}
+
+// Blocks the signals that end the server in every thread, so that the main thread can wait for
+// them with sigwait() and shut down in order instead of being interrupted wherever it is.
+sigset_t block_shutdown_signals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A client that disconnects must not kill the server with SIGPIPE on the next write.
+  std::signal(SIGPIPE, SIG_IGN);
+  return signals;
+}
+
+void serve(const ServeArgs& a) {
+  check_serve_flags(a);
+  const ComputeContext ctx = make_context(a.threads);
+  const sigset_t signals = block_shutdown_signals();
+
+  server::ServerOptions options;
+  options.host = a.host;
+  options.port = a.port;
+  options.api_key = a.api_key;
+  options.timeout_seconds = a.timeout;
+  options.max_body_bytes = static_cast<size_t>(a.max_body);
+  // Every slot and every queued request holds a connection thread while it streams.
+  options.http_threads = static_cast<int>(std::min<int64_t>(a.parallel + a.max_queue + 8, 4096));
+  options.model_id = !a.alias.empty() ? a.alias : std::filesystem::path(a.model).filename().string();
+  if (options.model_id.empty()) options.model_id = std::filesystem::path(a.model).parent_path().filename().string();
+  options.defaults.max_context = a.ctx;
+
+  // Listening starts before the model loads, so /health reports "loading" meanwhile.
+  server::HttpServer http(options);
+  http.bind();
+  std::printf("mambacpp serve: listening on http://%s:%d\n", a.host.c_str(), http.bound_port());
+  std::fflush(stdout);
+  http.start();
+
+  auto model = Model::load(a.model, make_load_options(a.dtype));
+  if (model->input_dim() > 0) throw Error(a.model + " takes feature rows, not tokens: it cannot be served");
+  const Tokenizer tokenizer = Tokenizer::from_model_dir(a.model);
+  server::ServedModel served;
+  served.tokenizer = &tokenizer;
+  served.vocab_size = model->config().vocab_size;
+  if (const auto found = find_chat_template(a.model)) {
+    served.render_options = found->options;
+    try {
+      served.chat_template = ChatTemplate::parse(found->source);
+    } catch (const Error& e) {
+      served.chat_template_error = e.what();
+      std::fprintf(stderr, "warning: %s; /v1/chat/completions will answer 400\n", e.what());
+    }
+  }
+  SchedulerOptions scheduler_options;
+  scheduler_options.max_active = a.parallel;
+  scheduler_options.step_token_budget = a.batch;
+  scheduler_options.max_waiting = static_cast<size_t>(a.max_queue);
+  scheduler_options.max_context = a.ctx;
+  scheduler_options.cache_every = a.cache_every;
+  scheduler_options.cache_bytes = static_cast<size_t>(a.cache_mb) << 20;
+  scheduler_options.slot_save_path = a.slot_save_path;
+  Scheduler scheduler(*model, &tokenizer, ctx, scheduler_options);
+  scheduler.start();
+  served.scheduler = &scheduler;
+  http.set_model(std::move(served));
+  std::printf("mambacpp serve: model %s loaded, ready (%d slots, %d threads)\n", options.model_id.c_str(),
+              a.parallel, ctx.n_threads);
+  std::fflush(stdout);
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  std::printf("mambacpp serve: %s received, finishing the requests in flight\n",
+              signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+  std::fflush(stdout);
+  const bool drained = http.drain(std::chrono::seconds(a.timeout));
+  scheduler.stop(drained);
+  http.stop();
+  std::printf("mambacpp serve: stopped\n");
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+void add_serve(CLI::App& app) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
+  cmd->add_option("-m,--model", args->model, "Checkpoint folder")->required();
+  cmd->add_option("-c,--ctx-size", args->ctx, "Most tokens per request, prompt plus generated (0 = no limit)")
+      ->capture_default_str();
+  cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", args->port, "Port to listen on (0 = any free port)")->capture_default_str();
+  cmd->add_option("--parallel", args->parallel, "Requests generated at once (-np)")->capture_default_str();
+  cmd->add_option("-t,--threads", args->threads, "Threads (0 = all cores)");
+  cmd->add_option("-b,--batch-size", args->batch, "Positions per scheduler step (decode rows, then prompt chunks)")
+      ->capture_default_str();
+  cmd->add_option("--api-key", args->api_key, "Require this key on every endpoint but /health");
+  cmd->add_option("--timeout", args->timeout, "Read/write timeout of a connection, and of the shutdown drain (s)")
+      ->capture_default_str();
+  cmd->add_option("--cache-every", args->cache_every, "Cache the state every N prompt tokens")->capture_default_str();
+  cmd->add_option("--cache-mb", args->cache_mb, "Prefix state cache size in MiB (0 = off)")->capture_default_str();
+  cmd->add_option("--slot-save-path", args->slot_save_path, "Folder for saved prefix states");
+  cmd->add_option("--max-queue", args->max_queue, "Waiting requests past which new ones get 503")
+      ->capture_default_str();
+  cmd->add_option("--max-body", args->max_body, "Largest request body in bytes (larger: 413)")->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "Weight storage: f32 | bf16 | f16 (default: as stored)");
+  cmd->add_option("-a,--alias", args->alias, "Model name reported by /v1/models (default: the folder's name)");
+  cmd->callback([args] { serve(*args); });
+}
+
+}  // namespace mb::cli

@@ -1,0 +1,334 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <deque>
+#include <random>
+#include <vector>
+
+namespace mb::server {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kJson = "application/json; charset=utf-8";
+// How often a stream waiting for its next event checks that its client is still there.
+constexpr auto kStreamPoll = std::chrono::milliseconds(200);
+
+void send_error(httplib::Response& res, int status, const std::string& message, const std::string& code = "") {
+  res.status = status;
+  res.set_content(error_json(message, error_type_for_status(status), code), kJson);
+}
+
+void send_api_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(error_json(e.what(), e.type, e.code), kJson);
+}
+
+void send_json(httplib::Response& res, const json& body) {
+  res.status = 200;
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), kJson);
+}
+
+// Compares without an early exit, so the time taken does not reveal how much of a key matched.
+bool same_secret(const std::string& given, const std::string& expected) {
+  unsigned char difference = given.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < given.size(); ++i)
+    difference |= static_cast<unsigned char>(given[i] ^ expected[i % std::max<size_t>(expected.size(), 1)]);
+  return difference == 0;
+}
+
+std::string api_key_of(const httplib::Request& req) {
+  const std::string authorization = req.get_header_value("Authorization");
+  const std::string bearer = "Bearer ";
+  if (authorization.compare(0, bearer.size(), bearer) == 0) return authorization.substr(bearer.size());
+  return req.get_header_value("X-Api-Key");
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+// The events of one request, handed from the scheduler thread to the connection's thread.
+struct HttpServer::Stream {
+  std::mutex mutex;
+  std::condition_variable ready;
+  std::deque<ServeEvent> events;
+  bool ended = false;  // a Done or Error event has been queued
+  bool gone = false;   // the connection is finished with this request (the sink refuses events)
+
+  bool push(const ServeEvent& event) {
+    {
+      std::lock_guard lock(mutex);
+      if (gone) return false;
+      events.push_back(event);
+      if (event.kind != ServeEvent::Kind::Token) ended = true;
+    }
+    ready.notify_one();
+    return true;
+  }
+  // Waits up to `timeout` for events and takes them all.
+  std::vector<ServeEvent> take(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex);
+    ready.wait_for(lock, timeout, [&] { return !events.empty(); });
+    std::vector<ServeEvent> taken(std::make_move_iterator(events.begin()), std::make_move_iterator(events.end()));
+    events.clear();
+    return taken;
+  }
+  void abandon() {
+    std::lock_guard lock(mutex);
+    gone = true;
+    events.clear();
+  }
+};
+
+HttpServer::HttpServer(ServerOptions options)
+    : options_(std::move(options)), http_(std::make_unique<httplib::Server>()), started_unix_(unix_now()) {
+  std::random_device device;
+  seed_state_ = (static_cast<uint64_t>(device()) << 32) ^ device();
+  // Each open connection holds a thread for as long as it streams, so there are enough threads
+  // for every slot and every queued request, plus a few for /health, /metrics and keep-alive.
+  size_t threads = static_cast<size_t>(std::max(options_.http_threads, 0));
+  if (threads == 0) threads = 64;
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http_->set_read_timeout(options_.timeout_seconds, 0);
+  http_->set_write_timeout(options_.timeout_seconds, 0);
+  http_->set_payload_max_length(options_.max_body_bytes);
+  register_routes();
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+uint64_t HttpServer::next_seed() {
+  std::lock_guard lock(mutex_);
+  // splitmix64: well-spread seeds from one random start.
+  uint64_t z = (seed_state_ += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+void HttpServer::count(uint64_t HttpCounters::*counter) {
+  std::lock_guard lock(mutex_);
+  ++(counters_.*counter);
+}
+
+void HttpServer::register_routes() {
+  httplib::Server& http = *http_;
+  // The API key guards every endpoint but /health, which load balancers probe without one.
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (options_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    if (same_secret(api_key_of(req), options_.api_key)) return httplib::Server::HandlerResponse::Unhandled;
+    count(&HttpCounters::requests_unauthorized);
+    send_error(res, 401, "invalid or missing API key (send it as 'Authorization: Bearer KEY')",
+               "invalid_api_key");
+    res.set_header("WWW-Authenticate", "Bearer");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // Errors httplib produces itself (unknown paths, oversize bodies) get OpenAI's error shape too.
+  http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
+                                                                      httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    std::string message;
+    if (res.status == 413)
+      message = "the request body is larger than the server's limit (--max-body " +
+                std::to_string(options_.max_body_bytes) + " bytes)";
+    else if (res.status == 404)
+      message = "no such endpoint: " + req.method + " " + req.path;
+    else
+      message = "HTTP error " + std::to_string(res.status) + " for " + req.method + " " + req.path;
+    send_error(res, res.status, message);
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
+    std::string message = "internal error";
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      message = std::string("internal error: ") + e.what();
+    } catch (...) {
+    }
+    send_error(res, 500, message);
+  });
+
+  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (!ready_.load(std::memory_order_acquire)) {
+      res.status = 503;
+      res.set_header("Retry-After", "1");
+      res.set_content(R"({"status":"loading"})", kJson);
+      return;
+    }
+    res.set_content(R"({"status":"ok"})", kJson);
+  });
+  const auto when_ready = [this](auto handler) {
+    return [this, handler](const httplib::Request& req, httplib::Response& res) {
+      if (!ready_.load(std::memory_order_acquire)) {
+        res.set_header("Retry-After", "1");
+        return send_error(res, 503, "the model is still loading", "loading");
+      }
+      try {
+        handler(req, res);
+      } catch (const ApiError& e) {
+        send_api_error(res, e);
+      } catch (const Error& e) {
+        send_error(res, 400, e.what());
+      }
+    };
+  };
+  http.Get("/v1/models", when_ready([this](const httplib::Request&, httplib::Response& res) {
+             send_json(res, models_response(options_.model_id, started_unix_, options_.defaults.max_context));
+           }));
+  http.Post("/tokenize", when_ready([this](const httplib::Request& req, httplib::Response& res) {
+              send_json(res, tokenize_response(parse_request_body(req.body), *model_.tokenizer));
+            }));
+  http.Post("/detokenize", when_ready([this](const httplib::Request& req, httplib::Response& res) {
+              send_json(res, detokenize_response(parse_request_body(req.body), *model_.tokenizer));
+            }));
+  http.Get("/metrics", when_ready([this](const httplib::Request&, httplib::Response& res) {
+             HttpCounters counters;
+             {
+               std::lock_guard lock(mutex_);
+               counters = counters_;
+             }
+             res.set_content(prometheus_metrics(model_.scheduler->metrics(), counters),
+                             "text/plain; version=0.0.4; charset=utf-8");
+           }));
+  http.Post("/v1/completions", when_ready([this](const httplib::Request& req, httplib::Response& res) {
+              handle_generation(ApiKind::Completion, req.body, res);
+            }));
+  http.Post("/v1/chat/completions", when_ready([this](const httplib::Request& req, httplib::Response& res) {
+              handle_generation(ApiKind::Chat, req.body, res);
+            }));
+}
+
+void HttpServer::handle_generation(ApiKind kind, const std::string& body, httplib::Response& res) {
+  count(&HttpCounters::requests_total);
+  if (draining_.load()) {
+    res.set_header("Retry-After", "5");
+    return send_error(res, 503, "the server is shutting down", "shutting_down");
+  }
+  ApiRequest request;
+  try {
+    if (kind == ApiKind::Chat && !model_.chat_template_error.empty())
+      throw invalid_request("the model's chat template cannot be used: " + model_.chat_template_error,
+                            "chat_template_error");
+    request = parse_api_request(kind, parse_request_body(body), options_.defaults, next_seed());
+    resolve_prompt(request, *model_.tokenizer, model_.chat_template, model_.render_options, options_.defaults);
+  } catch (const Error&) {
+    count(&HttpCounters::requests_rejected);
+    throw;
+  }
+  if (request.model.empty()) request.model = options_.model_id;
+
+  auto stream = std::make_shared<Stream>();
+  RequestId id = 0;
+  {
+    // Counted before submit, so drain() cannot miss a request the scheduler already holds.
+    std::lock_guard lock(mutex_);
+    ++in_flight_;
+  }
+  const auto finish = [this] {
+    std::lock_guard lock(mutex_);
+    --in_flight_;
+    idle_.notify_all();
+  };
+  try {
+    id = model_.scheduler->submit(std::move(request.serve),
+                                  [stream](const ServeEvent& event) { return stream->push(event); });
+  } catch (const QueueFull& e) {
+    finish();
+    count(&HttpCounters::queue_full);
+    res.set_header("Retry-After", "1");
+    return send_error(res, 503, e.what(), "queue_full");
+  } catch (const Error& e) {
+    finish();
+    count(&HttpCounters::requests_rejected);
+    return send_error(res, 400, e.what());
+  }
+
+  char id_text[40];
+  std::snprintf(id_text, sizeof id_text, "%s-%016llx", kind == ApiKind::Chat ? "chatcmpl" : "cmpl",
+                static_cast<unsigned long long>(next_seed()));
+  auto formatter = std::make_shared<ResponseFormatter>(request, *model_.tokenizer, id_text, unix_now());
+
+  if (!request.stream) {
+    // The client of a plain request is not watched while it waits: the request runs to its end.
+    while (!formatter->finished())
+      for (const ServeEvent& event : stream->take(kStreamPoll)) formatter->collect(event);
+    stream->abandon();
+    finish();
+    send_json(res, formatter->response());
+    return;
+  }
+
+  res.set_header("Cache-Control", "no-cache");
+  auto prelude_sent = std::make_shared<bool>(false);
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, stream, formatter, prelude_sent, id](size_t, httplib::DataSink& sink) {
+        const auto write = [&](const std::string& text) { return text.empty() || sink.write(text.data(), text.size()); };
+        if (!*prelude_sent) {
+          *prelude_sent = true;
+          if (!write(formatter->stream_prelude())) return false;
+        }
+        // Runs until the request ends or the client goes; a failed write means the connection
+        // is gone, and returning false makes httplib close it and call the releaser below.
+        while (!formatter->finished()) {
+          const std::vector<ServeEvent> events = stream->take(kStreamPoll);
+          if (events.empty() && !sink.is_writable()) return false;
+          for (const ServeEvent& event : events)
+            if (!write(formatter->stream_event(event))) return false;
+        }
+        sink.done();
+        return true;
+      },
+      [this, stream, formatter, id, finish](bool) {
+        stream->abandon();
+        if (!formatter->finished()) {
+          model_.scheduler->cancel(id);
+          count(&HttpCounters::client_disconnects);
+        }
+        finish();
+      });
+}
+
+void HttpServer::bind() {
+  if (options_.port == 0) {
+    port_ = http_->bind_to_any_port(options_.host);
+    if (port_ < 0) port_ = 0;
+  } else if (http_->bind_to_port(options_.host, options_.port)) {
+    port_ = options_.port;
+  }
+  if (port_ <= 0)
+    throw Error("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
+                " (address in use, or not an address of this machine)");
+}
+
+void HttpServer::start() {
+  listener_ = std::thread([this] { http_->listen_after_bind(); });
+}
+
+void HttpServer::set_model(ServedModel model) {
+  model_ = std::move(model);
+  options_.defaults.vocab_size = model_.vocab_size;
+  ready_.store(true, std::memory_order_release);
+}
+
+bool HttpServer::drain(std::chrono::milliseconds timeout) {
+  draining_.store(true);
+  std::unique_lock lock(mutex_);
+  return idle_.wait_for(lock, timeout, [&] { return in_flight_ == 0; });
+}
+
+void HttpServer::stop() {
+  if (http_) http_->stop();
+  if (listener_.joinable()) listener_.join();
+}
+
+}  // namespace mb::server

@@ -1,0 +1,100 @@
+// The HTTP side of `mambacpp serve`: cpp-httplib routes, the API key, body limits, metrics and a
+// draining shutdown, around a Scheduler that does the generation.
+//
+// The server listens before the model is loaded, so /health can answer 503 {"status": "loading"}
+// while the weights come in, and every other endpoint answers 503 with Retry-After until then.
+// Each generation request is parsed and validated on its connection's thread (openai_api.h), then
+// submitted to the scheduler with a sink that queues its events for that thread, which writes
+// them out as one JSON body or as server-sent events. A stream whose client has gone away fails
+// its next write; the request is then cancelled and its slot freed, and no other request's stream
+// is touched: every request has its own queue and its own connection.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "server/openai_api.h"
+
+namespace httplib {
+class Server;
+struct Response;
+}
+
+namespace mb::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                   // 0 = any free port (bound_port() tells which)
+  std::string api_key;               // "" = no key; else required on every endpoint but /health
+  int timeout_seconds = 600;         // --timeout: read and write timeout of a connection
+  size_t max_body_bytes = 8u << 20;  // --max-body: larger request bodies get 413
+  int http_threads = 0;              // connections served at once; 0 = enough for every slot and queued request
+  std::string model_id;              // the name /v1/models reports
+  ApiDefaults defaults;
+};
+
+// Everything the endpoints need once the model is loaded. The pointees outlive the server.
+struct ServedModel {
+  Scheduler* scheduler = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  int64_t vocab_size = 0;  // the model's; prompt ids must lie below it
+  ChatTemplate chat_template = ChatTemplate::plain();
+  ChatRenderOptions render_options;
+  // Why the checkpoint's chat template could not be parsed ("" when it could, or when there is
+  // none and the plain format is used): chat requests then get a 400 with this message, while
+  // completions keep working.
+  std::string chat_template_error;
+};
+
+class HttpServer {
+ public:
+  explicit HttpServer(ServerOptions options);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds the listening socket; throws mb::Error naming the address when it cannot.
+  void bind();
+  int bound_port() const { return port_; }
+  // Accepts connections on a background thread until stop().
+  void start();
+  // Makes the generation endpoints live and /health 200.
+  void set_model(ServedModel model);
+  // Refuses new generation requests (503) and waits until the requests in flight have ended or
+  // `timeout` has passed; returns whether they all ended.
+  bool drain(std::chrono::milliseconds timeout);
+  // Stops listening, closes the connections and joins the server's threads.
+  void stop();
+
+ private:
+  struct Stream;
+  void register_routes();
+  void handle_generation(ApiKind kind, const std::string& body, httplib::Response& response);
+  void count(uint64_t HttpCounters::*counter);
+  uint64_t next_seed();
+
+  ServerOptions options_;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread listener_;
+  int port_ = 0;
+  int64_t started_unix_ = 0;
+
+  std::atomic<bool> ready_{false};
+  std::atomic<bool> draining_{false};
+  ServedModel model_;
+
+  std::mutex mutex_;  // guards the counters and the in-flight count
+  std::condition_variable idle_;
+  HttpCounters counters_;
+  int64_t in_flight_ = 0;
+  uint64_t next_response_id_ = 0;
+  uint64_t seed_state_;
+};
+
+}  // namespace mb::server

@@ -1,0 +1,580 @@
+#include "server/openai_api.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+
+#include "core/json_text.h"
+
+namespace mb::server {
+
+using nlohmann::json;
+
+ApiError invalid_request(const std::string& message, const std::string& code) {
+  return ApiError(400, "invalid_request_error", message, code);
+}
+
+std::string error_json(const std::string& message, const std::string& type, const std::string& code) {
+  json error = {{"message", message}, {"type", type}, {"code", code.empty() ? json(nullptr) : json(code)}};
+  // A message may quote bytes a client sent; replacing invalid UTF-8 keeps the body valid JSON.
+  return json{{"error", error}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+const char* error_type_for_status(int status) {
+  switch (status) {
+    case 400:
+    case 404:
+    case 405:
+    case 413:
+      return "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 503:
+      return "unavailable_error";
+    default:
+      return status >= 500 ? "server_error" : "invalid_request_error";
+  }
+}
+
+json parse_request_body(std::string_view body) {
+  json value;
+  try {
+    value = parse_json_text(body, "the request body", 64);
+  } catch (const Error& e) {
+    throw invalid_request(e.what(), "invalid_json");
+  }
+  if (!value.is_object()) throw invalid_request("the request body must be a JSON object, got " + json_excerpt(value));
+  return value;
+}
+
+namespace {
+
+// The field's value, or null when absent: OpenAI treats an explicit null as "not given".
+const json* field(const json& body, const char* name) {
+  const auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+ApiError wrong_type(const char* name, const char* expected, const json& value) {
+  return invalid_request(std::string(name) + " must be " + expected + ", got " + json_excerpt(value));
+}
+
+std::optional<double> number_field(const json& body, const char* name) {
+  const json* value = field(body, name);
+  if (!value) return std::nullopt;
+  if (!value->is_number()) throw wrong_type(name, "a number", *value);
+  return value->get<double>();
+}
+
+// An integer in [min, max]; an integral float such as 16.0 counts as the integer.
+std::optional<int64_t> integer_field(const json& body, const char* name, int64_t min, int64_t max) {
+  const json* value = field(body, name);
+  if (!value) return std::nullopt;
+  int64_t result = 0;
+  if (value->is_number_unsigned()) {
+    const uint64_t u = value->get<uint64_t>();
+    result = u > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(u);
+  } else if (value->is_number_integer()) {
+    result = value->get<int64_t>();
+  } else if (value->is_number_float()) {
+    const double d = value->get<double>();
+    if (d != std::floor(d) || d < -9.2e18 || d > 9.2e18) throw wrong_type(name, "an integer", *value);
+    result = static_cast<int64_t>(d);
+  } else {
+    throw wrong_type(name, "an integer", *value);
+  }
+  if (result < min || result > max) {
+    const std::string range = max == INT64_MAX ? ">= " + std::to_string(min)
+                                               : "in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+    throw invalid_request(std::string(name) + " must be " + range + ", got " + json_excerpt(*value));
+  }
+  return result;
+}
+
+std::optional<bool> bool_field(const json& body, const char* name) {
+  const json* value = field(body, name);
+  if (!value) return std::nullopt;
+  if (!value->is_boolean()) throw wrong_type(name, "true or false", *value);
+  return value->get<bool>();
+}
+
+void read_sampling(const json& body, SamplingParams& sampling, uint64_t seed_if_absent) {
+  if (auto v = number_field(body, "temperature")) sampling.temperature = static_cast<float>(*v);
+  if (auto v = integer_field(body, "top_k", INT_MIN, INT_MAX)) sampling.top_k = static_cast<int>(*v);
+  if (auto v = number_field(body, "top_p")) sampling.top_p = static_cast<float>(*v);
+  if (auto v = number_field(body, "min_p")) sampling.min_p = static_cast<float>(*v);
+  if (auto v = number_field(body, "repeat_penalty")) sampling.repeat_penalty = static_cast<float>(*v);
+  if (auto v = integer_field(body, "repeat_last_n", INT_MIN, INT_MAX)) sampling.repeat_last_n = static_cast<int>(*v);
+  if (const auto problem = find_sampling_problem(sampling))
+    throw invalid_request(std::string(sampling_field_name(problem->field)) + " must be " + problem->requirement +
+                          ", got " + problem->value);
+  // llama.cpp's -1 asks for a random seed, like an absent one.
+  sampling.seed = seed_if_absent;
+  if (const json* seed = field(body, "seed")) {
+    if (seed->is_number_unsigned()) {
+      sampling.seed = seed->get<uint64_t>();
+    } else if (seed->is_number_integer() && seed->get<int64_t>() == -1) {
+      sampling.seed = seed_if_absent;
+    } else {
+      throw invalid_request("seed must be an integer in [0, 2^64) or -1 (random), got " + json_excerpt(*seed));
+    }
+  }
+}
+
+void read_stop(const json& body, std::vector<std::string>& stops, size_t max_stops) {
+  const json* value = field(body, "stop");
+  if (!value) return;
+  const auto add = [&](const json& item) {
+    if (!item.is_string()) throw wrong_type("stop", "a string or a list of strings", *value);
+    const std::string& text = item.get_ref<const std::string&>();
+    if (text.empty()) throw invalid_request("stop strings must not be empty");
+    stops.push_back(text);
+  };
+  if (value->is_array()) {
+    if (value->size() > max_stops)
+      throw invalid_request("stop takes at most " + std::to_string(max_stops) + " strings, got " +
+                            std::to_string(value->size()));
+    for (const json& item : *value) add(item);
+  } else {
+    add(*value);
+  }
+}
+
+// Fields OpenAI defines whose other values this server cannot honour.
+void refuse_unsupported(const json& body) {
+  if (auto n = integer_field(body, "n", INT64_MIN, INT64_MAX); n && *n != 1)
+    throw invalid_request("n must be 1 (one choice per request), got " + std::to_string(*n));
+  if (auto best_of = integer_field(body, "best_of", INT64_MIN, INT64_MAX); best_of && *best_of != 1)
+    throw invalid_request("best_of must be 1, got " + std::to_string(*best_of));
+  if (auto echo = bool_field(body, "echo"); echo && *echo) throw invalid_request("echo is not supported");
+  for (const char* penalty : {"presence_penalty", "frequency_penalty"})
+    if (auto v = number_field(body, penalty); v && *v != 0.0)
+      throw invalid_request(std::string(penalty) + " is not supported (use repeat_penalty), got " +
+                            json_excerpt(body.at(penalty)));
+  if (const json* bias = field(body, "logit_bias"); bias && !(bias->is_object() && bias->empty()))
+    throw invalid_request("logit_bias is not supported");
+}
+
+std::vector<int32_t> read_token_ids(const json& array, const char* name, size_t max_count) {
+  if (array.size() > max_count)
+    throw invalid_request(std::string(name) + " has " + std::to_string(array.size()) + " tokens, more than the " +
+                          std::to_string(max_count) + " a request may carry");
+  std::vector<int32_t> ids;
+  ids.reserve(array.size());
+  for (const json& item : array) {
+    if (!item.is_number_integer() || item.get<int64_t>() < INT32_MIN || item.get<int64_t>() > INT32_MAX)
+      throw invalid_request(std::string(name) + " must be a string or a list of token ids, got the item " +
+                            json_excerpt(item));
+    ids.push_back(static_cast<int32_t>(item.get<int64_t>()));
+  }
+  return ids;
+}
+
+void read_completion_prompt(const json& body, ApiRequest& request, const ApiDefaults& defaults) {
+  const json* prompt = field(body, "prompt");
+  if (!prompt) throw invalid_request("prompt is required");
+  // OpenAI also takes a list of prompts; a list of one is unwrapped, more are refused.
+  const json* single = prompt;
+  if (prompt->is_array() && prompt->size() == 1 && ((*prompt)[0].is_string() || (*prompt)[0].is_array()))
+    single = &(*prompt)[0];
+  if (single->is_string()) {
+    request.prompt_text = single->get<std::string>();
+  } else if (single->is_array()) {
+    for (const json& item : *single)
+      if (item.is_string() || item.is_array()) throw invalid_request("only one prompt per request is supported");
+    request.prompt_ids = read_token_ids(*single, "prompt", defaults.max_prompt_tokens_in_request);
+  } else {
+    throw wrong_type("prompt", "a string or a list of token ids", *prompt);
+  }
+}
+
+std::string message_content(const json& message, size_t index) {
+  const std::string where = "messages[" + std::to_string(index) + "].content";
+  const auto it = message.find("content");
+  if (it == message.end() || it->is_null()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (!it->is_array()) throw invalid_request(where + " must be a string or a list of text parts, got " + json_excerpt(*it));
+  // The content-parts form: text parts are joined; images and audio are not for this server.
+  std::string text;
+  for (const json& part : *it) {
+    const auto type = part.is_object() ? part.find("type") : part.end();
+    const auto part_text = part.is_object() ? part.find("text") : part.end();
+    if (type == part.end() || *type != "text" || part_text == part.end() || !part_text->is_string())
+      throw invalid_request(where + ": only {\"type\": \"text\", \"text\": ...} parts are supported, got " +
+                            json_excerpt(part));
+    text += part_text->get<std::string>();
+  }
+  return text;
+}
+
+void read_messages(const json& body, ApiRequest& request, const ApiDefaults& defaults) {
+  const json* messages = field(body, "messages");
+  if (!messages) throw invalid_request("messages is required");
+  if (!messages->is_array()) throw wrong_type("messages", "a list of messages", *messages);
+  if (messages->empty()) throw invalid_request("messages must not be empty");
+  if (messages->size() > defaults.max_messages)
+    throw invalid_request("messages holds " + std::to_string(messages->size()) + " messages, more than " +
+                          std::to_string(defaults.max_messages));
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& message = (*messages)[i];
+    if (!message.is_object()) throw wrong_type("messages[i]", "an object", message);
+    const auto role = message.find("role");
+    if (role == message.end() || !role->is_string() || role->get_ref<const std::string&>().empty())
+      throw invalid_request("messages[" + std::to_string(i) + "].role must be a non-empty string");
+    request.messages.push_back({role->get<std::string>(), message_content(message, i)});
+  }
+}
+
+void read_logprobs(ApiKind kind, const json& body, ApiRequest& request) {
+  if (kind == ApiKind::Completion) {
+    if (auto n = integer_field(body, "logprobs", 0, kMaxProbs)) {
+      request.logprobs = true;
+      request.top_logprobs = static_cast<int>(*n);
+    }
+  } else {
+    request.logprobs = bool_field(body, "logprobs").value_or(false);
+    if (auto n = integer_field(body, "top_logprobs", 0, kMaxProbs)) {
+      if (!request.logprobs && *n > 0) throw invalid_request("top_logprobs requires logprobs: true");
+      request.top_logprobs = static_cast<int>(*n);
+    }
+  }
+  // llama.cpp's n_probs: the most likely candidates with each token, reported as logprobs.
+  if (auto n = integer_field(body, "n_probs", 0, kMaxProbs); n && *n > 0) {
+    request.logprobs = true;
+    request.top_logprobs = std::max(request.top_logprobs, static_cast<int>(*n));
+  }
+  request.serve.n_probs = request.top_logprobs;
+  // OpenAI reports the model's own distribution (the softmax of the raw logits); llama.cpp's
+  // post_sampling_probs asks for the distribution the token was drawn from instead.
+  request.serve.post_sampling_probs = bool_field(body, "post_sampling_probs").value_or(false);
+}
+
+}  // namespace
+
+ApiRequest parse_api_request(ApiKind kind, const json& body, const ApiDefaults& defaults, uint64_t seed_if_absent) {
+  if (!body.is_object()) throw invalid_request("the request body must be a JSON object");
+  ApiRequest request;
+  request.kind = kind;
+  if (const json* model = field(body, "model")) {
+    if (!model->is_string()) throw wrong_type("model", "a string", *model);
+    request.model = model->get<std::string>();
+  }
+  if (kind == ApiKind::Completion)
+    read_completion_prompt(body, request, defaults);
+  else
+    read_messages(body, request, defaults);
+  refuse_unsupported(body);
+  read_sampling(body, request.serve.sampling, seed_if_absent);
+  read_stop(body, request.serve.stop, defaults.max_stop_strings);
+  // max_completion_tokens is the newer name in chat; when both are given it wins.
+  for (const char* name : {"max_tokens", "max_completion_tokens"}) {
+    if (auto v = integer_field(body, name, 0, INT_MAX)) {
+      request.serve.max_tokens = static_cast<int>(*v);
+      request.max_tokens_given = true;
+    }
+  }
+  if (auto ignore_eos = bool_field(body, "ignore_eos")) request.serve.stop_at_eos = !*ignore_eos;
+  request.stream = bool_field(body, "stream").value_or(false);
+  if (const json* options = field(body, "stream_options")) {
+    if (!options->is_object()) throw wrong_type("stream_options", "an object", *options);
+    request.include_usage = bool_field(*options, "include_usage").value_or(false);
+  }
+  read_logprobs(kind, body, request);
+  return request;
+}
+
+void resolve_prompt(ApiRequest& request, const Tokenizer& tokenizer, const ChatTemplate& chat_template,
+                    const ChatRenderOptions& render_options, const ApiDefaults& defaults) {
+  std::vector<int32_t>& prompt = request.serve.prompt;
+  if (request.kind == ApiKind::Chat) {
+    std::string text;
+    try {
+      text = chat_template.render(request.messages, render_options);
+    } catch (const Error& e) {
+      throw invalid_request(std::string("the model's chat template cannot render these messages: ") + e.what(),
+                            "chat_template_error");
+    }
+    prompt = tokenizer.encode(text);
+  } else if (request.prompt_text) {
+    prompt = tokenizer.encode(*request.prompt_text);
+  } else {
+    prompt = request.prompt_ids;
+  }
+  if (prompt.empty()) throw invalid_request("the prompt is empty (it encodes to no tokens)", "empty_prompt");
+  if (defaults.vocab_size > 0)
+    for (int32_t id : prompt)
+      if (id < 0 || id >= defaults.vocab_size)
+        throw invalid_request("prompt token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                              std::to_string(defaults.vocab_size) + ")");
+  const int64_t length = static_cast<int64_t>(prompt.size());
+  if (defaults.max_context > 0 && length >= defaults.max_context)
+    throw invalid_request("the prompt has " + std::to_string(length) + " tokens, and the context size (-c) is " +
+                              std::to_string(defaults.max_context) + ": no room is left to generate",
+                          "context_length_exceeded");
+  const int64_t room = defaults.max_context > 0 ? defaults.max_context - length : INT_MAX;
+  if (!request.max_tokens_given)
+    request.serve.max_tokens = request.kind == ApiKind::Completion ? defaults.completion_max_tokens
+                               : defaults.max_context > 0      ? static_cast<int>(std::min<int64_t>(room, INT_MAX))
+                                                               : defaults.chat_max_tokens_without_context;
+  request.serve.max_tokens = static_cast<int>(std::min<int64_t>(request.serve.max_tokens, room));
+}
+
+const char* finish_reason(StopReason reason) { return reason == StopReason::MaxTokens ? "length" : "stop"; }
+
+std::string sse_data(const std::string& data) { return "data: " + data + "\n\n"; }
+
+namespace {
+
+std::string dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json bytes_of(const std::string& text) {
+  json bytes = json::array();
+  for (unsigned char c : text) bytes.push_back(static_cast<int>(c));
+  return bytes;
+}
+
+}  // namespace
+
+ResponseFormatter::ResponseFormatter(const ApiRequest& request, const Tokenizer& tokenizer, std::string id,
+                                     int64_t created)
+    : kind_(request.kind),
+      model_(request.model),
+      logprobs_(request.logprobs),
+      top_logprobs_(request.top_logprobs),
+      include_usage_(request.include_usage),
+      tokenizer_(tokenizer),
+      id_(std::move(id)),
+      created_(created) {
+  logprobs_json_ = empty_logprobs();
+}
+
+json ResponseFormatter::empty_logprobs() const {
+  if (kind_ == ApiKind::Chat) return {{"content", json::array()}};
+  return {{"tokens", json::array()},
+          {"token_logprobs", json::array()},
+          {"top_logprobs", json::array()},
+          {"text_offset", json::array()}};
+}
+
+json ResponseFormatter::logprob_entry(const ServeEvent& event) const {
+  const auto spell = [&](int32_t token) { return tokenizer_.decode(std::span<const int32_t>(&token, 1)); };
+  const std::string token_text = spell(event.token);
+  if (kind_ == ApiKind::Chat) {
+    json top = json::array();
+    for (size_t i = 0; i < event.top.size() && static_cast<int>(i) < top_logprobs_; ++i) {
+      const std::string text = spell(event.top[i].token);
+      top.push_back({{"token", text}, {"logprob", event.top[i].logprob}, {"bytes", bytes_of(text)}});
+    }
+    return {{"token", token_text}, {"logprob", event.logprob}, {"bytes", bytes_of(token_text)}, {"top_logprobs", top}};
+  }
+  json top = json::object();
+  for (size_t i = 0; i < event.top.size() && static_cast<int>(i) < top_logprobs_; ++i) {
+    const std::string text = spell(event.top[i].token);
+    if (!top.contains(text)) top[text] = event.top[i].logprob;
+  }
+  return {{"token", token_text}, {"logprob", event.logprob}, {"top", top}};
+}
+
+void ResponseFormatter::add_logprobs(const ServeEvent& event, json& into) const {
+  json entry = logprob_entry(event);
+  if (kind_ == ApiKind::Chat) {
+    into["content"].push_back(std::move(entry));
+    return;
+  }
+  into["tokens"].push_back(entry["token"]);
+  into["token_logprobs"].push_back(entry["logprob"]);
+  into["top_logprobs"].push_back(entry["top"]);
+  into["text_offset"].push_back(text_offset_);
+}
+
+json ResponseFormatter::usage_json() const {
+  return {{"prompt_tokens", prompt_tokens_},
+          {"completion_tokens", completion_tokens_},
+          {"total_tokens", prompt_tokens_ + completion_tokens_},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens_}}}};
+}
+
+json ResponseFormatter::chunk(json choice) const {
+  return {{"id", id_},
+          {"object", kind_ == ApiKind::Chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", created_},
+          {"model", model_},
+          {"choices", json::array({std::move(choice)})}};
+}
+
+std::string ResponseFormatter::stream_prelude() const {
+  if (kind_ != ApiKind::Chat) return "";
+  return sse_data(dump(chunk({{"index", 0},
+                              {"delta", {{"role", "assistant"}, {"content", ""}}},
+                              {"logprobs", nullptr},
+                              {"finish_reason", nullptr}})));
+}
+
+std::string ResponseFormatter::stream_event(const ServeEvent& event) {
+  if (finished_) return "";
+  if (event.kind == ServeEvent::Kind::Error) {
+    finished_ = true;
+    error_ = event.error;
+    return sse_data(error_json(event.error, "server_error")) + sse_data("[DONE]");
+  }
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+  const auto set_text = [&](const std::string& text) {
+    if (kind_ == ApiKind::Chat)
+      choice["delta"] = text.empty() ? json::object() : json{{"content", text}};
+    else
+      choice["text"] = text;
+  };
+  if (event.kind == ServeEvent::Kind::Token) {
+    if (event.text.empty() && !logprobs_) return "";
+    set_text(event.text);
+    if (logprobs_) {
+      json one = empty_logprobs();
+      add_logprobs(event, one);
+      choice["logprobs"] = std::move(one);
+    }
+    text_offset_ += event.text.size();
+    return sse_data(dump(chunk(std::move(choice))));
+  }
+  finished_ = true;
+  stop_reason_ = event.stop_reason;
+  prompt_tokens_ = event.prompt_tokens;
+  cached_tokens_ = event.cached_tokens;
+  completion_tokens_ = event.completion_tokens;
+  set_text(event.text);
+  choice["finish_reason"] = finish_reason(event.stop_reason);
+  json last = chunk(std::move(choice));
+  last["usage"] = usage_json();
+  std::string out = sse_data(dump(last));
+  if (include_usage_) {
+    json usage_only = chunk(nullptr);
+    usage_only["choices"] = json::array();
+    usage_only["usage"] = usage_json();
+    out += sse_data(dump(usage_only));
+  }
+  return out + sse_data("[DONE]");
+}
+
+void ResponseFormatter::collect(const ServeEvent& event) {
+  if (finished_) return;
+  if (event.kind == ServeEvent::Kind::Error) {
+    finished_ = true;
+    error_ = event.error.empty() ? "generation failed" : event.error;
+    return;
+  }
+  if (event.kind == ServeEvent::Kind::Token && logprobs_) add_logprobs(event, logprobs_json_);
+  text_ += event.text;
+  text_offset_ += event.text.size();
+  if (event.kind == ServeEvent::Kind::Done) {
+    finished_ = true;
+    stop_reason_ = event.stop_reason;
+    prompt_tokens_ = event.prompt_tokens;
+    cached_tokens_ = event.cached_tokens;
+    completion_tokens_ = event.completion_tokens;
+  }
+}
+
+json ResponseFormatter::response() const {
+  if (!error_.empty()) throw ApiError(500, "server_error", error_);
+  if (!finished_) throw ApiError(500, "server_error", "the request ended without a result");
+  json choice = {{"index", 0},
+                 {"logprobs", logprobs_ ? logprobs_json_ : json(nullptr)},
+                 {"finish_reason", finish_reason(stop_reason_)}};
+  if (kind_ == ApiKind::Chat)
+    choice["message"] = {{"role", "assistant"}, {"content", text_}};
+  else
+    choice["text"] = text_;
+  return {{"id", id_},
+          {"object", kind_ == ApiKind::Chat ? "chat.completion" : "text_completion"},
+          {"created", created_},
+          {"model", model_},
+          {"choices", json::array({std::move(choice)})},
+          {"usage", usage_json()}};
+}
+
+json tokenize_response(const json& body, const Tokenizer& tokenizer) {
+  const json* content = field(body, "content");
+  if (!content) throw invalid_request("content is required");
+  if (!content->is_string()) throw wrong_type("content", "a string", *content);
+  return {{"tokens", tokenizer.encode(content->get_ref<const std::string&>())}};
+}
+
+json detokenize_response(const json& body, const Tokenizer& tokenizer) {
+  const json* tokens = field(body, "tokens");
+  if (!tokens) throw invalid_request("tokens is required");
+  if (!tokens->is_array()) throw wrong_type("tokens", "a list of token ids", *tokens);
+  const std::vector<int32_t> ids = read_token_ids(*tokens, "tokens", size_t{1} << 20);
+  for (int32_t id : ids)
+    if (id < 0 || id >= tokenizer.vocab_size())
+      throw invalid_request("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                            std::to_string(tokenizer.vocab_size()) + ")");
+  try {
+    return {{"content", tokenizer.decode(ids)}};
+  } catch (const Error& e) {
+    throw invalid_request(e.what());
+  }
+}
+
+json models_response(const std::string& model_id, int64_t created, int64_t max_context) {
+  json model = {{"id", model_id}, {"object", "model"}, {"created", created}, {"owned_by", "mambacpp"}};
+  if (max_context > 0) model["meta"] = {{"n_ctx", max_context}};
+  return {{"object", "list"}, {"data", json::array({model})}};
+}
+
+std::string prometheus_metrics(const SchedulerMetrics& m, const HttpCounters& c) {
+  std::string out;
+  const auto metric = [&](const char* name, const char* type, const char* help, double value) {
+    char number[64];
+    std::snprintf(number, sizeof number, "%.17g", value);
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
+           number + "\n";
+  };
+  metric("mambacpp_http_requests_total", "counter", "Generation requests received over HTTP.",
+         static_cast<double>(c.requests_total));
+  metric("mambacpp_http_requests_rejected_total", "counter", "Requests refused before queueing (4xx).",
+         static_cast<double>(c.requests_rejected));
+  metric("mambacpp_http_unauthorized_total", "counter", "Requests refused for a missing or wrong API key.",
+         static_cast<double>(c.requests_unauthorized));
+  metric("mambacpp_http_queue_full_total", "counter", "Requests refused with 503 because the queue was full.",
+         static_cast<double>(c.queue_full));
+  metric("mambacpp_http_client_disconnects_total", "counter", "Streams whose client went away before the end.",
+         static_cast<double>(c.client_disconnects));
+  metric("mambacpp_requests_submitted_total", "counter", "Requests accepted by the scheduler.",
+         static_cast<double>(m.requests_submitted));
+  metric("mambacpp_requests_finished_total", "counter", "Requests that ran to completion.",
+         static_cast<double>(m.requests_finished));
+  metric("mambacpp_requests_cancelled_total", "counter", "Requests cancelled (client gone or shutdown).",
+         static_cast<double>(m.requests_cancelled));
+  metric("mambacpp_requests_failed_total", "counter", "Requests that ended with an error.",
+         static_cast<double>(m.requests_failed));
+  metric("mambacpp_prompt_tokens_total", "counter", "Prompt tokens of all requests.",
+         static_cast<double>(m.prompt_tokens));
+  metric("mambacpp_prompt_tokens_cached_total", "counter", "Prompt tokens served from the prefix cache.",
+         static_cast<double>(m.cached_prompt_tokens));
+  metric("mambacpp_generated_tokens_total", "counter", "Tokens generated.", static_cast<double>(m.generated_tokens));
+  metric("mambacpp_queue_depth", "gauge", "Requests waiting for a slot.", static_cast<double>(m.waiting));
+  metric("mambacpp_active_requests", "gauge", "Requests holding a slot.", static_cast<double>(m.active));
+  metric("mambacpp_prefix_cache_entries", "gauge", "States in the prefix cache.",
+         static_cast<double>(m.cache_entries));
+  metric("mambacpp_prefix_cache_bytes", "gauge", "Bytes held by the prefix cache.",
+         static_cast<double>(m.cache_bytes));
+  out +=
+      "# HELP mambacpp_step_seconds Duration of scheduler steps (recent steps for the quantiles).\n"
+      "# TYPE mambacpp_step_seconds summary\n";
+  const char* quantiles[] = {"0.5", "0.9", "0.99"};
+  for (size_t i = 0; i < 3; ++i) {
+    const double value = i < m.step_seconds_quantiles.size() ? m.step_seconds_quantiles[i] : NAN;
+    char number[64];
+    std::snprintf(number, sizeof number, "%.9g", value);
+    out += std::string("mambacpp_step_seconds{quantile=\"") + quantiles[i] + "\"} " + (std::isnan(value) ? "NaN" : number) +
+           "\n";
+  }
+  char sum[64];
+  std::snprintf(sum, sizeof sum, "%.9g", m.step_seconds_sum);
+  out += std::string("mambacpp_step_seconds_sum ") + sum + "\nmambacpp_step_seconds_count " +
+         std::to_string(m.steps) + "\n";
+  return out;
+}
+
+}  // namespace mb::server
