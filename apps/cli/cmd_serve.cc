@@ -76,7 +76,8 @@ void serve(const ServeArgs& a) {
   // Every slot and every queued request holds a connection thread while it streams.
   options.http_threads = static_cast<int>(std::min<int64_t>(a.parallel + a.max_queue + 8, 4096));
   options.model_id = !a.alias.empty() ? a.alias : std::filesystem::path(a.model).filename().string();
-  if (options.model_id.empty()) options.model_id = std::filesystem::path(a.model).parent_path().filename().string();
+  if (options.model_id.empty())
+    options.model_id = std::filesystem::path(a.model).parent_path().filename().string();
   options.defaults.max_context = a.ctx;
 
   // Listening starts before the model loads, so /health reports "loading" meanwhile.
@@ -141,19 +142,25 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--port", args->port, "Port to listen on (0 = any free port)")->capture_default_str();
   cmd->add_option("--parallel", args->parallel, "Requests generated at once (-np)")->capture_default_str();
   cmd->add_option("-t,--threads", args->threads, "Threads (0 = all cores)");
-  cmd->add_option("-b,--batch-size", args->batch, "Positions per scheduler step (decode rows, then prompt chunks)")
+  cmd->add_option("-b,--batch-size", args->batch,
+                  "Positions per scheduler step (decode rows, then prompt chunks)")
       ->capture_default_str();
   cmd->add_option("--api-key", args->api_key, "Require this key on every endpoint but /health");
-  cmd->add_option("--timeout", args->timeout, "Read/write timeout of a connection, and of the shutdown drain (s)")
+  cmd->add_option("--timeout", args->timeout,
+                  "Read/write timeout of a connection, and of the shutdown drain (s)")
       ->capture_default_str();
-  cmd->add_option("--cache-every", args->cache_every, "Cache the state every N prompt tokens")->capture_default_str();
-  cmd->add_option("--cache-mb", args->cache_mb, "Prefix state cache size in MiB (0 = off)")->capture_default_str();
+  cmd->add_option("--cache-every", args->cache_every, "Cache the state every N prompt tokens")
+      ->capture_default_str();
+  cmd->add_option("--cache-mb", args->cache_mb, "Prefix state cache size in MiB (0 = off)")
+      ->capture_default_str();
   cmd->add_option("--slot-save-path", args->slot_save_path, "Folder for saved prefix states");
   cmd->add_option("--max-queue", args->max_queue, "Waiting requests past which new ones get 503")
       ->capture_default_str();
-  cmd->add_option("--max-body", args->max_body, "Largest request body in bytes (larger: 413)")->capture_default_str();
+  cmd->add_option("--max-body", args->max_body, "Largest request body in bytes (larger: 413)")
+      ->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "Weight storage: f32 | bf16 | f16 (default: as stored)");
-  cmd->add_option("-a,--alias", args->alias, "Model name reported by /v1/models (default: the folder's name)");
+  cmd->add_option("-a,--alias", args->alias,
+                  "Model name reported by /v1/models (default: the folder's name)");
   cmd->callback([args] { serve(*args); });
 }
 

@@ -18,7 +18,8 @@ constexpr const char* kJson = "application/json; charset=utf-8";
 // How often a stream waiting for its next event checks that its client is still there.
 constexpr auto kStreamPoll = std::chrono::milliseconds(200);
 
-void send_error(httplib::Response& res, int status, const std::string& message, const std::string& code = "") {
+void send_error(httplib::Response& res, int status, const std::string& message,
+                const std::string& code = "") {
   res.status = status;
   res.set_content(error_json(message, error_type_for_status(status), code), kJson);
 }
@@ -77,7 +78,8 @@ struct HttpServer::Stream {
   std::vector<ServeEvent> take(std::chrono::milliseconds timeout) {
     std::unique_lock lock(mutex);
     ready.wait_for(lock, timeout, [&] { return !events.empty(); });
-    std::vector<ServeEvent> taken(std::make_move_iterator(events.begin()), std::make_move_iterator(events.end()));
+    std::vector<ServeEvent> taken(std::make_move_iterator(events.begin()),
+                                  std::make_move_iterator(events.end()));
     events.clear();
     return taken;
   }
@@ -103,7 +105,9 @@ HttpServer::HttpServer(ServerOptions options)
   register_routes();
 }
 
-HttpServer::~HttpServer() { stop(); }
+HttpServer::~HttpServer() {
+  stop();
+}
 
 uint64_t HttpServer::next_seed() {
   std::lock_guard lock(mutex_);
@@ -132,20 +136,20 @@ void HttpServer::register_routes() {
     return httplib::Server::HandlerResponse::Handled;
   });
   // Errors httplib produces itself (unknown paths, oversize bodies) get OpenAI's error shape too.
-  http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
-                                                                      httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    std::string message;
-    if (res.status == 413)
-      message = "the request body is larger than the server's limit (--max-body " +
-                std::to_string(options_.max_body_bytes) + " bytes)";
-    else if (res.status == 404)
-      message = "no such endpoint: " + req.method + " " + req.path;
-    else
-      message = "HTTP error " + std::to_string(res.status) + " for " + req.method + " " + req.path;
-    send_error(res, res.status, message);
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+  http.set_error_handler(
+      httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        std::string message;
+        if (res.status == 413)
+          message = "the request body is larger than the server's limit (--max-body " +
+                    std::to_string(options_.max_body_bytes) + " bytes)";
+        else if (res.status == 404)
+          message = "no such endpoint: " + req.method + " " + req.path;
+        else
+          message = "HTTP error " + std::to_string(res.status) + " for " + req.method + " " + req.path;
+        send_error(res, res.status, message);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
     std::string message = "internal error";
     try {
@@ -219,7 +223,8 @@ void HttpServer::handle_generation(ApiKind kind, const std::string& body, httpli
       throw invalid_request("the model's chat template cannot be used: " + model_.chat_template_error,
                             "chat_template_error");
     request = parse_api_request(kind, parse_request_body(body), options_.defaults, next_seed());
-    resolve_prompt(request, *model_.tokenizer, model_.chat_template, model_.render_options, options_.defaults);
+    resolve_prompt(request, *model_.tokenizer, model_.chat_template, model_.render_options,
+                   options_.defaults);
   } catch (const Error&) {
     count(&HttpCounters::requests_rejected);
     throw;
@@ -272,7 +277,9 @@ void HttpServer::handle_generation(ApiKind kind, const std::string& body, httpli
   res.set_chunked_content_provider(
       "text/event-stream",
       [this, stream, formatter, prelude_sent, id](size_t, httplib::DataSink& sink) {
-        const auto write = [&](const std::string& text) { return text.empty() || sink.write(text.data(), text.size()); };
+        const auto write = [&](const std::string& text) {
+          return text.empty() || sink.write(text.data(), text.size());
+        };
         if (!*prelude_sent) {
           *prelude_sent = true;
           if (!write(formatter->stream_prelude())) return false;

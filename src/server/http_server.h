@@ -24,7 +24,7 @@
 namespace httplib {
 class Server;
 struct Response;
-}
+}  // namespace httplib
 
 namespace mb::server {
 
@@ -34,8 +34,8 @@ struct ServerOptions {
   std::string api_key;               // "" = no key; else required on every endpoint but /health
   int timeout_seconds = 600;         // --timeout: read and write timeout of a connection
   size_t max_body_bytes = 8u << 20;  // --max-body: larger request bodies get 413
-  int http_threads = 0;              // connections served at once; 0 = enough for every slot and queued request
-  std::string model_id;              // the name /v1/models reports
+  int http_threads = 0;  // connections served at once; 0 = enough for every slot and queued request
+  std::string model_id;  // the name /v1/models reports
   ApiDefaults defaults;
 };
 

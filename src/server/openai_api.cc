@@ -44,7 +44,8 @@ json parse_request_body(std::string_view body) {
   } catch (const Error& e) {
     throw invalid_request(e.what(), "invalid_json");
   }
-  if (!value.is_object()) throw invalid_request("the request body must be a JSON object, got " + json_excerpt(value));
+  if (!value.is_object())
+    throw invalid_request("the request body must be a JSON object, got " + json_excerpt(value));
   return value;
 }
 
@@ -86,8 +87,9 @@ std::optional<int64_t> integer_field(const json& body, const char* name, int64_t
     throw wrong_type(name, "an integer", *value);
   }
   if (result < min || result > max) {
-    const std::string range = max == INT64_MAX ? ">= " + std::to_string(min)
-                                               : "in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+    const std::string range = max == INT64_MAX
+                                  ? ">= " + std::to_string(min)
+                                  : "in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
     throw invalid_request(std::string(name) + " must be " + range + ", got " + json_excerpt(*value));
   }
   return result;
@@ -106,10 +108,11 @@ void read_sampling(const json& body, SamplingParams& sampling, uint64_t seed_if_
   if (auto v = number_field(body, "top_p")) sampling.top_p = static_cast<float>(*v);
   if (auto v = number_field(body, "min_p")) sampling.min_p = static_cast<float>(*v);
   if (auto v = number_field(body, "repeat_penalty")) sampling.repeat_penalty = static_cast<float>(*v);
-  if (auto v = integer_field(body, "repeat_last_n", INT_MIN, INT_MAX)) sampling.repeat_last_n = static_cast<int>(*v);
+  if (auto v = integer_field(body, "repeat_last_n", INT_MIN, INT_MAX))
+    sampling.repeat_last_n = static_cast<int>(*v);
   if (const auto problem = find_sampling_problem(sampling))
-    throw invalid_request(std::string(sampling_field_name(problem->field)) + " must be " + problem->requirement +
-                          ", got " + problem->value);
+    throw invalid_request(std::string(sampling_field_name(problem->field)) + " must be " +
+                          problem->requirement + ", got " + problem->value);
   // llama.cpp's -1 asks for a random seed, like an absent one.
   sampling.seed = seed_if_absent;
   if (const json* seed = field(body, "seed")) {
@@ -118,7 +121,8 @@ void read_sampling(const json& body, SamplingParams& sampling, uint64_t seed_if_
     } else if (seed->is_number_integer() && seed->get<int64_t>() == -1) {
       sampling.seed = seed_if_absent;
     } else {
-      throw invalid_request("seed must be an integer in [0, 2^64) or -1 (random), got " + json_excerpt(*seed));
+      throw invalid_request("seed must be an integer in [0, 2^64) or -1 (random), got " +
+                            json_excerpt(*seed));
     }
   }
 }
@@ -159,8 +163,8 @@ void refuse_unsupported(const json& body) {
 
 std::vector<int32_t> read_token_ids(const json& array, const char* name, size_t max_count) {
   if (array.size() > max_count)
-    throw invalid_request(std::string(name) + " has " + std::to_string(array.size()) + " tokens, more than the " +
-                          std::to_string(max_count) + " a request may carry");
+    throw invalid_request(std::string(name) + " has " + std::to_string(array.size()) +
+                          " tokens, more than the " + std::to_string(max_count) + " a request may carry");
   std::vector<int32_t> ids;
   ids.reserve(array.size());
   for (const json& item : array) {
@@ -183,7 +187,8 @@ void read_completion_prompt(const json& body, ApiRequest& request, const ApiDefa
     request.prompt_text = single->get<std::string>();
   } else if (single->is_array()) {
     for (const json& item : *single)
-      if (item.is_string() || item.is_array()) throw invalid_request("only one prompt per request is supported");
+      if (item.is_string() || item.is_array())
+        throw invalid_request("only one prompt per request is supported");
     request.prompt_ids = read_token_ids(*single, "prompt", defaults.max_prompt_tokens_in_request);
   } else {
     throw wrong_type("prompt", "a string or a list of token ids", *prompt);
@@ -195,7 +200,8 @@ std::string message_content(const json& message, size_t index) {
   const auto it = message.find("content");
   if (it == message.end() || it->is_null()) return "";
   if (it->is_string()) return it->get<std::string>();
-  if (!it->is_array()) throw invalid_request(where + " must be a string or a list of text parts, got " + json_excerpt(*it));
+  if (!it->is_array())
+    throw invalid_request(where + " must be a string or a list of text parts, got " + json_excerpt(*it));
   // The content-parts form: text parts are joined; images and audio are not for this server.
   std::string text;
   for (const json& part : *it) {
@@ -253,7 +259,8 @@ void read_logprobs(ApiKind kind, const json& body, ApiRequest& request) {
 
 }  // namespace
 
-ApiRequest parse_api_request(ApiKind kind, const json& body, const ApiDefaults& defaults, uint64_t seed_if_absent) {
+ApiRequest parse_api_request(ApiKind kind, const json& body, const ApiDefaults& defaults,
+                             uint64_t seed_if_absent) {
   if (!body.is_object()) throw invalid_request("the request body must be a JSON object");
   ApiRequest request;
   request.kind = kind;
@@ -293,8 +300,9 @@ void resolve_prompt(ApiRequest& request, const Tokenizer& tokenizer, const ChatT
     try {
       text = chat_template.render(request.messages, render_options);
     } catch (const Error& e) {
-      throw invalid_request(std::string("the model's chat template cannot render these messages: ") + e.what(),
-                            "chat_template_error");
+      throw invalid_request(
+          std::string("the model's chat template cannot render these messages: ") + e.what(),
+          "chat_template_error");
     }
     prompt = tokenizer.encode(text);
   } else if (request.prompt_text) {
@@ -310,24 +318,31 @@ void resolve_prompt(ApiRequest& request, const Tokenizer& tokenizer, const ChatT
                               std::to_string(defaults.vocab_size) + ")");
   const int64_t length = static_cast<int64_t>(prompt.size());
   if (defaults.max_context > 0 && length >= defaults.max_context)
-    throw invalid_request("the prompt has " + std::to_string(length) + " tokens, and the context size (-c) is " +
+    throw invalid_request("the prompt has " + std::to_string(length) +
+                              " tokens, and the context size (-c) is " +
                               std::to_string(defaults.max_context) + ": no room is left to generate",
                           "context_length_exceeded");
   const int64_t room = defaults.max_context > 0 ? defaults.max_context - length : INT_MAX;
   if (!request.max_tokens_given)
     request.serve.max_tokens = request.kind == ApiKind::Completion ? defaults.completion_max_tokens
-                               : defaults.max_context > 0      ? static_cast<int>(std::min<int64_t>(room, INT_MAX))
-                                                               : defaults.chat_max_tokens_without_context;
+                               : defaults.max_context > 0 ? static_cast<int>(std::min<int64_t>(room, INT_MAX))
+                                                          : defaults.chat_max_tokens_without_context;
   request.serve.max_tokens = static_cast<int>(std::min<int64_t>(request.serve.max_tokens, room));
 }
 
-const char* finish_reason(StopReason reason) { return reason == StopReason::MaxTokens ? "length" : "stop"; }
+const char* finish_reason(StopReason reason) {
+  return reason == StopReason::MaxTokens ? "length" : "stop";
+}
 
-std::string sse_data(const std::string& data) { return "data: " + data + "\n\n"; }
+std::string sse_data(const std::string& data) {
+  return "data: " + data + "\n\n";
+}
 
 namespace {
 
-std::string dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string dump(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 json bytes_of(const std::string& text) {
   json bytes = json::array();
@@ -367,7 +382,10 @@ json ResponseFormatter::logprob_entry(const ServeEvent& event) const {
       const std::string text = spell(event.top[i].token);
       top.push_back({{"token", text}, {"logprob", event.top[i].logprob}, {"bytes", bytes_of(text)}});
     }
-    return {{"token", token_text}, {"logprob", event.logprob}, {"bytes", bytes_of(token_text)}, {"top_logprobs", top}};
+    return {{"token", token_text},
+            {"logprob", event.logprob},
+            {"bytes", bytes_of(token_text)},
+            {"top_logprobs", top}};
   }
   json top = json::object();
   for (size_t i = 0; i < event.top.size() && static_cast<int>(i) < top_logprobs_; ++i) {
@@ -538,8 +556,8 @@ std::string prometheus_metrics(const SchedulerMetrics& m, const HttpCounters& c)
          static_cast<double>(c.requests_unauthorized));
   metric("mambacpp_http_queue_full_total", "counter", "Requests refused with 503 because the queue was full.",
          static_cast<double>(c.queue_full));
-  metric("mambacpp_http_client_disconnects_total", "counter", "Streams whose client went away before the end.",
-         static_cast<double>(c.client_disconnects));
+  metric("mambacpp_http_client_disconnects_total", "counter",
+         "Streams whose client went away before the end.", static_cast<double>(c.client_disconnects));
   metric("mambacpp_requests_submitted_total", "counter", "Requests accepted by the scheduler.",
          static_cast<double>(m.requests_submitted));
   metric("mambacpp_requests_finished_total", "counter", "Requests that ran to completion.",
@@ -552,7 +570,8 @@ std::string prometheus_metrics(const SchedulerMetrics& m, const HttpCounters& c)
          static_cast<double>(m.prompt_tokens));
   metric("mambacpp_prompt_tokens_cached_total", "counter", "Prompt tokens served from the prefix cache.",
          static_cast<double>(m.cached_prompt_tokens));
-  metric("mambacpp_generated_tokens_total", "counter", "Tokens generated.", static_cast<double>(m.generated_tokens));
+  metric("mambacpp_generated_tokens_total", "counter", "Tokens generated.",
+         static_cast<double>(m.generated_tokens));
   metric("mambacpp_queue_depth", "gauge", "Requests waiting for a slot.", static_cast<double>(m.waiting));
   metric("mambacpp_active_requests", "gauge", "Requests holding a slot.", static_cast<double>(m.active));
   metric("mambacpp_prefix_cache_entries", "gauge", "States in the prefix cache.",
@@ -567,8 +586,8 @@ std::string prometheus_metrics(const SchedulerMetrics& m, const HttpCounters& c)
     const double value = i < m.step_seconds_quantiles.size() ? m.step_seconds_quantiles[i] : NAN;
     char number[64];
     std::snprintf(number, sizeof number, "%.9g", value);
-    out += std::string("mambacpp_step_seconds{quantile=\"") + quantiles[i] + "\"} " + (std::isnan(value) ? "NaN" : number) +
-           "\n";
+    out += std::string("mambacpp_step_seconds{quantile=\"") + quantiles[i] + "\"} " +
+           (std::isnan(value) ? "NaN" : number) + "\n";
   }
   char sum[64];
   std::snprintf(sum, sizeof sum, "%.9g", m.step_seconds_sum);

@@ -49,9 +49,9 @@ enum class ApiKind { Completion, Chat };
 
 // Defaults and limits of the server that apply to every request.
 struct ApiDefaults {
-  int64_t max_context = 0;              // -c; 0 = no limit
-  int64_t vocab_size = 0;               // the model's; prompt ids must lie below it (0 = unchecked)
-  int completion_max_tokens = 16;       // OpenAI's default for /v1/completions
+  int64_t max_context = 0;                    // -c; 0 = no limit
+  int64_t vocab_size = 0;                     // the model's; prompt ids must lie below it (0 = unchecked)
+  int completion_max_tokens = 16;             // OpenAI's default for /v1/completions
   int chat_max_tokens_without_context = 512;  // chat without max_tokens and without -c
   size_t max_prompt_tokens_in_request = 1u << 20;  // token-id prompts longer than this are refused
   size_t max_stop_strings = 16;
@@ -62,7 +62,7 @@ struct ApiDefaults {
 // the scheduler.
 struct ApiRequest {
   ApiKind kind = ApiKind::Completion;
-  std::string model;  // echoed back; any value is accepted (the server serves one model)
+  std::string model;                       // echoed back; any value is accepted (the server serves one model)
   std::optional<std::string> prompt_text;  // completions with a string prompt
   std::vector<int32_t> prompt_ids;         // completions with a token-id prompt
   std::vector<ChatMessage> messages;       // chat

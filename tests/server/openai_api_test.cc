@@ -38,16 +38,17 @@ std::pair<int, std::string> failure(ApiKind kind, const std::string& body, const
   return {0, ""};
 }
 
-void expect_400(ApiKind kind, const std::string& body, const std::string& fragment, const ApiDefaults& defaults = {}) {
+void expect_400(ApiKind kind, const std::string& body, const std::string& fragment,
+                const ApiDefaults& defaults = {}) {
   const auto [status, message] = failure(kind, body, defaults);
   EXPECT_EQ(status, 400) << body;
   EXPECT_NE(message.find(fragment), std::string::npos) << body << " -> " << message;
 }
 
 TEST(OpenAiApi, MalformedBodiesAre400WithTheParserMessage) {
-  for (const std::string& body : std::vector<std::string>{"{", "", "{\"prompt\": }", "[1, 2]", "\"text\"",
-                                                          "{\"a\": 1e400}",
-                                                          std::string(200, '[') + std::string(200, ']')}) {
+  for (const std::string& body :
+       std::vector<std::string>{"{", "", "{\"prompt\": }", "[1, 2]", "\"text\"", "{\"a\": 1e400}",
+                                std::string(200, '[') + std::string(200, ']')}) {
     try {
       parse_request_body(body);
       ADD_FAILURE() << "accepted " << body.substr(0, 40);
@@ -80,7 +81,8 @@ TEST(OpenAiApi, WrongTypesAreNamed) {
   expect_400(chat, R"({"messages": "hi"})", "messages must be a list of messages");
   expect_400(chat, R"({"messages": []})", "messages must not be empty");
   expect_400(chat, R"({"messages": [{"content": "hi"}]})", "messages[0].role must be a non-empty string");
-  expect_400(chat, R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content must be a string");
+  expect_400(chat, R"({"messages": [{"role": "user", "content": 5}]})",
+             "messages[0].content must be a string");
   expect_400(chat, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
              "only {\"type\": \"text\"");
   expect_400(chat, R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": 1})",
@@ -107,17 +109,20 @@ TEST(OpenAiApi, OutOfRangeValuesAreNamedWithTheirRange) {
   expect_400(c, R"({"prompt": "hi", "presence_penalty": 0.5})", "presence_penalty is not supported");
   expect_400(c, R"({"prompt": "hi", "logit_bias": {"5": 100}})", "logit_bias is not supported");
   expect_400(c, R"({"prompt": "hi", "stop": ""})", "stop strings must not be empty");
-  expect_400(c, R"({"prompt": "hi", "stop": ["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]})",
-             "stop takes at most 16 strings, got 17");
+  expect_400(
+      c, R"({"prompt": "hi", "stop": ["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]})",
+      "stop takes at most 16 strings, got 17");
   const ApiKind chat = ApiKind::Chat;
   const std::string messages = R"("messages": [{"role": "user", "content": "hi"}])";
   expect_400(chat, "{" + messages + R"(, "top_logprobs": 3})", "top_logprobs requires logprobs: true");
-  expect_400(chat, "{" + messages + R"(, "logprobs": true, "top_logprobs": 30})", "top_logprobs must be in [0, 20]");
+  expect_400(chat, "{" + messages + R"(, "logprobs": true, "top_logprobs": 30})",
+             "top_logprobs must be in [0, 20]");
 }
 
 TEST(OpenAiApi, UnknownFieldsAndNullsAreIgnoredAndDefaultsApply) {
-  const ApiRequest r = parse(ApiKind::Completion,
-                             R"({"prompt": "hi", "user": "u1", "vendor_extension": {"x": [1]}, "temperature": null,
+  const ApiRequest r =
+      parse(ApiKind::Completion,
+            R"({"prompt": "hi", "user": "u1", "vendor_extension": {"x": [1]}, "temperature": null,
                                  "n": 1, "echo": false, "presence_penalty": 0, "logit_bias": {}})");
   EXPECT_EQ(r.prompt_text, "hi");
   EXPECT_EQ(r.serve.sampling.temperature, SamplingParams{}.temperature);
@@ -193,7 +198,8 @@ TEST(OpenAiApi, PromptsAreTokenizedAndCheckedAgainstTheContext) {
   const ApiKind c = ApiKind::Completion;
   expect_400(c, R"({"prompt": ""})", "the prompt is empty", defaults);
   expect_400(c, R"({"prompt": []})", "the prompt is empty", defaults);
-  expect_400(c, R"({"prompt": [1, 400]})", "prompt token id 400 is outside the vocabulary [0, 400)", defaults);
+  expect_400(c, R"({"prompt": [1, 400]})", "prompt token id 400 is outside the vocabulary [0, 400)",
+             defaults);
   expect_400(c, R"({"prompt": [-1]})", "outside the vocabulary", defaults);
   expect_400(c, R"({"prompt": ")" + std::string(200, 'x') + "\"}", "the context size (-c) is 64", defaults);
   const auto [status, message] = failure(c, R"({"prompt": ")" + std::string(64, 'q') + "\"}", defaults);
@@ -257,7 +263,8 @@ std::vector<json> sse_objects(const std::string& stream, bool& done) {
 }
 
 TEST(OpenAiApi, CompletionResponsesHaveTextUsageAndLogprobs) {
-  const ApiRequest request = parse(ApiKind::Completion, R"({"prompt": "hi", "logprobs": 2, "model": "tiny"})");
+  const ApiRequest request =
+      parse(ApiKind::Completion, R"({"prompt": "hi", "logprobs": 2, "model": "tiny"})");
   ResponseFormatter formatter(request, tokenizer(), "cmpl-1", 1700000000);
   formatter.collect(token_event(72, "H"));
   formatter.collect(token_event(105, "i"));
@@ -287,8 +294,8 @@ TEST(OpenAiApi, CompletionResponsesHaveTextUsageAndLogprobs) {
 }
 
 TEST(OpenAiApi, ChatStreamsAreServerSentEventsEndingInDone) {
-  const ApiRequest request =
-      parse(ApiKind::Chat, R"({"messages": [{"role": "user", "content": "x"}], "stream": true, "logprobs": true,
+  const ApiRequest request = parse(
+      ApiKind::Chat, R"({"messages": [{"role": "user", "content": "x"}], "stream": true, "logprobs": true,
                                "top_logprobs": 1, "stream_options": {"include_usage": true}})");
   ResponseFormatter formatter(request, tokenizer(), "chatcmpl-1", 5);
   std::string stream = formatter.stream_prelude();
@@ -317,7 +324,8 @@ TEST(OpenAiApi, ChatStreamsAreServerSentEventsEndingInDone) {
 }
 
 TEST(OpenAiApi, CompletionStreamsSkipEmptyPiecesWithoutLogprobs) {
-  ResponseFormatter formatter(parse(ApiKind::Completion, R"({"prompt": "x", "stream": true})"), tokenizer(), "c", 0);
+  ResponseFormatter formatter(parse(ApiKind::Completion, R"({"prompt": "x", "stream": true})"), tokenizer(),
+                              "c", 0);
   EXPECT_EQ(formatter.stream_prelude(), "");
   EXPECT_EQ(formatter.stream_event(token_event(3, "")), "");
   std::string stream = formatter.stream_event(token_event(72, "H"));
@@ -388,11 +396,12 @@ TEST(OpenAiApi, MetricsAreInPrometheusTextFormat) {
   HttpCounters counters;
   counters.queue_full = 2;
   const std::string text = prometheus_metrics(m, counters);
-  for (const std::string& line : std::vector<std::string>{"mambacpp_requests_submitted_total 7\n", "mambacpp_prompt_tokens_total 100\n",
-        "mambacpp_prompt_tokens_cached_total 40\n", "mambacpp_generated_tokens_total 55\n",
-        "mambacpp_queue_depth 3\n", "mambacpp_http_queue_full_total 2\n",
-        "mambacpp_step_seconds{quantile=\"0.99\"} 0.04\n", "mambacpp_step_seconds_count 9\n",
-        "# TYPE mambacpp_step_seconds summary\n"})
+  for (const std::string& line : std::vector<std::string>{
+           "mambacpp_requests_submitted_total 7\n", "mambacpp_prompt_tokens_total 100\n",
+           "mambacpp_prompt_tokens_cached_total 40\n", "mambacpp_generated_tokens_total 55\n",
+           "mambacpp_queue_depth 3\n", "mambacpp_http_queue_full_total 2\n",
+           "mambacpp_step_seconds{quantile=\"0.99\"} 0.04\n", "mambacpp_step_seconds_count 9\n",
+           "# TYPE mambacpp_step_seconds summary\n"})
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
   EXPECT_EQ(models_response("tiny", 3, 128)["data"][0]["id"], "tiny");
 }

@@ -1,0 +1,358 @@
+// `mambacpp serve` end to end over loopback with cpp-httplib's client: the endpoints, the same
+// tokens as `generate`, streaming, OpenAI-shaped errors for every kind of bad request, the API key,
+// the queue limit, a client that disconnects mid-stream, raw garbage on the socket, and SIGTERM.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "common/test_util.h"
+#include "server_process.h"
+
+namespace mb {
+namespace {
+
+using nlohmann::json;
+using test::server_test_model;
+using test::ServerProcess;
+
+httplib::Client client_for(const ServerProcess& server) {
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_read_timeout(120, 0);
+  return client;
+}
+
+json post_json(httplib::Client& client, const std::string& path, const json& body,
+               int expected_status = 200) {
+  const auto res = client.Post(path.c_str(), body.dump(), "application/json");
+  EXPECT_TRUE(res) << path;
+  if (!res) return json();
+  EXPECT_EQ(res->status, expected_status) << path << " " << body.dump() << " -> " << res->body;
+  return json::parse(res->body, nullptr, false);
+}
+
+// The error object of a response, checked for OpenAI's shape.
+json expect_error(const httplib::Result& res, int status, const std::string& fragment) {
+  EXPECT_TRUE(res);
+  if (!res) return json();
+  EXPECT_EQ(res->status, status) << res->body;
+  const json body = json::parse(res->body, nullptr, false);
+  EXPECT_TRUE(body.contains("error")) << res->body;
+  if (!body.contains("error")) return json();
+  const json& error = body["error"];
+  EXPECT_TRUE(error["message"].is_string());
+  EXPECT_TRUE(error["type"].is_string());
+  EXPECT_TRUE(error.contains("code"));
+  EXPECT_NE(error["message"].get<std::string>().find(fragment), std::string::npos) << res->body;
+  return error;
+}
+
+// A streamed POST: the data lines of its server-sent events, stopping after `keep` bytes when given
+// (the client then drops the connection).
+struct StreamResult {
+  std::vector<std::string> data;
+  bool complete = false;  // ended with [DONE]
+  int status = 0;
+};
+
+StreamResult post_stream(const ServerProcess& server, const std::string& path, const json& body,
+                         size_t keep = SIZE_MAX, std::function<void()> on_first_bytes = {}) {
+  httplib::Client client = client_for(server);
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  std::string received;
+  bool first = true;
+  req.content_receiver = [&](const char* data, size_t length, uint64_t, uint64_t) {
+    received.append(data, length);
+    if (first && on_first_bytes) on_first_bytes();
+    first = false;
+    return received.size() < keep;
+  };
+  const auto res = client.send(req);
+  StreamResult result;
+  result.status = res ? res->status : 0;
+  std::istringstream lines(received);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("data: ", 0) != 0) continue;
+    if (line == "data: [DONE]")
+      result.complete = true;
+    else
+      result.data.push_back(line.substr(6));
+  }
+  return result;
+}
+
+std::string run_generate(const std::string& arguments) {
+  const std::string dir = test::make_temp_dir("serve_generate");
+  const std::string command = std::string(MB_CLI_PATH) + " generate " + arguments + " >" + dir + "/out.txt";
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  std::ifstream in(dir + "/out.txt");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(Serve, EndpointsAnswerAndCompletionsMatchGenerate) {
+  ServerProcess server(server_test_model(), "-t 1 -c 256");
+  ASSERT_GT(server.port(), 0);
+  httplib::Client client = client_for(server);
+  const auto health = client.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(json::parse(health->body)["status"], "ok");
+  const auto models = client.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "tiny");
+
+  const json tokens = post_json(client, "/tokenize", {{"content", "Hello world"}});
+  ASSERT_TRUE(tokens["tokens"].is_array());
+  EXPECT_EQ(post_json(client, "/detokenize", tokens)["content"], "Hello world");
+
+  // Greedy completion from token ids: exactly the ids `generate` prints, as text.
+  std::vector<int32_t> ids;
+  std::istringstream generated(
+      run_generate("-m " + server_test_model() + " --tokens 1,2,3 -n 12 --ignore-eos"));
+  for (int32_t id; generated >> id;) ids.push_back(id);
+  ASSERT_EQ(ids.size(), 12u);
+  const std::string expected = post_json(client, "/detokenize", {{"tokens", ids}})["content"];
+  const json request = {{"prompt", {1, 2, 3}}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true}};
+  const json completion = post_json(client, "/v1/completions", request);
+  EXPECT_EQ(completion["object"], "text_completion");
+  EXPECT_EQ(completion["choices"][0]["text"], expected);
+  EXPECT_EQ(completion["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(completion["usage"]["prompt_tokens"], 3);
+  EXPECT_EQ(completion["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(completion["usage"]["total_tokens"], 15);
+
+  // The same request streamed: the pieces add up to the same text, and the stream ends in [DONE].
+  json streamed_request = request;
+  streamed_request["stream"] = true;
+  const StreamResult stream = post_stream(server, "/v1/completions", streamed_request);
+  EXPECT_EQ(stream.status, 200);
+  EXPECT_TRUE(stream.complete);
+  std::string text;
+  std::string finish;
+  for (const std::string& data : stream.data) {
+    const json chunk = json::parse(data);
+    text += chunk["choices"][0]["text"].get<std::string>();
+    if (!chunk["choices"][0]["finish_reason"].is_null()) finish = chunk["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(text, expected);
+  EXPECT_EQ(finish, "length");
+
+  // The next turn of the conversation resumes from the state cached at the end of the first, and
+  // still gives exactly the tokens `generate` gives from scratch.
+  std::vector<int32_t> follow_up = {1, 2, 3};
+  follow_up.insert(follow_up.end(), ids.begin(), ids.end());
+  follow_up.push_back(7);
+  std::string follow_up_list;
+  for (int32_t id : follow_up) follow_up_list += (follow_up_list.empty() ? "" : ",") + std::to_string(id);
+  std::vector<int32_t> next_ids;
+  std::istringstream next(
+      run_generate("-m " + server_test_model() + " --tokens " + follow_up_list + " -n 6 --ignore-eos"));
+  for (int32_t id; next >> id;) next_ids.push_back(id);
+  const json again =
+      post_json(client, "/v1/completions",
+                {{"prompt", follow_up}, {"max_tokens", 6}, {"temperature", 0}, {"ignore_eos", true}});
+  EXPECT_EQ(again["choices"][0]["text"], post_json(client, "/detokenize", {{"tokens", next_ids}})["content"]);
+  EXPECT_EQ(again["usage"]["prompt_tokens_details"]["cached_tokens"], 15);
+
+  // Chat in the plain format, with log-probabilities.
+  const json chat = post_json(client, "/v1/chat/completions",
+                              {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                               {"max_tokens", 5},
+                               {"temperature", 0},
+                               {"ignore_eos", true},
+                               {"logprobs", true},
+                               {"top_logprobs", 2}});
+  EXPECT_EQ(chat["object"], "chat.completion");
+  EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
+  ASSERT_EQ(chat["choices"][0]["logprobs"]["content"].size(), 5u);
+  for (const json& entry : chat["choices"][0]["logprobs"]["content"]) {
+    EXPECT_LE(entry["logprob"].get<double>(), 0.0);
+    EXPECT_EQ(entry["top_logprobs"].size(), 2u);
+  }
+  const auto metrics = client.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("mambacpp_generated_tokens_total"), std::string::npos);
+  EXPECT_NE(metrics->body.find("mambacpp_step_seconds{quantile=\"0.5\"}"), std::string::npos);
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+TEST(Serve, BadRequestsGetOpenAiErrorsAndTheServerKeepsServing) {
+  ServerProcess server(server_test_model(), "-t 1 -c 64 --max-body 4096");
+  ASSERT_GT(server.port(), 0);
+  httplib::Client client = client_for(server);
+  const auto post = [&](const std::string& path, const std::string& body) {
+    return client.Post(path.c_str(), body, "application/json");
+  };
+  EXPECT_EQ(expect_error(post("/v1/completions", "{\"prompt\": "), 400, "not valid JSON")["type"],
+            "invalid_request_error");
+  expect_error(post("/v1/completions", "[1, 2]"), 400, "must be a JSON object");
+  expect_error(post("/v1/completions", R"({"prompt": "hi", "max_tokens": "many"})"), 400,
+               "max_tokens must be an integer");
+  expect_error(post("/v1/completions", R"({"prompt": "hi", "temperature": -2})"), 400, "temperature must be");
+  expect_error(post("/v1/completions", R"({"prompt": "hi", "top_p": 7})"), 400, "top_p must be in (0, 1]");
+  expect_error(post("/v1/completions", R"({"prompt": ""})"), 400, "the prompt is empty");
+  expect_error(post("/v1/completions", R"({"prompt": [1, 5000]})"), 400, "outside the vocabulary");
+  expect_error(post("/v1/completions", R"({"prompt": ")" + std::string(300, 'z') + "\"}"), 400,
+               "the context size (-c) is 64");
+  expect_error(post("/v1/chat/completions", R"({"messages": [{"role": 1}]})"), 400, "role");
+  expect_error(post("/v1/completions", "{\"prompt\": \"" + std::string(8000, 'a') + "\"}"), 413,
+               "--max-body 4096");
+  expect_error(client.Get("/v1/nothing"), 404, "no such endpoint");
+  expect_error(post("/tokenize", R"({"content": 3})"), 400, "content must be a string");
+  expect_error(post("/detokenize", R"({"tokens": [-4]})"), 400, "outside the vocabulary");
+  // Unknown fields are ignored.
+  post_json(client, "/v1/completions",
+            {{"prompt", "hi"}, {"max_tokens", 2}, {"some_vendor_field", {1, 2}}, {"user", "me"}});
+
+  // Bytes that are not HTTP at all, and a request cut off mid-body.
+  static const char binary[] = "\x00\xff\x10garbage\r\n\r\n";
+  for (const std::string& garbage :
+       std::vector<std::string>{std::string(binary, sizeof binary - 1), "GET\r\n\r\n",
+                                "POST /v1/completions HTTP/1.1\r\nContent-Length: 100\r\n\r\n{\"pro"}) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(server.port()));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    EXPECT_EQ(write(fd, garbage.data(), garbage.size()), static_cast<ssize_t>(garbage.size()));
+    close(fd);
+  }
+  const json after = post_json(client, "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 3}});
+  EXPECT_EQ(after["usage"]["completion_tokens"].get<int>() <= 3, true);
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+TEST(Serve, TheApiKeyGuardsEveryEndpointButHealth) {
+  ServerProcess server(server_test_model(), "-t 1 --api-key sekrit");
+  ASSERT_GT(server.port(), 0);
+  httplib::Client client = client_for(server);
+  ASSERT_EQ(client.Get("/health")->status, 200);
+  expect_error(client.Get("/v1/models"), 401, "API key");
+  expect_error(client.Get("/metrics"), 401, "API key");
+  expect_error(client.Post("/v1/completions", R"({"prompt": "hi"})", "application/json"), 401, "API key");
+  expect_error(client.Post("/tokenize", R"({"content": "hi"})", "application/json"), 401, "API key");
+  httplib::Client wrong = client_for(server);
+  wrong.set_bearer_token_auth("sekrix");
+  expect_error(wrong.Get("/v1/models"), 401, "API key");
+  httplib::Client right = client_for(server);
+  right.set_bearer_token_auth("sekrit");
+  EXPECT_EQ(right.Get("/v1/models")->status, 200);
+  EXPECT_EQ(right.Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 2})", "application/json")->status,
+            200);
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+// Streams until the client drops the connection, from a thread; signals once bytes arrived.
+struct BackgroundStream {
+  std::atomic<bool> started{false};
+  StreamResult result;
+  std::thread thread;
+  BackgroundStream(const ServerProcess& server, const json& body, size_t keep = SIZE_MAX) {
+    thread = std::thread([this, &server, body, keep] {
+      result = post_stream(server, "/v1/completions", body, keep, [this] { started = true; });
+    });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!started && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ~BackgroundStream() {
+    if (thread.joinable()) thread.join();
+  }
+};
+
+const json kEndless = {{"prompt", "Once upon a time"},
+                       {"max_tokens", 100000000},
+                       {"ignore_eos", true},
+                       {"stream", true},
+                       {"temperature", 0}};
+
+TEST(Serve, ADisconnectedClientFreesItsSlotAndAFullQueueIs503) {
+  ServerProcess server(server_test_model(), "-t 1 -np 1 --max-queue 1");
+  ASSERT_GT(server.port(), 0);
+  httplib::Client client = client_for(server);
+  {
+    // The only slot streams without end; its client reads a little, then hangs up.
+    BackgroundStream first(server, kEndless, 4096);
+    ASSERT_TRUE(first.started);
+    first.thread.join();
+    EXPECT_FALSE(first.result.complete);
+  }
+  // The slot is free again: a new request completes.
+  const json done =
+      post_json(client, "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 4}, {"ignore_eos", true}});
+  EXPECT_EQ(done["usage"]["completion_tokens"], 4);
+  const std::string metrics = client.Get("/metrics")->body;
+  EXPECT_NE(metrics.find("mambacpp_http_client_disconnects_total 1\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("mambacpp_requests_cancelled_total 1\n"), std::string::npos) << metrics;
+
+  // One request in the slot, one waiting: the next is refused with 503 and Retry-After.
+  BackgroundStream running(server, kEndless, 16 << 20);
+  ASSERT_TRUE(running.started);
+  std::thread waiting([&] { post_stream(server, "/v1/completions", kEndless, 64); });
+  bool queued = false;
+  for (int attempt = 0; attempt < 1000 && !queued; ++attempt) {
+    queued = client.Get("/metrics")->body.find("mambacpp_queue_depth 1\n") != std::string::npos;
+    if (!queued) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(queued);
+  const auto res = client.Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 1})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(expect_error(res, 503, "")["code"], "queue_full");
+  running.thread.join();
+  waiting.join();
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+TEST(Serve, SigtermFinishesTheStreamsInFlightAndExitsZero) {
+  ServerProcess server(server_test_model(), "-t 1 -np 2");
+  ASSERT_GT(server.port(), 0);
+  const json request = {{"prompt", "Once"}, {"max_tokens", 400}, {"ignore_eos", true}, {"stream", true}};
+  BackgroundStream stream(server, request);
+  ASSERT_TRUE(stream.started);
+  EXPECT_EQ(server.terminate(), 0) << server.stderr_text();
+  stream.thread.join();
+  EXPECT_TRUE(stream.result.complete);
+  const json last = json::parse(stream.result.data.back());
+  EXPECT_EQ(last["usage"]["completion_tokens"], 400);
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
+  EXPECT_NE(server.stdout_text().find("SIGTERM received"), std::string::npos);
+}
+
+TEST(Serve, AChatTemplateThatCannotRenderIsA400) {
+  const std::string dir = test::make_temp_dir("serve_template") + "/model";
+  std::filesystem::copy(server_test_model(), dir, std::filesystem::copy_options::recursive);
+  std::ofstream(dir + "/tokenizer_config.json")
+      << R"({"chat_template": "{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}{% for m in messages %}{{ m.role }}> {{ m.content }}\n{% endfor %}"})";
+  ServerProcess server(dir, "-t 1");
+  ASSERT_GT(server.port(), 0);
+  httplib::Client client = client_for(server);
+  const json system = {
+      {"messages", {{{"role", "system"}, {"content", "x"}}, {{"role", "user"}, {"content", "y"}}}},
+      {"max_tokens", 2}};
+  const json error = expect_error(client.Post("/v1/chat/completions", system.dump(), "application/json"), 400,
+                                  "System role not supported");
+  EXPECT_EQ(error.is_object() ? error.value("code", "") : "", "chat_template_error");
+  const json user = {{"messages", {{{"role", "user"}, {"content", "y"}}}}, {"max_tokens", 2}};
+  post_json(client, "/v1/chat/completions", user);
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+}  // namespace
+}  // namespace mb

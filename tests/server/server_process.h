@@ -1,0 +1,36 @@
+// `mambacpp serve` as a child process on 127.0.0.1 and a free port, for the integration tests.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+namespace mb::test {
+
+class ServerProcess {
+ public:
+  // Starts `mambacpp serve -m MODEL --host 127.0.0.1 --port 0 ARGS` and waits until /health
+  // answers 200; fails the test (and returns with port() == 0) when it does not within a minute.
+  ServerProcess(const std::string& model_dir, const std::string& arguments);
+  ~ServerProcess();  // SIGKILL if still running
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  int port() const { return port_; }
+  // Sends SIGTERM and waits; returns the exit status (-1 when killed by a signal or timed out).
+  int terminate(int timeout_seconds = 60);
+  std::string stdout_text() const;
+  std::string stderr_text() const;
+
+ private:
+  void start(const std::string& model_dir,
+             const std::string& arguments);  // gtest assertions need a void function
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string dir_;
+};
+
+// A tiny random checkpoint (made once per test binary with make-model) and its folder.
+const std::string& server_test_model();
+
+}  // namespace mb::test
