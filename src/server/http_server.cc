@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -54,6 +55,14 @@ int64_t unix_now() {
       .count();
 }
 
+// cpp-httplib 0.11 listens with a backlog of 5 connections, so a burst of clients connecting at
+// once overflows the accept queue and some of them are reset. Calling listen() again on the bound
+// socket raises the backlog (Linux and the BSDs update it in place).
+class ListeningServer : public httplib::Server {
+ public:
+  void widen_backlog(int backlog) { ::listen(svr_sock_, backlog); }
+};
+
 }  // namespace
 
 // The events of one request, handed from the scheduler thread to the connection's thread.
@@ -91,7 +100,7 @@ struct HttpServer::Stream {
 };
 
 HttpServer::HttpServer(ServerOptions options)
-    : options_(std::move(options)), http_(std::make_unique<httplib::Server>()), started_unix_(unix_now()) {
+    : options_(std::move(options)), http_(std::make_unique<ListeningServer>()), started_unix_(unix_now()) {
   std::random_device device;
   seed_state_ = (static_cast<uint64_t>(device()) << 32) ^ device();
   // Each open connection holds a thread for as long as it streams, so there are enough threads
@@ -315,6 +324,7 @@ void HttpServer::bind() {
   if (port_ <= 0)
     throw Error("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
                 " (address in use, or not an address of this machine)");
+  static_cast<ListeningServer&>(*http_).widen_backlog(SOMAXCONN);
 }
 
 void HttpServer::start() {
