@@ -111,6 +111,13 @@ HttpServer::HttpServer(ServerOptions options)
   http_->set_read_timeout(options_.timeout_seconds, 0);
   http_->set_write_timeout(options_.timeout_seconds, 0);
   http_->set_payload_max_length(options_.max_body_bytes);
+  // httplib's default sets SO_REUSEPORT, which lets a second server bind a port that is in use
+  // and quietly take half of its connections; SO_REUSEADDR alone still allows a restart while
+  // the old connections linger in TIME_WAIT, and a busy port is an error.
+  http_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   register_routes();
 }
 

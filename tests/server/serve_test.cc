@@ -335,6 +335,48 @@ TEST(Serve, SigtermFinishesTheStreamsInFlightAndExitsZero) {
   EXPECT_NE(server.stdout_text().find("SIGTERM received"), std::string::npos);
 }
 
+TEST(Serve, EveryFlagIsCheckedUnderItsName) {
+  const std::string dir = test::make_temp_dir("serve_flags");
+  const std::string base =
+      std::string(MB_CLI_PATH) + " serve -m " + server_test_model() + " --host 127.0.0.1 ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--port 70000", "--port must be in [0, 65535] (0 = any free port), got 70000"},
+      {"-np 0", "-np/--parallel must be in [1, 1024], got 0"},
+      {"--parallel 5000", "-np/--parallel must be in [1, 1024], got 5000"},
+      {"-c -1", "-c/--ctx-size must be in [0, 2147483647] (0 = no limit), got -1"},
+      {"--timeout 0", "--timeout must be in [1, 86400], got 0"},
+      {"--cache-every -5", "--cache-every must be >= 0"},
+      {"--cache-mb -1", "--cache-mb must be in [0, 16777216]"},
+      {"--max-queue -1", "--max-queue must be in [0, 1048576]"},
+      {"--max-body 10", "--max-body must be in [1024, 4294967296], got 10"},
+      {"-b 0", "-b/--batch-size must be in [1, 1048576], got 0"},
+      {"-t 5000", "-t/--threads must be in [0, 1024]"},
+      {"--slot-save-path /nonexistent/slots", "--slot-save-path: '/nonexistent/slots' is not a directory"},
+      {"--port x", "--port"},
+  };
+  for (const auto& [arguments, fragment] : cases) {
+    const int status =
+        std::system((base + arguments + " >" + dir + "/out.txt 2>" + dir + "/err.txt").c_str());
+    std::ifstream in(dir + "/err.txt");
+    const std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(status, 0) << arguments;
+    EXPECT_NE(err.find(fragment), std::string::npos) << arguments << "\n" << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << arguments << "\n" << err;
+  }
+  // A port already taken is a one-line error too, before the model is loaded.
+  ServerProcess server(server_test_model(), "-t 1");
+  ASSERT_GT(server.port(), 0);
+  const int status = std::system(
+      (base + "--port " + std::to_string(server.port()) + " >" + dir + "/out.txt 2>" + dir + "/err.txt")
+          .c_str());
+  std::ifstream in(dir + "/err.txt");
+  const std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(status, 0);
+  EXPECT_NE(err.find("cannot listen on 127.0.0.1:" + std::to_string(server.port())), std::string::npos)
+      << err;
+  EXPECT_EQ(server.terminate(), 0);
+}
+
 TEST(Serve, AChatTemplateThatCannotRenderIsA400) {
   const std::string dir = test::make_temp_dir("serve_template") + "/model";
   std::filesystem::copy(server_test_model(), dir, std::filesystem::copy_options::recursive);
