@@ -33,6 +33,7 @@
 #include "core/threading.h"
 #include "engine/generate.h"
 #include "engine/sampler.h"
+#include "engine/token_logprobs.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -54,11 +55,6 @@ struct ServeRequest {
   // temperature, top-p and min-p; a greedy request's chosen token has probability 1). false: from
   // the softmax of the model's raw logits over the valid vocabulary, as OpenAI's logprobs.
   bool post_sampling_probs = true;
-};
-
-struct TokenProbability {
-  int32_t token;
-  float logprob;
 };
 
 // Delivered to a request's sink on the scheduler thread, in order: Token events, then exactly
@@ -147,15 +143,5 @@ class Scheduler {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// Exposed for tests and tools: the log-probability of `token` and the `n_probs` most likely
-// candidates (most likely first, ties by lower id), either from the sampler's last distribution
-// (post_sampling) or from the softmax of `logits` over ids [0, n_valid_vocab).
-struct TokenLogprobs {
-  float logprob = 0;
-  std::vector<TokenProbability> top;
-};
-TokenLogprobs token_logprobs(const Sampler& sampler, std::span<const float> logits, int32_t token,
-                             int n_probs, bool post_sampling);
 
 }  // namespace mb
