@@ -80,15 +80,20 @@ struct SchedulerOptions {
   int64_t step_token_budget = 512;  // positions per step: decode rows first, then prefill chunks
   size_t max_waiting = 64;          // queued requests past which submit throws QueueFull
   int64_t max_context = 0;          // -c: prompt + max_tokens limit per request; 0 = none
-  int64_t cache_every = 512;        // --cache-every: cache the state every N prompt tokens; 0 = never
+  // --cache-every: cache the state every N prompt tokens; 0 = never. Prefill chunks end at these
+  // multiples, so an N below step_token_budget also splits a long prompt into more steps.
+  int64_t cache_every = 512;
   size_t cache_bytes = 256u << 20;  // --cache-mb; 0 disables the prefix cache
   std::string slot_save_path;       // --slot-save-path ("" = slot saving disabled)
 };
 
 struct SchedulerMetrics {
+  // Accepted by submit; ended by Done (finished); by cancel(), a sink returning false or
+  // stop(false) (cancelled); by an Error event for any other reason (failed).
   uint64_t requests_submitted = 0, requests_finished = 0, requests_cancelled = 0, requests_failed = 0;
   // prompt_tokens counts every admitted prompt's tokens, cached_prompt_tokens the part of them
   // resumed from the cache (so prompt_tokens - cached_prompt_tokens were prefilled).
+  // steps: forward calls (a step that only handled cancellations or slot work is not counted).
   uint64_t prompt_tokens = 0, cached_prompt_tokens = 0, generated_tokens = 0, steps = 0;
   size_t waiting = 0, active = 0, cache_entries = 0, cache_bytes = 0;
   uint64_t cache_hits = 0, cache_misses = 0;

@@ -50,7 +50,6 @@ struct Sequence {
   int32_t unfed = -1;     // the last generated token, not yet consumed by the state
   bool cancel_requested = false;
   bool retired = false;  // leaves the slot at the end of this step
-  int64_t rows = 0;      // positions in this step's batch
 };
 
 }  // namespace mb::scheduler_detail

@@ -48,7 +48,7 @@ bool Scheduler::Impl::step() {
 
   // Slots freed by the cancellations above are filled in this same step.
   {
-    std::unique_lock lock(mutex);
+    std::lock_guard lock(mutex);
     int in_flight = 0;
     for (const auto& seq : active) in_flight += seq->phase != Phase::Finishing && !seq->retired;
     while (in_flight < options.max_active && !waiting.empty()) {
@@ -72,7 +72,12 @@ bool Scheduler::Impl::step() {
     try {
       model.forward(ctx, batch, {OutputKind::LogitsLast, 0}, workspace, outputs);
     } catch (const std::exception& e) {
-      for (Sequence* seq : batch_owner) fail(*seq, std::string("forward pass failed: ") + e.what(), false);
+      for (Sequence* seq : batch_owner) {
+        if (seq->phase == Phase::Finishing)
+          seq->retired = true;  // already reported: only its cache entry is lost
+        else
+          fail(*seq, std::string("forward pass failed: ") + e.what(), false);
+      }
       batch_owner.clear();
     }
     for (size_t i = 0; i < batch_owner.size(); ++i) after_forward(*batch_owner[i], outputs[i]);
@@ -118,9 +123,7 @@ void Scheduler::Impl::build_batch() {
   int64_t used = 0;
   // Decode and finishing rows first: one position each, whatever the budget.
   for (auto& seq : active) {
-    seq->rows = 0;
     if (seq->phase == Phase::Prefill) continue;
-    seq->rows = 1;
     batch.push_back({&seq->state, std::span(&seq->unfed, 1), {}});
     batch_owner.push_back(seq.get());
     ++used;
@@ -139,7 +142,6 @@ void Scheduler::Impl::build_batch() {
     if (first) chunk = std::max<int64_t>(chunk, 1);
     first = false;
     if (chunk <= 0) break;
-    seq->rows = chunk;
     batch.push_back(
         {&seq->state,
          std::span(seq->history).subspan(static_cast<size_t>(position), static_cast<size_t>(chunk)),
@@ -290,7 +292,8 @@ bool Scheduler::Impl::deliver(Sequence& seq, const ServeEvent& event) {
 }
 
 void Scheduler::Impl::publish_metrics(double seconds, int64_t rows) {
-  if (rows > 0 || seconds > 0) {
+  // A step is counted when it ran the model; intake-only steps (a cancellation, slot work) are not.
+  if (rows > 0) {
     ++loop_stats.steps;
     loop_stats.step_seconds_sum += seconds;
     loop_stats.step_rows += static_cast<uint64_t>(rows);
@@ -302,7 +305,7 @@ void Scheduler::Impl::publish_metrics(double seconds, int64_t rows) {
   loop_stats.cache_misses = cache.misses();
   std::lock_guard lock(mutex);
   published = loop_stats;
-  if (seconds > 0) {
+  if (rows > 0) {
     if (recent_steps.size() < kRecentSteps)
       recent_steps.push_back(seconds);
     else
