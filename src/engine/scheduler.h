@@ -19,7 +19,9 @@
 // Threads: submit, cancel, metrics, save_prefix and restore_prefix may be called from any
 // thread. Only the scheduler thread (the one in start(), or the caller of step()) touches the
 // model, the workspace and the cache; sinks are called on it, without any lock held, so a sink
-// may call cancel() or metrics().
+// may call cancel() or metrics() (not save_prefix or restore_prefix, which wait for that thread).
+// A sink should not block: every request waits while one does, so a server hands the event to
+// the connection's own queue and returns.
 #pragma once
 
 #include <cstdint>
