@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/slot_file.h"
 #include "engine/state_file.h"
 #include "fuzz_support.h"
 #include "io/mapped_file.h"
@@ -212,6 +213,19 @@ void state_seeds(const fs::path& out, const fs::path& scratch) {
   write_bytes(out / "state-fix-checksum", with_mode(1, bytes));
 }
 
+void slot_seeds(const fs::path& out, const fs::path& scratch) {
+  const std::string dir = (scratch / "tiny-slot").string();
+  mb::fuzz::write_tiny_model(dir);
+  const auto model = mb::Model::load(dir);
+  mb::SequenceState state = model->new_state();
+  for (size_t i = 0; i < state.values.size(); ++i) state.values[i] = static_cast<float>(i % 5) * 0.5f;
+  state.position = 3;
+  mb::save_slot_file((scratch / "prefix.slot").string(), *model, std::vector<int32_t>{7, 0, 259}, state);
+  const std::vector<uint8_t> bytes = read_bytes((scratch / "prefix.slot").string());
+  write_bytes(out / "slot-as-is", with_mode(0, bytes));
+  write_bytes(out / "slot-fix-checksums", with_mode(1, bytes));
+}
+
 void npy_seeds(const fs::path& out, const fs::path& scratch) {
   const std::vector<std::pair<std::string, std::vector<int64_t>>> shapes = {
       {"scalar", {}}, {"vector", {3}}, {"matrix", {2, 3}}, {"empty", {0, 5}}, {"cube", {1, 2, 2}}};
@@ -271,6 +285,7 @@ int main(int argc, char** argv) {
     config_seeds(out / "config", data_dir);
     tokenizer_seeds(out / "tokenizer", data_dir, scratch);
     state_seeds(out / "state_file", scratch);
+    slot_seeds(out / "slot_file", scratch);
     npy_seeds(out / "npy", scratch);
     torch_seeds(out / "torch_checkpoint", out / "torch_pickle");
   } catch (const std::exception& e) {

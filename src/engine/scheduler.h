@@ -19,7 +19,9 @@
 // Threads: submit, cancel, metrics, save_prefix and restore_prefix may be called from any
 // thread. Only the scheduler thread (the one in start(), or the caller of step()) touches the
 // model, the workspace and the cache; sinks are called on it, without any lock held, so a sink
-// may call cancel() or metrics().
+// may call cancel() or metrics() (not save_prefix or restore_prefix, which wait for that thread).
+// A sink should not block: every request waits while one does, so a server hands the event to
+// the connection's own queue and returns.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +35,7 @@
 #include "core/threading.h"
 #include "engine/generate.h"
 #include "engine/sampler.h"
+#include "engine/token_logprobs.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -54,11 +57,6 @@ struct ServeRequest {
   // temperature, top-p and min-p; a greedy request's chosen token has probability 1). false: from
   // the softmax of the model's raw logits over the valid vocabulary, as OpenAI's logprobs.
   bool post_sampling_probs = true;
-};
-
-struct TokenProbability {
-  int32_t token;
-  float logprob;
 };
 
 // Delivered to a request's sink on the scheduler thread, in order: Token events, then exactly
@@ -84,15 +82,20 @@ struct SchedulerOptions {
   int64_t step_token_budget = 512;  // positions per step: decode rows first, then prefill chunks
   size_t max_waiting = 64;          // queued requests past which submit throws QueueFull
   int64_t max_context = 0;          // -c: prompt + max_tokens limit per request; 0 = none
-  int64_t cache_every = 512;        // --cache-every: cache the state every N prompt tokens; 0 = never
+  // --cache-every: cache the state every N prompt tokens; 0 = never. Prefill chunks end at these
+  // multiples, so an N below step_token_budget also splits a long prompt into more steps.
+  int64_t cache_every = 512;
   size_t cache_bytes = 256u << 20;  // --cache-mb; 0 disables the prefix cache
   std::string slot_save_path;       // --slot-save-path ("" = slot saving disabled)
 };
 
 struct SchedulerMetrics {
+  // Accepted by submit; ended by Done (finished); by cancel(), a sink returning false or
+  // stop(false) (cancelled); by an Error event for any other reason (failed).
   uint64_t requests_submitted = 0, requests_finished = 0, requests_cancelled = 0, requests_failed = 0;
   // prompt_tokens counts every admitted prompt's tokens, cached_prompt_tokens the part of them
   // resumed from the cache (so prompt_tokens - cached_prompt_tokens were prefilled).
+  // steps: forward calls (a step that only handled cancellations or slot work is not counted).
   uint64_t prompt_tokens = 0, cached_prompt_tokens = 0, generated_tokens = 0, steps = 0;
   size_t waiting = 0, active = 0, cache_entries = 0, cache_bytes = 0;
   uint64_t cache_hits = 0, cache_misses = 0;
@@ -147,15 +150,5 @@ class Scheduler {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// Exposed for tests and tools: the log-probability of `token` and the `n_probs` most likely
-// candidates (most likely first, ties by lower id), either from the sampler's last distribution
-// (post_sampling) or from the softmax of `logits` over ids [0, n_valid_vocab).
-struct TokenLogprobs {
-  float logprob = 0;
-  std::vector<TokenProbability> top;
-};
-TokenLogprobs token_logprobs(const Sampler& sampler, std::span<const float> logits, int32_t token,
-                             int n_probs, bool post_sampling);
 
 }  // namespace mb

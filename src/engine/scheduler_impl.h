@@ -1,0 +1,118 @@
+// Internal to the scheduler (scheduler.cc: the public methods and the background thread;
+// scheduler_step.cc: one step of the loop). Not part of the API.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "engine/prefix_cache.h"
+#include "engine/scheduler.h"
+#include "engine/stop_strings.h"
+
+namespace mb::scheduler_detail {
+
+using Clock = std::chrono::steady_clock;
+
+// Step durations kept for the quantiles in metrics().
+constexpr size_t kRecentSteps = 1024;
+
+struct Pending {
+  RequestId id;
+  ServeRequest request;
+  ServeSink sink;
+};
+
+enum class Phase {
+  Prefill,    // consuming the prompt; the state has consumed history[0, state.position)
+  Decode,     // the last generated token (unfed) goes in with the next step's row
+  Finishing,  // done and reported; one state-only row consumes the last token before caching
+};
+
+// A request in a slot. Only the scheduler thread touches it.
+struct Sequence {
+  RequestId id;
+  ServeRequest request;
+  ServeSink sink;
+  SequenceState state;
+  Sampler sampler;
+  std::vector<int32_t> history;  // prompt + generated tokens, for the repetition penalty and the cache
+  std::optional<StreamDecoder> decoder;
+  std::optional<StopStringMatcher> stops;
+  Phase phase = Phase::Prefill;
+  int64_t cached = 0;     // prompt tokens resumed from the prefix cache
+  int64_t generated = 0;  // tokens reported so far
+  int32_t unfed = -1;     // the last generated token, not yet consumed by the state
+  bool cancel_requested = false;
+  bool retired = false;  // leaves the slot at the end of this step
+};
+
+}  // namespace mb::scheduler_detail
+
+namespace mb {
+
+struct Scheduler::Impl {
+  using Pending = scheduler_detail::Pending;
+  using Sequence = scheduler_detail::Sequence;
+
+  Impl(const Model& m, const Tokenizer* t, ComputeContext c, SchedulerOptions o)
+      : model(m), tokenizer(t), ctx(c), options(std::move(o)), cache(options.cache_bytes) {}
+
+  // Scheduler thread.
+  bool step();
+  void admit(Pending pending);
+  void build_batch();
+  void after_forward(Sequence& seq, std::span<const float> logits);
+  void sample_next(Sequence& seq, std::span<const float> logits);
+  void finish(Sequence& seq, StopReason reason);
+  void release(Sequence& seq);
+  void fail(Sequence& seq, const std::string& message, bool cancelled);
+  void fail_everything(const std::string& message);
+  bool deliver(Sequence& seq, const ServeEvent& event);
+  void run_loop();
+  SequenceState state_for_prefix(std::span<const int32_t> prefix);
+  void publish_metrics(double seconds, int64_t rows);
+
+  // Runs `work` on the scheduler thread between steps (or here, under loop_mutex, when no
+  // background thread runs) and waits for it; exceptions reach the caller.
+  void run_on_loop(std::function<void()> work);
+
+  const Model& model;
+  const Tokenizer* tokenizer;
+  ComputeContext ctx;
+  SchedulerOptions options;
+  std::vector<int32_t> eos_ids;
+  int32_t n_valid_vocab = 0;
+
+  // Owned by the scheduler thread.
+  Workspace workspace;
+  PrefixStateCache cache;
+  std::vector<std::unique_ptr<Sequence>> active;  // in admission order
+  std::vector<SequenceInput> batch;
+  std::vector<Sequence*> batch_owner;
+  std::vector<std::vector<float>> outputs;
+  SchedulerMetrics loop_stats;  // the counters only the scheduler thread changes
+  std::mutex loop_mutex;        // held by whoever runs a step or slot work
+  std::mutex stop_mutex;        // serializes stop() calls, so one of them joins the thread
+
+  // Shared, under `mutex`.
+  mutable std::mutex mutex;
+  std::condition_variable wake;
+  std::deque<Pending> waiting;
+  std::vector<RequestId> cancels;
+  std::deque<std::packaged_task<void()>> tasks;
+  RequestId next_id = 1;
+  uint64_t submitted = 0;
+  bool stopping = false, drain = false, running = false, stopped = false;
+  SchedulerMetrics published;
+  std::vector<double> recent_steps;
+  size_t recent_next = 0;
+  std::thread thread;
+};
+
+}  // namespace mb

@@ -1,0 +1,317 @@
+// One step of the scheduler loop: intake of cancellations and new requests, the batch of decode
+// rows and prefill chunks, one forward call, then sampling and events.
+#include <algorithm>
+
+#include "engine/scheduler_impl.h"
+
+namespace mb {
+
+using scheduler_detail::Clock;
+using scheduler_detail::kRecentSteps;
+using scheduler_detail::Phase;
+
+bool Scheduler::Impl::step() {
+  const Clock::time_point start = Clock::now();
+  std::vector<Pending> cancelled_waiting, admitted;
+  std::deque<std::packaged_task<void()>> work;
+  {
+    std::lock_guard lock(mutex);
+    work.swap(tasks);
+    for (RequestId id : cancels) {
+      auto it = std::find_if(waiting.begin(), waiting.end(), [id](const Pending& p) { return p.id == id; });
+      if (it != waiting.end()) {
+        cancelled_waiting.push_back(std::move(*it));
+        waiting.erase(it);
+        continue;
+      }
+      for (auto& seq : active)
+        if (seq->id == id) seq->cancel_requested = true;
+    }
+    cancels.clear();
+  }
+  bool busy = !work.empty() || !cancelled_waiting.empty() || !active.empty();
+  for (auto& task : work) task();
+
+  for (Pending& p : cancelled_waiting) {
+    ServeEvent done;
+    done.kind = ServeEvent::Kind::Done;
+    done.stop_reason = StopReason::Callback;
+    done.prompt_tokens = static_cast<int64_t>(p.request.prompt.size());
+    try {
+      p.sink(done);
+    } catch (...) {
+    }
+    ++loop_stats.requests_cancelled;
+  }
+  for (auto& seq : active)
+    if (seq->cancel_requested && seq->phase != Phase::Finishing) finish(*seq, StopReason::Callback);
+
+  // Slots freed by the cancellations above are filled in this same step.
+  {
+    std::lock_guard lock(mutex);
+    int in_flight = 0;
+    for (const auto& seq : active) in_flight += seq->phase != Phase::Finishing && !seq->retired;
+    while (in_flight < options.max_active && !waiting.empty()) {
+      admitted.push_back(std::move(waiting.front()));
+      waiting.pop_front();
+      ++in_flight;
+    }
+  }
+  busy = busy || !admitted.empty();
+  for (Pending& p : admitted) admit(std::move(p));
+  std::erase_if(active, [](const auto& seq) { return seq->retired; });
+
+  build_batch();
+  int64_t rows = 0;
+  if (!batch.empty()) {
+    for (const SequenceInput& input : batch) rows += static_cast<int64_t>(input.tokens.size());
+    // One call with LogitsLast for every row: the LM head then runs once per sequence, on its
+    // last new position only, so a mid-prompt chunk or a finishing row costs one wasted row of
+    // it, while splitting state-only rows into a second call (OutputKind::None) would stream
+    // every layer's weights twice per step.
+    try {
+      model.forward(ctx, batch, {OutputKind::LogitsLast, 0}, workspace, outputs);
+    } catch (const std::exception& e) {
+      for (Sequence* seq : batch_owner) {
+        if (seq->phase == Phase::Finishing)
+          seq->retired = true;  // already reported: only its cache entry is lost
+        else
+          fail(*seq, std::string("forward pass failed: ") + e.what(), false);
+      }
+      batch_owner.clear();
+    }
+    for (size_t i = 0; i < batch_owner.size(); ++i) after_forward(*batch_owner[i], outputs[i]);
+    std::erase_if(active, [](const auto& seq) { return seq->retired; });
+  }
+  if (!busy) return false;
+  publish_metrics(std::chrono::duration<double>(Clock::now() - start).count(), rows);
+  return true;
+}
+
+void Scheduler::Impl::admit(Pending p) {
+  loop_stats.prompt_tokens += p.request.prompt.size();
+  try {
+    Sampler sampler(p.request.sampling, n_valid_vocab);
+    std::optional<StreamDecoder> decoder;
+    if (tokenizer != nullptr) decoder.emplace(*tokenizer);
+    std::optional<StopStringMatcher> stops;
+    if (!p.request.stop.empty()) stops.emplace(p.request.stop);
+    SequenceState state = model.new_state();
+    // At least one prompt token is left to prefill: its logits choose the first token.
+    const size_t cached = cache.lookup(p.request.prompt, state, p.request.prompt.size() - 1);
+    std::vector<int32_t> history = p.request.prompt;
+    active.push_back(std::make_unique<Sequence>(
+        Sequence{p.id, std::move(p.request), std::move(p.sink), std::move(state), std::move(sampler),
+                 std::move(history), std::move(decoder), std::move(stops)}));
+    active.back()->cached = static_cast<int64_t>(cached);
+    loop_stats.cached_prompt_tokens += cached;
+  } catch (const std::exception& e) {
+    ServeEvent error;
+    error.kind = ServeEvent::Kind::Error;
+    error.error = e.what();
+    try {
+      if (p.sink) p.sink(error);
+    } catch (...) {
+    }
+    ++loop_stats.requests_failed;
+  }
+}
+
+void Scheduler::Impl::build_batch() {
+  batch.clear();
+  batch_owner.clear();
+  int64_t used = 0;
+  // Decode and finishing rows first: one position each, whatever the budget.
+  for (auto& seq : active) {
+    if (seq->phase == Phase::Prefill) continue;
+    batch.push_back({&seq->state, std::span(&seq->unfed, 1), {}});
+    batch_owner.push_back(seq.get());
+    ++used;
+  }
+  // Then prompt chunks, oldest request first, up to the budget. The oldest always gets at least
+  // one position, so decode rows filling the budget cannot starve a prompt forever. A chunk
+  // never crosses a multiple of cache_every, where the state is cached.
+  bool first = true;
+  for (auto& seq : active) {
+    if (seq->phase != Phase::Prefill) continue;
+    const int64_t position = seq->state.position;
+    int64_t chunk =
+        std::min(static_cast<int64_t>(seq->history.size()) - position, options.step_token_budget - used);
+    if (options.cache_every > 0)
+      chunk = std::min(chunk, (position / options.cache_every + 1) * options.cache_every - position);
+    if (first) chunk = std::max<int64_t>(chunk, 1);
+    first = false;
+    if (chunk <= 0) break;
+    batch.push_back(
+        {&seq->state,
+         std::span(seq->history).subspan(static_cast<size_t>(position), static_cast<size_t>(chunk)),
+         {}});
+    batch_owner.push_back(seq.get());
+    used += chunk;
+  }
+}
+
+void Scheduler::Impl::after_forward(Sequence& seq, std::span<const float> logits) {
+  if (seq.retired) return;
+  switch (seq.phase) {
+    case Phase::Finishing:
+      seq.unfed = -1;
+      release(seq);
+      return;
+    case Phase::Decode:
+      seq.unfed = -1;
+      sample_next(seq, logits);
+      return;
+    case Phase::Prefill: {
+      const int64_t position = seq.state.position;
+      if (position < static_cast<int64_t>(seq.request.prompt.size())) {
+        if (options.cache_every > 0 && position % options.cache_every == 0)
+          cache.put(std::span(seq.history).first(static_cast<size_t>(position)), seq.state);
+        return;
+      }
+      seq.phase = Phase::Decode;
+      if (seq.request.max_tokens == 0) {
+        finish(seq, StopReason::MaxTokens);
+        return;
+      }
+      sample_next(seq, logits);
+      return;
+    }
+  }
+}
+
+void Scheduler::Impl::sample_next(Sequence& seq, std::span<const float> logits) {
+  try {
+    const int32_t token = seq.sampler.sample(logits, seq.history);
+    if (seq.request.stop_at_eos && std::find(eos_ids.begin(), eos_ids.end(), token) != eos_ids.end()) {
+      finish(seq, StopReason::Eos);
+      return;
+    }
+    ServeEvent event;
+    event.token = token;
+    const TokenLogprobs probs =
+        token_logprobs(seq.sampler, logits, token, seq.request.n_probs, seq.request.post_sampling_probs);
+    event.logprob = probs.logprob;
+    event.top = probs.top;
+    seq.history.push_back(token);
+    seq.unfed = token;
+    ++seq.generated;
+    ++loop_stats.generated_tokens;
+    std::string piece = seq.decoder ? seq.decoder->push(token) : std::string();
+    if (seq.stops) piece = seq.stops->push(piece);
+    event.text = std::move(piece);
+    if (!deliver(seq, event)) {
+      // The receiver is gone: no more events, but the state is still worth caching.
+      ++loop_stats.requests_cancelled;
+      seq.phase = Phase::Finishing;
+      return;
+    }
+    if (seq.stops && seq.stops->stopped())
+      finish(seq, StopReason::StopString);
+    else if (seq.generated >= seq.request.max_tokens)
+      finish(seq, StopReason::MaxTokens);
+  } catch (const std::exception& e) {
+    fail(seq, e.what(), false);
+  }
+}
+
+void Scheduler::Impl::finish(Sequence& seq, StopReason reason) {
+  ServeEvent done;
+  done.kind = ServeEvent::Kind::Done;
+  done.stop_reason = reason;
+  done.prompt_tokens = static_cast<int64_t>(seq.request.prompt.size());
+  done.cached_tokens = seq.cached;
+  done.completion_tokens = seq.generated;
+  std::string tail = seq.decoder ? seq.decoder->finish() : std::string();
+  if (seq.stops) tail = seq.stops->stopped() ? std::string() : seq.stops->push(tail) + seq.stops->flush();
+  done.text = std::move(tail);
+  deliver(seq, done);
+  if (reason == StopReason::Callback)
+    ++loop_stats.requests_cancelled;
+  else
+    ++loop_stats.requests_finished;
+  // A request still in its prompt, or whose last token was EOS (never fed), is cached as it is;
+  // otherwise the next step's row consumes the last token first.
+  if (seq.phase == Phase::Decode && seq.unfed >= 0)
+    seq.phase = Phase::Finishing;
+  else
+    release(seq);
+}
+
+void Scheduler::Impl::release(Sequence& seq) {
+  if (seq.state.position > 0)
+    cache.put(std::span(seq.history).first(static_cast<size_t>(seq.state.position)), seq.state);
+  seq.retired = true;
+}
+
+void Scheduler::Impl::fail(Sequence& seq, const std::string& message, bool cancelled) {
+  ServeEvent error;
+  error.kind = ServeEvent::Kind::Error;
+  error.error = message;
+  deliver(seq, error);
+  if (cancelled)
+    ++loop_stats.requests_cancelled;
+  else
+    ++loop_stats.requests_failed;
+  seq.retired = true;
+}
+
+void Scheduler::Impl::fail_everything(const std::string& message) {
+  std::deque<Pending> left;
+  {
+    std::lock_guard lock(mutex);
+    left.swap(waiting);
+    cancels.clear();
+  }
+  ServeEvent error;
+  error.kind = ServeEvent::Kind::Error;
+  error.error = message;
+  for (Pending& p : left) {
+    try {
+      p.sink(error);
+    } catch (...) {
+    }
+    ++loop_stats.requests_cancelled;
+  }
+  for (auto& seq : active) {
+    if (seq->phase == Phase::Finishing)
+      seq->retired = true;  // already reported
+    else
+      fail(*seq, message, true);
+  }
+  active.clear();
+  publish_metrics(0, 0);
+}
+
+bool Scheduler::Impl::deliver(Sequence& seq, const ServeEvent& event) {
+  try {
+    return seq.sink(event);
+  } catch (...) {
+    return false;
+  }
+}
+
+void Scheduler::Impl::publish_metrics(double seconds, int64_t rows) {
+  // A step is counted when it ran the model; intake-only steps (a cancellation, slot work) are not.
+  if (rows > 0) {
+    ++loop_stats.steps;
+    loop_stats.step_seconds_sum += seconds;
+    loop_stats.step_rows += static_cast<uint64_t>(rows);
+  }
+  loop_stats.active = active.size();
+  loop_stats.cache_entries = cache.entries();
+  loop_stats.cache_bytes = cache.bytes();
+  loop_stats.cache_hits = cache.hits();
+  loop_stats.cache_misses = cache.misses();
+  std::lock_guard lock(mutex);
+  published = loop_stats;
+  if (rows > 0) {
+    if (recent_steps.size() < kRecentSteps)
+      recent_steps.push_back(seconds);
+    else
+      recent_steps[recent_next] = seconds;
+    recent_next = (recent_next + 1) % kRecentSteps;
+  }
+}
+
+}  // namespace mb
