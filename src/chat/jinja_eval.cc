@@ -124,10 +124,11 @@ class Evaluator {
     builtin(Callable::Kind::StrftimeNow, "strftime_now");
   }
 
+  // The template's top level runs in the global scope, so that macros (whose frames open on
+  // it) see the template's variables and each other, as in Jinja.
   std::string run(const NodeList& nodes) {
     std::string out;
-    Scope top(&globals_);
-    exec(nodes, top, out);
+    exec(nodes, globals_, out);
     return out;
   }
 
@@ -288,7 +289,9 @@ class Evaluator {
       if (value.is_namespace()) fail_at("a namespace cannot hold another namespace", node.line);
       DictData& attributes = target->namespace_data().attributes;
       attributes.depth = std::max(attributes.depth, value.depth() + 1);
-      if (attributes.depth > kMaxValueDepth) fail_at("a namespace nests too deeply", node.line);
+      if (attributes.depth > kMaxValueDepth)
+        fail_at("lists and mappings nest deeper than " + std::to_string(kMaxValueDepth) + " levels",
+                node.line);
       attributes.set(node.attribute, std::move(value));
       return;
     }

@@ -125,7 +125,11 @@ class Parser {
       const Token& token = peek();
       if (token.type == TokenType::Eof) {
         if (terminators.size() == 0) return nodes;
-        fail("missing '{% " + std::string(*terminators.begin()) + " %}' for the block opened", opened_at);
+        std::string_view closer = *terminators.begin();
+        for (std::string_view terminator : terminators) {
+          if (terminator.rfind("end", 0) == 0) closer = terminator;
+        }
+        fail("missing '{% " + std::string(closer) + " %}' for the block opened", opened_at);
       }
       if (token.type == TokenType::Text) {
         auto node = std::make_unique<Node>();
