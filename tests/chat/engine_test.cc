@@ -86,10 +86,12 @@ TEST(ChatEngine, Macros) {
                    "{{ greet('Ann') }} {{ greet('Bo', punct='?') }} {{ greet(punct='.', name='Cy') }}"),
             "Hi Ann! Hi Bo? Hi Cy.");
   // A macro sees template variables, not the caller's loop variables.
+  ChatRenderOptions options;
+  options.bos_token = "<s>";
   EXPECT_EQ(
       render(
           "{% macro show() %}{{ bos_token }}{{ m }}{% endmacro %}{% for m in [1] %}{{ show() }}{% endfor %}",
-          {}, {.bos_token = "<s>"}),
+          {}, options),
       "<s>");
 }
 
