@@ -269,6 +269,16 @@ void torch_seeds(const fs::path& zip_out, const fs::path& pickle_out) {
   }
 }
 
+// The committed chat templates, each as it is.
+void chat_template_seeds(const fs::path& out, const fs::path& data_dir) {
+  fs::create_directories(out);
+  for (const auto& entry : fs::directory_iterator(data_dir / "chat_templates")) {
+    if (entry.path().extension() == ".jinja") {
+      write_bytes(out / entry.path().filename(), read_bytes(entry.path().string()));
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -288,6 +298,7 @@ int main(int argc, char** argv) {
     slot_seeds(out / "slot_file", scratch);
     npy_seeds(out / "npy", scratch);
     torch_seeds(out / "torch_checkpoint", out / "torch_pickle");
+    chat_template_seeds(out / "chat_template", data_dir);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

@@ -1,5 +1,5 @@
-// ChatTemplate's entry points and find_chat_template. The Jinja engine itself is being written;
-// until it lands, parse() keeps the source and render() refuses it.
+// ChatTemplate's entry points: parsing, rendering with transformers' variables, the plain format,
+// and finding a model folder's template.
 #include "chat/chat_template.h"
 
 #include <filesystem>
@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "chat/jinja_ast.h"
+#include "chat/jinja_eval.h"
 #include "core/error.h"
 #include "core/json_text.h"
 
@@ -14,35 +16,123 @@ namespace mb {
 
 namespace chat {
 struct Program {
-  bool plain = false;
-  std::string source;
+  std::vector<std::unique_ptr<Node>> nodes;
 };
 }  // namespace chat
 
+namespace {
+
+// The plain format, written as a template so that it goes through the same engine.
+constexpr std::string_view kPlainTemplate =
+    "{% for message in messages %}{{ message.role }}: {{ message.content }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}";
+
+}  // namespace
+
 ChatTemplate ChatTemplate::parse(std::string_view source) {
   auto program = std::make_shared<chat::Program>();
-  program->source = std::string(source);
+  program->nodes = chat::parse_template(source);
   return ChatTemplate(std::move(program));
 }
 
 ChatTemplate ChatTemplate::plain() {
-  auto program = std::make_shared<chat::Program>();
-  program->plain = true;
-  return ChatTemplate(std::move(program));
+  return parse(kPlainTemplate);
 }
 
 std::string ChatTemplate::render(std::span<const ChatMessage> messages,
                                  const ChatRenderOptions& options) const {
-  if (!program_->plain) throw Error("chat template: Jinja rendering is not implemented yet");
-  std::string out;
-  for (const ChatMessage& message : messages) out += message.role + ": " + message.content + "\n";
-  if (options.add_generation_prompt) out += "assistant:";
-  return out;
+  using chat::Value;
+  std::vector<Value> list;
+  list.reserve(messages.size());
+  for (const ChatMessage& message : messages) {
+    chat::DictData entry;
+    entry.set("role", Value::string(message.role));
+    entry.set("content", Value::string(message.content));
+    list.push_back(Value::dict(std::move(entry)));
+  }
+  chat::DictData variables;
+  variables.set("messages", Value::list(std::move(list)));
+  variables.set("add_generation_prompt", Value::boolean(options.add_generation_prompt));
+  variables.set("bos_token", Value::string(options.bos_token));
+  variables.set("eos_token", Value::string(options.eos_token));
+  chat::RenderLimits limits;
+  limits.max_output_bytes = options.max_output_bytes;
+  limits.max_loop_iterations = options.max_loop_iterations;
+  limits.max_recursion_depth = options.max_recursion_depth;
+  limits.now_unix_seconds = options.now_unix_seconds;
+  return chat::render_nodes(program_->nodes, variables, limits);
 }
 
+namespace {
+
+using nlohmann::json;
+
+std::string read_text_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open '" + path.string() + "'");
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (in.bad()) throw Error("cannot read '" + path.string() + "'");
+  return contents.str();
+}
+
+// A "chat_template" field: a string, or a list of {"name", "template"} where "default" is used.
+std::optional<std::string> template_from_field(const json& field, const std::string& where) {
+  if (field.is_null()) return std::nullopt;
+  if (field.is_string()) return field.get<std::string>();
+  if (!field.is_array())
+    throw Error(where + ": 'chat_template' must be a string or a list of named templates");
+  for (const json& entry : field) {
+    if (!entry.is_object() || !entry.contains("name") || !entry.contains("template") ||
+        !entry["name"].is_string() || !entry["template"].is_string()) {
+      throw Error(where + ": each entry of 'chat_template' must have a string 'name' and 'template'");
+    }
+    if (entry["name"] == "default") return entry["template"].get<std::string>();
+  }
+  throw Error(where + ": 'chat_template' lists named templates but none is named 'default'");
+}
+
+// bos_token / eos_token: a string, or an added-token object whose "content" is the text.
+std::string token_field(const json& config, const char* key, const std::string& where) {
+  const auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) {
+    return (*it)["content"].get<std::string>();
+  }
+  throw Error(where + ": '" + key + "' must be a string or an object with a string 'content'");
+}
+
+}  // namespace
+
 std::optional<ModelChatTemplate> find_chat_template(const std::string& model_dir) {
-  (void)model_dir;
-  return std::nullopt;
+  namespace fs = std::filesystem;
+  const fs::path dir(model_dir);
+  ModelChatTemplate found;
+  std::optional<std::string> source;
+  const fs::path config_path = dir / "tokenizer_config.json";
+  if (fs::exists(config_path)) {
+    const std::string where = config_path.string();
+    const json config = parse_json_text(read_text_file(config_path), where, 64);
+    if (!config.is_object()) throw Error(where + ": expected a JSON object");
+    found.options.bos_token = token_field(config, "bos_token", where);
+    found.options.eos_token = token_field(config, "eos_token", where);
+    if (const auto it = config.find("chat_template"); it != config.end())
+      source = template_from_field(*it, where);
+  }
+  if (!source && fs::exists(dir / "chat_template.jinja"))
+    source = read_text_file(dir / "chat_template.jinja");
+  if (!source && fs::exists(dir / "chat_template.json")) {
+    const fs::path path = dir / "chat_template.json";
+    const json file = parse_json_text(read_text_file(path), path.string(), 64);
+    if (!file.is_object() || !file.contains("chat_template")) {
+      throw Error(path.string() + ": expected an object with a 'chat_template' field");
+    }
+    source = template_from_field(file["chat_template"], path.string());
+  }
+  if (!source) return std::nullopt;
+  found.source = std::move(*source);
+  return found;
 }
 
 }  // namespace mb

@@ -45,7 +45,7 @@ struct ChatRenderOptions {
   // every string, list and mapping built along the way (a doubling loop cannot reach it unnoticed).
   std::size_t max_output_bytes = std::size_t{64} << 20;
   int64_t max_loop_iterations = 1'000'000;  // loop bodies run, over the whole render
-  int max_recursion_depth = 64;             // nested macro calls, includes of blocks, expressions
+  int max_recursion_depth = 64;             // macro calls nested in macro calls
 };
 
 class ChatTemplate {
