@@ -302,7 +302,7 @@ TEST(Serve, ADisconnectedClientFreesItsSlotAndAFullQueueIs503) {
   EXPECT_NE(metrics.find("mambacpp_requests_cancelled_total 1\n"), std::string::npos) << metrics;
 
   // One request in the slot, one waiting: the next is refused with 503 and Retry-After.
-  BackgroundStream running(server, kEndless, 16 << 20);
+  BackgroundStream running(server, kEndless, 4 << 20);
   ASSERT_TRUE(running.started);
   std::thread waiting([&] { post_stream(server, "/v1/completions", kEndless, 64); });
   bool queued = false;
