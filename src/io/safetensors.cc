@@ -181,6 +181,17 @@ TensorSet TensorSet::open_file(const std::string& path) {
   return set;
 }
 
+TensorSet TensorSet::from_tensors(std::shared_ptr<const MappedFile> file, std::vector<StoredTensor> tensors) {
+  TensorSet set;
+  for (StoredTensor& tensor : tensors) {
+    if (set.tensors_.count(tensor.name))
+      throw Error("tensor '" + tensor.name + "' is stored twice in '" + file->path() + "'");
+    set.tensors_.emplace(tensor.name, std::move(tensor));
+  }
+  set.files_.push_back(std::move(file));
+  return set;
+}
+
 TensorSet TensorSet::open_index(const std::string& index_path) {
   const json index = parse_json_text(read_text_file(index_path), "'" + index_path + "'", 64);
   if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 
 #include "core/error.h"
 #include "core/profile.h"
 #include "io/safetensors.h"
+#include "model/gguf_checkpoint.h"
 #include "model/mamba1.h"
 #include "model/mamba2.h"
 #include "model/mamba3.h"
@@ -15,8 +17,19 @@
 namespace mb {
 
 std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& options) {
-  const ModelConfig config = load_model_config(dir);
-  auto tensors = std::make_shared<const TensorSet>(TensorSet::open_dir(dir));
+  ModelConfig config;
+  std::shared_ptr<const TensorSet> tensors;
+  if (is_gguf_file(dir)) {
+    GgufCheckpoint checkpoint = open_gguf_checkpoint(dir);
+    config = checkpoint.config;
+    tensors = std::move(checkpoint.tensors);
+  } else {
+    std::error_code error;
+    if (std::filesystem::is_regular_file(dir, error))
+      throw Error("'" + dir + "' is a file but not a GGUF file; give a checkpoint folder or a .gguf file");
+    config = load_model_config(dir);
+    tensors = std::make_shared<const TensorSet>(TensorSet::open_dir(dir));
+  }
   switch (config.arch) {
     case Architecture::Mamba1:
       return std::make_unique<Mamba1Model>(config, tensors, options);
