@@ -16,7 +16,7 @@ void add_bench(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("bench", "Measure prefill, decode and step-loop throughput");
-  cmd->add_option("-m,--model", args->model, "Checkpoint folder")->required();
+  cmd->add_option("-m,--model", args->model, "Checkpoint folder or .gguf file")->required();
   cmd->add_option("--prompt-len", args->options.prompt_len, "Prompt length")->capture_default_str();
   cmd->add_option("--gen-len", args->options.gen_len, "Tokens to decode")->capture_default_str();
   cmd->add_option("-t,--threads", args->threads, "Threads (0 = all cores)");

@@ -15,7 +15,7 @@ void add_logits(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("logits", "Write the logits of a token sequence to a .npy file");
-  cmd->add_option("-m,--model", args->model, "Checkpoint folder")->required();
+  cmd->add_option("-m,--model", args->model, "Checkpoint folder or .gguf file")->required();
   cmd->add_option("--tokens", args->tokens, "Comma-separated token ids")->required();
   cmd->add_option("--out", args->out, "Output .npy (float32 [T, vocab] or [1, vocab])")->required();
   cmd->add_flag("--all-positions", args->all_positions, "Logits at every position instead of the last");
