@@ -39,6 +39,12 @@ const char* header_dtype(DType dtype) {
     case DType::F32: return "F32";
     case DType::BF16: return "BF16";
     case DType::F16: return "F16";
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_K:
+    case DType::Q6_K:
+      // safetensors has no block-quantized dtypes; quantized weights live in GGUF files.
+      throw Error("safetensors cannot store " + std::string(dtype_name(dtype)) + " tensors");
   }
   return "?";
 }
