@@ -14,19 +14,6 @@ namespace {
 
 using nlohmann::json;
 
-std::optional<DType> ggml_compute_dtype(uint32_t type) {
-  switch (type) {
-    case kGgmlF32:
-      return DType::F32;
-    case kGgmlF16:
-      return DType::F16;
-    case kGgmlBF16:
-      return DType::BF16;
-    default:
-      return std::nullopt;
-  }
-}
-
 // Reads the {arch}.* sizes, each with a message naming the GGUF key.
 class MetadataReader {
  public:
@@ -171,7 +158,7 @@ GgufCheckpoint open_gguf_checkpoint(const GgufFile& file) {
     StoredTensor tensor;
     tensor.name = in_layer ? "backbone.layers." + std::to_string(layer) + "." + role->hf : role->hf;
     tensor.dtype_string = ggml_type_info(info.type)->name;
-    tensor.dtype = ggml_compute_dtype(info.type);
+    tensor.dtype = gguf_engine_dtype(info.type);
     tensor.shape = shape;
     tensor.data = info.data;
     tensor.byte_size = info.byte_size;

@@ -8,14 +8,17 @@
 // LM head (output.weight, or token_embd.weight when tied) and for ssm_out.weight in the layers
 // llama.cpp's use_more_bits picks for its ffn_down and attn_v (the first and last eighth and
 // every third in between), Q4_K elsewhere. A matrix whose rows are not a multiple of the block
-// falls back, as llama.cpp's quantizer does: the K-quants and Q4_0 to Q8_0 when rows are a
-// multiple of 32, else to F16.
+// falls back as the engine's load-time quantization does (storable_dtype in ops/quant_matmul.h:
+// Q8_0 when rows are a multiple of 32, else BF16; llama.cpp's quantizer falls back to other
+// types), so a quantized file holds exactly the weights of its folder loaded with --dtype.
 #include <cmath>
 
 #include "core/error.h"
 #include "model/gguf_checkpoint.h"
 #include "model/gguf_tensor_names.h"
 #include "model/weight_binder.h"
+#include "ops/quant.h"
+#include "ops/quant_matmul.h"
 
 namespace mb {
 namespace {
@@ -81,34 +84,29 @@ uint32_t storage_type(const std::string& name, const std::vector<int64_t>& ne, G
       break;
     }
   }
-  if (ne[0] % ggml_type_info(chosen)->block_weights == 0) return chosen;
-  return ne[0] % 32 == 0 ? kGgmlQ8_0 : kGgmlF16;
+  return gguf_ggml_type(storable_dtype(*gguf_engine_dtype(chosen), ne[0]));
 }
 
-// The values of a stored tensor as f32.
+// The values of a stored tensor as f32 (quantized ones dequantized as GGML does).
 std::vector<float> widen(const StoredTensor& tensor) {
   if (!tensor.dtype)
     throw Error("tensor '" + tensor.name + "' is stored as " + tensor.dtype_string +
-                ", which cannot be converted (only F32, F16 and BF16 can)");
+                ", which cannot be converted (only F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K can)");
   std::vector<float> values(static_cast<size_t>(tensor.element_count()));
-  widen_row(tensor.data, *tensor.dtype, static_cast<int64_t>(values.size()), values.data());
+  dequantize_row(*tensor.dtype, tensor.data, static_cast<int64_t>(values.size()), values.data());
   return values;
 }
 
+// `values` ([rows, row_length] row-major) in ggml type `type`, quantized row by row.
 std::vector<uint8_t> encode(const std::vector<float>& values, uint32_t type, int64_t row_length) {
-  switch (type) {
-    case kGgmlF32:
-      return encode_f32(values, DType::F32);
-    case kGgmlF16:
-      return encode_f32(values, DType::F16);
-    case kGgmlBF16:
-      return encode_f32(values, DType::BF16);
-    default:
-      break;
-  }
-  (void)row_length;
-  throw Error(std::string("writing ") + ggml_type_info(type)->name +
-              " tensors needs the quantized types, which this build does not have");
+  const DType dtype = *gguf_engine_dtype(type);
+  if (!dtype_is_quantized(dtype)) return encode_f32(values, dtype);
+  const int64_t rows = static_cast<int64_t>(values.size()) / row_length;
+  const size_t row_bytes = dtype_row_bytes(dtype, row_length);
+  std::vector<uint8_t> bytes(static_cast<size_t>(rows) * row_bytes);
+  for (int64_t r = 0; r < rows; ++r)
+    quantize_row(dtype, values.data() + r * row_length, row_length, bytes.data() + r * row_bytes);
+  return bytes;
 }
 
 void check_exportable(const ModelConfig& c, const TensorSet& tensors) {

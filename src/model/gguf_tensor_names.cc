@@ -4,8 +4,50 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "io/gguf.h"
 
 namespace mb {
+
+std::optional<DType> gguf_engine_dtype(uint32_t ggml_type) {
+  switch (ggml_type) {
+    case kGgmlF32:
+      return DType::F32;
+    case kGgmlF16:
+      return DType::F16;
+    case kGgmlBF16:
+      return DType::BF16;
+    case kGgmlQ8_0:
+      return DType::Q8_0;
+    case kGgmlQ4_0:
+      return DType::Q4_0;
+    case kGgmlQ4_K:
+      return DType::Q4_K;
+    case kGgmlQ6_K:
+      return DType::Q6_K;
+    default:
+      return std::nullopt;
+  }
+}
+
+uint32_t gguf_ggml_type(DType dtype) {
+  switch (dtype) {
+    case DType::F32:
+      return kGgmlF32;
+    case DType::F16:
+      return kGgmlF16;
+    case DType::BF16:
+      return kGgmlBF16;
+    case DType::Q8_0:
+      return kGgmlQ8_0;
+    case DType::Q4_0:
+      return kGgmlQ4_0;
+    case DType::Q4_K:
+      return kGgmlQ4_K;
+    case DType::Q6_K:
+      return kGgmlQ6_K;
+  }
+  return kGgmlF32;
+}
 
 const std::vector<GgufTensorRole>& gguf_tensor_roles(Architecture arch) {
   using K = GgufTensorKind;

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "model/config.h"
 
 namespace mb {
@@ -41,6 +43,10 @@ struct GgufTensorRole {
   bool per_layer;
   GgufTensorKind kind;
 };
+
+// The engine dtype of a ggml type (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K), and back.
+std::optional<DType> gguf_engine_dtype(uint32_t ggml_type);
+uint32_t gguf_ggml_type(DType dtype);
 
 // The roles of an architecture, in the order files are written; throws mb::Error for Mamba-3,
 // which llama.cpp does not define.

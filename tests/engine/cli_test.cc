@@ -219,6 +219,8 @@ TEST(Cli, GgufFilesWorkWithEveryCommand) {
       run_cli("make-model --format gguf --out " + made + " --d-model 32 --n-layer 2 --vocab 301 --seed 3");
   ASSERT_EQ(direct.status, 0) << direct.err;
   EXPECT_FALSE(std::filesystem::exists(made + ".parts"));
+  const Output made_quantized = run_cli("make-model --format gguf --dtype q8_0 --out " + dir + "/made_q8.gguf");
+  ASSERT_EQ(made_quantized.status, 0) << made_quantized.err;
 
   const std::string tokens = " --tokens 5,6,7,8,9 --all-positions --out ";
   ASSERT_EQ(run_cli("logits -m " + converted + tokens + dir + "/converted.npy").status, 0);
@@ -253,7 +255,7 @@ TEST(Cli, GgufFilesWorkWithEveryCommand) {
   const Output bench = run_cli("bench -m " + made + " --prompt-len 8 --gen-len 2 --repeats 1 --json");
   ASSERT_EQ(bench.status, 0) << bench.err;
 
-  for (const std::string type : {"f16", "bf16"}) {
+  for (const std::string type : {"f16", "bf16", "q8_0", "q4_0", "q4_k_m"}) {
     const Output typed = run_cli("quantize " + converted + " " + dir + "/" + type + ".gguf --type " + type);
     ASSERT_EQ(typed.status, 0) << typed.err;
     ASSERT_EQ(run_cli("logits -m " + dir + "/" + type + ".gguf" + tokens + dir + "/" + type + ".npy").status,

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "io/gguf.h"
 #include "model/gguf_checkpoint.h"
+#include "ops/quant.h"
 
 namespace mb {
 namespace {
@@ -51,14 +52,8 @@ std::vector<Variant> variants() {
 }
 
 GgufFileType file_type_for(DType dtype) {
-  switch (dtype) {
-    case DType::F32:
-      return GgufFileType::F32;
-    case DType::F16:
-      return GgufFileType::F16;
-    case DType::BF16:
-      return GgufFileType::BF16;
-  }
+  if (dtype == DType::F16) return GgufFileType::F16;
+  if (dtype == DType::BF16) return GgufFileType::BF16;
   return GgufFileType::F32;
 }
 
@@ -171,6 +166,78 @@ TEST(GgufModel, BothDtypePathsOfTheSameWeightsAgree) {
   EXPECT_EQ(gguf->matrix_dtype(), DType::BF16);
   const auto tokens = test::random_tokens(6, 97, 8);
   EXPECT_TRUE(test::same_bits(logits(*folder, tokens, 97), logits(*gguf, tokens, 97)));
+}
+
+TEST(GgufModel, QuantizedFilesHoldTheWeightsOfTheFolderQuantizedAtLoad) {
+  // GGUF writes the same GGML blocks the loader packs from f32, so a Q8_0 or Q4_0 file equals
+  // its folder loaded with that dtype, bit for bit (A = -1 exactly, as above).
+  MakeModelOptions o;
+  o.config = test::small_config(64, 2, 97);
+  const std::string dir = test::write_model(o, "gguf_quantized");
+  zero_a_log(dir);
+  for (const auto& [type, dtype] :
+       {std::pair{GgufFileType::Q8_0, DType::Q8_0}, {GgufFileType::Q4_0, DType::Q4_0}}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const std::string path = dir + "/" + std::string(dtype_name(dtype)) + ".gguf";
+    write_gguf_checkpoint(path, load_model_config(dir), TensorSet::open_dir(dir), {type, "", {}});
+    const GgufFile file(path);
+    EXPECT_EQ(file.find_tensor("blk.0.ssm_in.weight")->type, dtype == DType::Q8_0 ? kGgmlQ8_0 : kGgmlQ4_0);
+    EXPECT_EQ(file.find_tensor("blk.0.ssm_a")->type, kGgmlF32);
+    EXPECT_EQ(file.find_tensor("blk.0.ssm_conv1d.weight")->type, kGgmlF32);
+    EXPECT_EQ(file.find_tensor("blk.0.ssm_dt.weight")->type, kGgmlBF16);  // rows of dt_rank 4: not a block
+    LoadOptions quantized;
+    quantized.weight_dtype = dtype;
+    const auto folder = Model::load(dir, quantized);
+    const auto gguf = Model::load(path);
+    const auto tokens = test::random_tokens(7, 97, 11);
+    EXPECT_TRUE(test::same_bits(logits(*folder, tokens, 97), logits(*gguf, tokens, 97)));
+  }
+}
+
+TEST(GgufModel, Q4KMUsesQ6KForTheHeadAndSomeOutProjections) {
+  MakeModelOptions o;
+  o.config = test::small_config(256, 8, 97);
+  o.config.tie_embeddings = false;
+  const std::string dir = test::write_model(o, "gguf_q4km");
+  const std::string path = dir + "/q4_k_m.gguf";
+  write_gguf_checkpoint(path, load_model_config(dir), TensorSet::open_dir(dir),
+                        {GgufFileType::Q4_K_M, "", {}});
+  const GgufFile file(path);
+  EXPECT_EQ(file.unsigned_value("general.file_type"), 15u);
+  EXPECT_EQ(file.find_tensor("output.weight")->type, kGgmlQ6_K);
+  EXPECT_EQ(file.find_tensor("token_embd.weight")->type, kGgmlQ4_K);
+  // llama.cpp's use_more_bits for 8 layers: layers 0 and 7, and 3 and 6.
+  for (int layer = 0; layer < 8; ++layer) {
+    const bool more = layer == 0 || layer == 7 || layer == 3 || layer == 6;
+    EXPECT_EQ(file.find_tensor("blk." + std::to_string(layer) + ".ssm_out.weight")->type,
+              more ? kGgmlQ6_K : kGgmlQ4_K)
+        << layer;
+    EXPECT_EQ(file.find_tensor("blk." + std::to_string(layer) + ".ssm_in.weight")->type, kGgmlQ4_K);
+  }
+  EXPECT_EQ(file.find_tensor("blk.0.ssm_x.weight")->type, kGgmlQ4_K);   // 512 columns
+  EXPECT_EQ(file.find_tensor("blk.0.ssm_dt.weight")->type, kGgmlBF16);  // 16 columns
+  // Random weights amplify quantization noise through the layers, so the weights are compared
+  // instead of logits: Q6_K's error must be well below Q4_K's.
+  const TensorSet original = TensorSet::open_dir(dir);
+  const GgufCheckpoint quantized = open_gguf_checkpoint(file);
+  const auto relative_rms_error = [&](const std::string& name) {
+    const StoredTensor& want = *original.find(name);
+    const StoredTensor& got = *quantized.tensors->find(name);
+    std::vector<float> values(static_cast<size_t>(got.element_count()));
+    dequantize_row(*got.dtype, got.data, static_cast<int64_t>(values.size()), values.data());
+    double error = 0.0, norm = 0.0;
+    for (size_t i = 0; i < values.size(); ++i) {
+      const double w = load_as_f32(want.data, DType::F32, i);
+      error += (values[i] - w) * (values[i] - w);
+      norm += w * w;
+    }
+    return std::sqrt(error / norm);
+  };
+  const double q6 = relative_rms_error("lm_head.weight");
+  const double q4 = relative_rms_error("backbone.layers.1.mixer.out_proj.weight");
+  EXPECT_LT(q4, 0.15);
+  EXPECT_LT(q6, q4 / 2);
+  EXPECT_NO_THROW(Model::load(path));
 }
 
 TEST(GgufModel, ReWritingAGgufKeepsEveryTensorByte) {
