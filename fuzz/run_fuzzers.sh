@@ -18,7 +18,7 @@ seconds=$2
 shift 2
 harnesses=("$@")
 if [ ${#harnesses[@]} -eq 0 ]; then
-  harnesses=(safetensors safetensors_index config tokenizer state_file npy torch_checkpoint torch_pickle)
+  harnesses=(safetensors safetensors_index config tokenizer state_file npy torch_checkpoint torch_pickle gguf)
 fi
 
 dict_of() {
