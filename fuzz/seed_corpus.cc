@@ -15,8 +15,11 @@
 #include <vector>
 
 #include "engine/slot_file.h"
+#include "engine/gguf_convert.h"
+#include "engine/gguf_tokenizer.h"
 #include "engine/state_file.h"
 #include "fuzz_support.h"
+#include "io/gguf.h"
 #include "io/mapped_file.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
@@ -279,6 +282,37 @@ void chat_template_seeds(const fs::path& out, const fs::path& data_dir) {
   }
 }
 
+// A tiny model as GGUF in f32 and bf16 (no tokenizer), and a tensorless file holding a small
+// byte-level tokenizer and a value of every metadata type.
+void gguf_seeds(const fs::path& out, const fs::path& scratch) {
+  const fs::path model = scratch / "gguf_model";
+  mb::MakeModelOptions options;
+  options.config = mb::fuzz::tiny_model_config();
+  options.config.vocab_size = 64;
+  options.write_tokenizer = false;
+  mb::make_model(model.string(), options);
+  for (const auto& [name, type] :
+       {std::pair{"tiny_f32.gguf", mb::GgufFileType::F32}, {"tiny_bf16.gguf", mb::GgufFileType::BF16}}) {
+    mb::convert_to_gguf(model.string(), (scratch / name).string(), type);
+    write_bytes(out / name, read_bytes((scratch / name).string()));
+  }
+  const std::string tokenizer_path = (scratch / "tokenizer.json").string();
+  mb::write_byte_level_tokenizer_json(tokenizer_path, 264);
+  mb::GgufWriter writer;
+  writer.set("general.architecture", mb::GgufValue::string("mamba"));
+  const std::string tokenizer_json = mb::read_text_file(tokenizer_path);
+  for (const auto& [key, value] : mb::gguf_tokenizer_metadata(tokenizer_json, 264, 0, "seed"))
+    writer.set(key, value);
+  writer.set("values.i8", mb::GgufValue::integer_array(mb::GgufType::Int8, {-1, 1}));
+  writer.set("values.u16", mb::GgufValue::integer_array(mb::GgufType::Uint16, {7}));
+  writer.set("values.i64", mb::GgufValue::integer_array(mb::GgufType::Int64, {-5}));
+  writer.set("values.f64", mb::GgufValue::float_array(mb::GgufType::Float64, {0.5}));
+  writer.set("values.f32", mb::GgufValue::f32(1e-5f));
+  writer.set("values.bool", mb::GgufValue::boolean(true));
+  writer.add_tensor("q8", {32}, mb::kGgmlQ8_0, std::vector<uint8_t>(34, 1));
+  write_bytes(out / "tokenizer.gguf", writer.serialize());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -299,6 +333,7 @@ int main(int argc, char** argv) {
     npy_seeds(out / "npy", scratch);
     torch_seeds(out / "torch_checkpoint", out / "torch_pickle");
     chat_template_seeds(out / "chat_template", data_dir);
+    gguf_seeds(out / "gguf", scratch);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

@@ -16,11 +16,11 @@ void add_bench(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("bench", "Measure prefill, decode and step-loop throughput");
-  cmd->add_option("-m,--model", args->model, "Checkpoint folder")->required();
+  cmd->add_option("-m,--model", args->model, "Checkpoint folder or .gguf file")->required();
   cmd->add_option("--prompt-len", args->options.prompt_len, "Prompt length")->capture_default_str();
   cmd->add_option("--gen-len", args->options.gen_len, "Tokens to decode")->capture_default_str();
   cmd->add_option("-t,--threads", args->threads, "Threads (0 = all cores)");
-  cmd->add_option("--dtype", args->dtype, "Weight storage: f32 | bf16 | f16 (default: as stored)");
+  cmd->add_option("--dtype", args->dtype, "Weight storage: f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q6_k (default: as stored)");
   cmd->add_option("--chunk", args->options.chunk, "Prefill chunk (0 = whole prompt)")->capture_default_str();
   cmd->add_option("--repeats", args->options.repeats, "Timed repeats (medians reported)")
       ->capture_default_str();

@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "engine/generate.h"
+#include "engine/gguf_tokenizer.h"
 #include "engine/state_file.h"
 #include "io/mapped_file.h"
 #include "model/make_model.h"
@@ -73,11 +74,11 @@ void add_generate(CLI::App& app) {
   args->sampling.params.temperature = 0.0f;  // `generate` is greedy unless asked otherwise
   args->sampling.seed = 0;
   CLI::App* cmd = app.add_subcommand("generate", "Generate token ids from token ids (greedy by default)");
-  cmd->add_option("-m,--model", args->model, "Checkpoint folder")->required();
+  cmd->add_option("-m,--model", args->model, "Checkpoint folder or .gguf file")->required();
   cmd->add_option("--tokens", args->tokens, "Comma-separated prompt token ids")->required();
   cmd->add_option("-n,--n-predict", args->n, "Tokens to generate")->capture_default_str();
   cmd->add_option("-t,--threads", args->threads, "Threads (0 = all cores)");
-  cmd->add_option("--dtype", args->dtype, "Weight storage: f32 | bf16 | f16 (default: as stored)");
+  cmd->add_option("--dtype", args->dtype, "Weight storage: f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q6_k (default: as stored)");
   add_sampling_flags(*cmd, args->sampling);
   cmd->callback([args] {
     GenerateRequest request;
@@ -90,7 +91,7 @@ void add_generate(CLI::App& app) {
     auto model = Model::load(args->model, make_load_options(args->dtype));
     std::optional<Tokenizer> tokenizer;
     if (!args->sampling.stops.empty()) {
-      tokenizer = Tokenizer::from_model_dir(args->model);
+      tokenizer = load_tokenizer(args->model);
       request.stop_strings = args->sampling.stops;
     }
     SequenceState state =
@@ -111,14 +112,14 @@ void add_run(CLI::App& app) {
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text from a prompt, streamed to stdout");
   cmd->add_option("-m,--model", args->model,
-                  "Checkpoint folder (default: a tiny demo model made on first use)");
+                  "Checkpoint folder or .gguf file (default: a tiny demo model made on first use)");
   auto* prompt = cmd->add_option("-p,--prompt", args->prompt, "Prompt text");
   auto* prompt_file =
       cmd->add_option("-f,--file,--prompt-file", args->prompt_file, "Read the prompt from a file");
   prompt->excludes(prompt_file);
   cmd->add_option("-n,--n-predict", args->n, "Maximum tokens to generate")->capture_default_str();
   cmd->add_option("-t,--threads", args->threads, "Threads (0 = all cores)");
-  cmd->add_option("--dtype", args->dtype, "Weight storage: f32 | bf16 | f16 (default: as stored)");
+  cmd->add_option("--dtype", args->dtype, "Weight storage: f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q6_k (default: as stored)");
   add_sampling_flags(*cmd, args->sampling);
   cmd->callback([args] {
     check_flag_range("-n/--n-predict", args->n, 0, INT64_MAX);
@@ -138,7 +139,7 @@ void add_run(CLI::App& app) {
     if (!args->prompt_file.empty()) text = read_text_file(args->prompt_file);
     if (text.empty()) throw Error("give a prompt with -p/--prompt TEXT or -f/--file FILE");
     auto model = Model::load(model_dir, make_load_options(args->dtype));
-    const Tokenizer tokenizer = Tokenizer::from_model_dir(model_dir);
+    const Tokenizer tokenizer = load_tokenizer(model_dir);
     GenerateRequest request;
     request.prompt = tokenizer.encode(text);
     if (request.prompt.empty()) throw Error("the prompt encodes to no tokens");

@@ -6,11 +6,30 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "engine/gguf_convert.h"
 #include "model/make_model.h"
 #include "ops/causal_conv.h"
 #include "ops/selective_scan.h"
 
 namespace mb::cli {
+namespace {
+
+// Writes the checkpoint folder to a scratch folder next to `path` and converts it, so the GGUF
+// file holds exactly the weights and tokenizer a folder of the same options would.
+void make_gguf_model(const std::string& path, const MakeModelOptions& options, GgufFileType type) {
+  const std::filesystem::path scratch = std::filesystem::path(path + ".parts");
+  std::filesystem::remove_all(scratch);
+  try {
+    make_model(scratch.string(), options);
+    convert_to_gguf(scratch.string(), path, type, std::filesystem::path(path).stem().string());
+  } catch (...) {
+    std::filesystem::remove_all(scratch);
+    throw;
+  }
+  std::filesystem::remove_all(scratch);
+}
+
+}  // namespace
 
 void add_make_model(CLI::App& app) {
   struct Args {
@@ -42,13 +61,15 @@ void add_make_model(CLI::App& app) {
   size_option("--d-conv", args->d_conv, "Conv kernel size");
   size_option("--expand", args->expand, "Inner width multiplier");
   size_option("--dt-rank", args->dt_rank, "dt projection rank (default ceil(d_model/16))");
-  cmd->add_option("--dtype", args->dtype, "Storage dtype: f32 | bf16 | f16")->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "Storage dtype: f32 | bf16 | f16 (gguf also: q8_0 | q4_0 | q4_k_m)")
+      ->capture_default_str();
   cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();
   cmd->add_flag("--untied", args->untied, "Write a separate lm_head.weight");
   cmd->add_flag("--use-bias", args->use_bias, "Add in_proj/out_proj biases");
   cmd->add_flag("--no-conv-bias", args->no_conv_bias, "Omit the conv1d bias (use_conv_bias = false)");
   cmd->add_option("--shards", args->shards, "Number of safetensors shards")->capture_default_str();
-  cmd->add_option("--format", args->format, "Weights file: safetensors | bin (pytorch_model.bin)")
+  cmd->add_option("--format", args->format,
+                  "Weights file: safetensors | bin (pytorch_model.bin) | gguf (--out names a .gguf file)")
       ->capture_default_str();
   cmd->add_option("--input-dim", args->input_dim, "Add an input projection from raw features of this width");
   CLI::Option* form_option = cmd->add_option("--layout,--config-form", args->form,
@@ -127,15 +148,26 @@ void add_make_model(CLI::App& app) {
       throw Error(
           "--layout original: FalconMamba checkpoints only exist in the Hugging Face layout (use hf)");
     o.form = args->form == "hf" ? ConfigForm::HuggingFace : ConfigForm::Original;
-    o.dtype = parse_dtype(args->dtype);
+    if (args->format != "safetensors" && args->format != "bin" && args->format != "gguf")
+      throw Error("--format must be safetensors, bin or gguf");
+    const bool gguf = args->format == "gguf";
+    const GgufFileType gguf_type = gguf ? parse_gguf_file_type(args->dtype) : GgufFileType::F32;
+    // A quantized GGUF is made from f32 weights; a float one from weights already in its dtype.
+    o.dtype = !gguf                                    ? parse_dtype(args->dtype)
+              : gguf_type == GgufFileType::F16         ? DType::F16
+              : gguf_type == GgufFileType::BF16        ? DType::BF16
+                                                       : DType::F32;
     check_flag_range("--seed", args->seed, 0, INT64_MAX);
     o.seed = static_cast<uint64_t>(args->seed);
     o.shards = args->shards;
-    if (args->format != "safetensors" && args->format != "bin")
-      throw Error("--format must be safetensors or bin");
     o.format = args->format == "bin" ? CheckpointFormat::TorchBin : CheckpointFormat::Safetensors;
     o.input_dim = args->input_dim;
-    make_model(args->out, o);
+    if (gguf) {
+      if (args->shards != 1) throw Error("--format gguf writes one file: --shards must be 1");
+      make_gguf_model(args->out, o, gguf_type);
+    } else {
+      make_model(args->out, o);
+    }
     std::fprintf(stderr, "wrote %s (d_model %lld, %lld layers, vocab %lld, %s)\n", args->out.c_str(),
                  static_cast<long long>(c.d_model), static_cast<long long>(c.n_layer),
                  static_cast<long long>(c.vocab_size), args->dtype.c_str());

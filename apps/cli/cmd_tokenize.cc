@@ -2,6 +2,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "engine/gguf_tokenizer.h"
 #include "io/mapped_file.h"
 #include "tokenizer/tokenizer.h"
 
@@ -13,7 +14,7 @@ void add_tokenize(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("tokenize", "Print the token ids of a text, or the text of token ids");
-  auto* model = cmd->add_option("-m,--model", args->model, "Checkpoint folder with tokenizer.json");
+  auto* model = cmd->add_option("-m,--model", args->model, "Checkpoint folder with tokenizer.json, or a .gguf file");
   auto* file_tok = cmd->add_option("--tokenizer", args->tokenizer, "A tokenizer.json file");
   model->excludes(file_tok);
   auto* prompt = cmd->add_option("-p,--prompt", args->prompt, "Text to encode");
@@ -24,7 +25,7 @@ void add_tokenize(CLI::App& app) {
   cmd->callback([args] {
     if (args->model.empty() && args->tokenizer.empty()) throw Error("give -m DIR or --tokenizer FILE");
     const Tokenizer tokenizer = args->model.empty() ? Tokenizer::from_json_file(args->tokenizer)
-                                                    : Tokenizer::from_model_dir(args->model);
+                                                    : load_tokenizer(args->model);
     if (!args->decode.empty()) {
       const std::string text = tokenizer.decode(parse_token_list(args->decode));
       std::fwrite(text.data(), 1, text.size(), stdout);

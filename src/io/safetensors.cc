@@ -39,6 +39,12 @@ const char* header_dtype(DType dtype) {
     case DType::F32: return "F32";
     case DType::BF16: return "BF16";
     case DType::F16: return "F16";
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_K:
+    case DType::Q6_K:
+      // safetensors has no block-quantized dtypes; quantized weights live in GGUF files.
+      throw Error("safetensors cannot store " + std::string(dtype_name(dtype)) + " tensors");
   }
   return "?";
 }
@@ -178,6 +184,17 @@ void TensorSet::add_file(const std::string& path) {
 TensorSet TensorSet::open_file(const std::string& path) {
   TensorSet set;
   set.add_file(path);
+  return set;
+}
+
+TensorSet TensorSet::from_tensors(std::shared_ptr<const MappedFile> file, std::vector<StoredTensor> tensors) {
+  TensorSet set;
+  for (StoredTensor& tensor : tensors) {
+    if (set.tensors_.count(tensor.name))
+      throw Error("tensor '" + tensor.name + "' is stored twice in '" + file->path() + "'");
+    set.tensors_.emplace(tensor.name, std::move(tensor));
+  }
+  set.files_.push_back(std::move(file));
   return set;
 }
 

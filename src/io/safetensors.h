@@ -43,6 +43,8 @@ class TensorSet {
   static TensorSet open_file(const std::string& path);
   // An index whose weight_map names the shard of every tensor (of either format).
   static TensorSet open_index(const std::string& index_path);
+  // Tensors another reader (GGUF) found in `file`, which the set keeps alive; names are unique.
+  static TensorSet from_tensors(std::shared_ptr<const MappedFile> file, std::vector<StoredTensor> tensors);
 
   const StoredTensor* find(const std::string& name) const;
   const std::map<std::string, StoredTensor>& tensors() const { return tensors_; }
@@ -51,7 +53,7 @@ class TensorSet {
  private:
   void add_file(const std::string& path);
 
-  std::vector<std::shared_ptr<MappedFile>> files_;
+  std::vector<std::shared_ptr<const MappedFile>> files_;
   std::map<std::string, StoredTensor> tensors_;
   std::map<std::string, std::string> metadata_;
 };

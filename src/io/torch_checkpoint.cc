@@ -194,6 +194,8 @@ void TorchCheckpointWriter::add(const std::string& name, const std::string& dtyp
 
 void TorchCheckpointWriter::add_f32(const std::string& name, std::vector<int64_t> shape,
                                     const std::vector<float>& values, DType store_as) {
+  if (dtype_is_quantized(store_as))
+    throw Error("torch checkpoint writer: cannot store tensor '" + name + "' as " + std::string(dtype_name(store_as)));
   const char* dtype = store_as == DType::F32 ? "F32" : store_as == DType::BF16 ? "BF16" : "F16";
   add(name, dtype, std::move(shape), encode_f32(values, store_as));
 }

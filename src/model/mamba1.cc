@@ -43,14 +43,20 @@ Mamba1Model::Mamba1Model(const ModelConfig& config, std::shared_ptr<const Tensor
 
     layer.conv_weight = binder.conv_taps(mixer + "conv1d.weight", D, K);
 
-    const float* a_log = binder.f32(mixer + "A_log", {D, N});
     // A = -exp(A_log), kept premultiplied by log2(e) (in double, one rounding) and re-laid out
-    // state-major once, so the scan reads sixteen channels per load.
+    // state-major once, so the scan reads sixteen channels per load. GGUF files hold A itself, an
+    // f32 already rounded once, so from them the product takes a second rounding: a_base2 may
+    // then differ from the A_log path's in the last bit.
+    const bool stored_a = binder.has(mixer + "A");
+    const float* a_source = binder.f32(mixer + (stored_a ? "A" : "A_log"), {D, N});
     std::vector<float> a_base2(N * D);
-    for (int64_t c = 0; c < D; ++c)
-      for (int64_t n = 0; n < N; ++n)
-        a_base2[n * D + c] =
-            static_cast<float>(-std::exp(static_cast<double>(a_log[c * N + n])) * std::numbers::log2e);
+    for (int64_t c = 0; c < D; ++c) {
+      for (int64_t n = 0; n < N; ++n) {
+        const double value = a_source[c * N + n];
+        const double a = stored_a ? value : -std::exp(value);
+        a_base2[n * D + c] = static_cast<float>(a * std::numbers::log2e);
+      }
+    }
     layer.a_base2 = binder.keep(std::move(a_base2));
   }
 }

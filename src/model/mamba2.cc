@@ -51,12 +51,16 @@ Mamba2Model::Mamba2Model(const ModelConfig& config, std::shared_ptr<const Tensor
     s.d_skip_per_channel = d_tensor != nullptr && d_tensor->shape == std::vector<int64_t>{di};
     s.d_skip = binder.f32(mixer + "D", {s.d_skip_per_channel ? di : H});
     // A = -exp(A_log), for the chunked form, and premultiplied by log2(e) (in double, one
-    // rounding) for the sequential form's base-2 decay.
-    const float* a_log = binder.f32(mixer + "A_log", {H});
+    // rounding) for the sequential form's base-2 decay. GGUF files hold A itself, the same f32
+    // as `a` here when written from A_log; the base-2 form then takes a second rounding and may
+    // differ from the A_log path's in the last bit.
+    const bool stored_a = binder.has(mixer + "A");
+    const float* a_source = binder.f32(mixer + (stored_a ? "A" : "A_log"), {H});
     std::vector<float> a(H), a_base2(H);
     for (int64_t h = 0; h < H; ++h) {
-      a[h] = static_cast<float>(-std::exp(static_cast<double>(a_log[h])));
-      a_base2[h] = static_cast<float>(-std::exp(static_cast<double>(a_log[h])) * std::numbers::log2e);
+      const double exact = stored_a ? a_source[h] : -std::exp(static_cast<double>(a_source[h]));
+      a[h] = static_cast<float>(exact);
+      a_base2[h] = static_cast<float>(exact * std::numbers::log2e);
     }
     s.a = binder.keep(std::move(a));
     s.a_base2 = binder.keep(std::move(a_base2));

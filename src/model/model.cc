@@ -2,21 +2,35 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 
 #include "core/error.h"
 #include "core/profile.h"
 #include "io/safetensors.h"
+#include "model/gguf_checkpoint.h"
 #include "model/mamba1.h"
 #include "model/mamba2.h"
 #include "model/mamba3.h"
 #include "model/weight_binder.h"
+#include "ops/quant.h"
 #include "ops/rms_norm.h"
 
 namespace mb {
 
 std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& options) {
-  const ModelConfig config = load_model_config(dir);
-  auto tensors = std::make_shared<const TensorSet>(TensorSet::open_dir(dir));
+  ModelConfig config;
+  std::shared_ptr<const TensorSet> tensors;
+  if (is_gguf_file(dir)) {
+    GgufCheckpoint checkpoint = open_gguf_checkpoint(dir);
+    config = checkpoint.config;
+    tensors = std::move(checkpoint.tensors);
+  } else {
+    std::error_code error;
+    if (std::filesystem::is_regular_file(dir, error))
+      throw Error("'" + dir + "' is a file but not a GGUF file; give a checkpoint folder or a .gguf file");
+    config = load_model_config(dir);
+    tensors = std::make_shared<const TensorSet>(TensorSet::open_dir(dir));
+  }
   switch (config.arch) {
     case Architecture::Mamba1:
       return std::make_unique<Mamba1Model>(config, tensors, options);
@@ -82,7 +96,9 @@ WeightBinder& Model::bind_common(const ModelConfig& config, std::shared_ptr<cons
   fingerprint_ = checkpoint_fingerprint(c, *tensors_);
   const std::string embedding_name =
       binder.first_present({"backbone.embeddings.weight", "backbone.embedding.weight"});
-  embedding_ = &binder.tensor_rows_in(embedding_name, {c.vocab_rows, c.vocab_size}, c.d_model);
+  // With a quantized matrix dtype the embedding is quantized too: lookups dequantize its rows,
+  // and a tied LM head packs the same blocks.
+  embedding_ = &binder.quantized_rows(binder.tensor_rows_in(embedding_name, {c.vocab_rows, c.vocab_size}, c.d_model));
   // Padded vocabulary rows are never produced: the head only holds the real rows.
   if (c.tie_embeddings) {
     lm_head_ = binder.packed_rows(*embedding_, c.vocab_size);
@@ -204,10 +220,10 @@ void Model::forward(const ComputeContext& ctx, std::span<const SequenceInput> ba
         const int64_t start = ws.consumed[owner[r]];
         if (!in.tokens.empty()) {
           const DType dtype = *embedding_->dtype;
-          const size_t row_bytes = d * dtype_size(dtype);
+          const size_t row_bytes = dtype_row_bytes(dtype, d);
           for (int64_t t = 0; t < rows[r].count; ++t) {
             const uint8_t* src = embedding_->data + in.tokens[start + t] * row_bytes;
-            widen_row(src, dtype, d, hidden + (rows[r].begin + t) * d);
+            dequantize_row(dtype, src, d, hidden + (rows[r].begin + t) * d);
           }
         } else {
           MatmulArgs proj;

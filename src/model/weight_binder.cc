@@ -4,6 +4,8 @@
 
 #include "core/error.h"
 #include "ops/matmul.h"
+#include "ops/quant.h"
+#include "ops/quant_matmul.h"
 
 namespace mb {
 
@@ -21,13 +23,15 @@ std::string WeightBinder::first_present(std::initializer_list<std::string> names
 
 const StoredTensor& WeightBinder::require(const std::string& name, const std::vector<int64_t>& shape) {
   const StoredTensor* tensor = tensors_.find(name);
-  if (tensor == nullptr) throw Error("checkpoint is missing tensor '" + name + "' (expected shape " + shape_string(shape) + ")");
+  if (tensor == nullptr)
+    throw Error("checkpoint is missing tensor '" + name + "' (expected shape " + shape_string(shape) + ")");
   if (tensor->shape != shape) {
     throw Error("tensor '" + name + "' has shape " + tensor->shape_string() + " but the config implies " +
                 shape_string(shape));
   }
   if (!tensor->dtype) {
-    throw Error("tensor '" + name + "' has dtype " + tensor->dtype_string + "; weights must be F32, BF16 or F16");
+    throw Error("tensor '" + name + "' has dtype " + tensor->dtype_string +
+                "; weights must be F32, BF16 or F16");
   }
   used_.insert(name);
   return *tensor;
@@ -49,19 +53,19 @@ void check_layer_indices(const TensorSet& tensors, int64_t n_layer) {
 
 WeightMatrix WeightBinder::matrix(const std::string& name, int64_t rows, int64_t cols) {
   const StoredTensor& tensor = require(name, {rows, cols});
-  const DType target = matrix_dtype_.value_or(*tensor.dtype);
+  const DType target = storable_dtype(matrix_dtype_.value_or(*tensor.dtype), cols);
   owned_bytes_.push_back(pack_weights(tensor.data, *tensor.dtype, rows, cols, target));
   return {owned_bytes_.back().data(), target, rows, cols};
 }
 
 WeightMatrix WeightBinder::packed_rows(const StoredTensor& tensor, int64_t rows) {
-  const DType target = matrix_dtype_.value_or(*tensor.dtype);
+  const DType target = storable_dtype(matrix_dtype_.value_or(*tensor.dtype), tensor.shape[1]);
   owned_bytes_.push_back(pack_weights(tensor.data, *tensor.dtype, rows, tensor.shape[1], target));
   return {owned_bytes_.back().data(), target, rows, tensor.shape[1]};
 }
 
-const StoredTensor& WeightBinder::tensor_rows_in(const std::string& name, const std::vector<int64_t>& allowed_rows,
-                                                 int64_t cols) {
+const StoredTensor& WeightBinder::tensor_rows_in(const std::string& name,
+                                                 const std::vector<int64_t>& allowed_rows, int64_t cols) {
   const StoredTensor* tensor = tensors_.find(name);
   if (tensor != nullptr && tensor->shape.size() == 2) {
     for (int64_t rows : allowed_rows)
@@ -74,16 +78,30 @@ const float* WeightBinder::f32(const std::string& name, const std::vector<int64_
   const StoredTensor& tensor = require(name, shape);
   const size_t count = static_cast<size_t>(tensor.element_count());
   std::vector<float> values(count);
-  for (size_t i = 0; i < count; ++i) {
-    if (*tensor.dtype == DType::F32) {
-      std::memcpy(&values[i], tensor.data + 4 * i, 4);
-    } else {
-      uint16_t half;
-      std::memcpy(&half, tensor.data + 2 * i, 2);
-      values[i] = *tensor.dtype == DType::BF16 ? bf16_to_f32(half) : f16_to_f32(half);
-    }
-  }
+  dequantize_row(*tensor.dtype, tensor.data, static_cast<int64_t>(count), values.data());
   return keep(std::move(values));
+}
+
+const StoredTensor& WeightBinder::quantized_rows(const StoredTensor& tensor) {
+  if (!matrix_dtype_ || !dtype_is_quantized(*matrix_dtype_) || tensor.shape.size() != 2) return tensor;
+  const int64_t rows = tensor.shape[0], cols = tensor.shape[1];
+  const DType target = storable_dtype(*matrix_dtype_, cols);
+  if (!dtype_is_quantized(target) || target == *tensor.dtype) return tensor;
+  const size_t source_row = dtype_row_bytes(*tensor.dtype, cols), target_row = dtype_row_bytes(target, cols);
+  std::vector<uint8_t> bytes(static_cast<size_t>(rows) * target_row);
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t n = 0; n < rows; ++n) {
+    dequantize_row(*tensor.dtype, tensor.data + n * source_row, cols, row.data());
+    quantize_row(target, row.data(), cols, bytes.data() + n * target_row);
+  }
+  owned_bytes_.push_back(std::move(bytes));
+  StoredTensor copy = tensor;
+  copy.dtype = target;
+  copy.dtype_string = std::string(dtype_name(target));
+  copy.data = owned_bytes_.back().data();
+  copy.byte_size = owned_bytes_.back().size();
+  owned_tensors_.push_back(std::move(copy));
+  return owned_tensors_.back();
 }
 
 const float* WeightBinder::f32_if_present(const std::string& name, const std::vector<int64_t>& shape) {

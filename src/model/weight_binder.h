@@ -1,7 +1,8 @@
 // Binds checkpoint tensors to the engine's weight structs by name, checking each shape against
-// the one the config implies. Matrices are packed once into the panel layout of ops/matmul.h,
-// in the requested storage dtype (never widened to f32 wholesale). Small vectors (norms,
-// biases, A, D) become f32 copies.
+// the one the config implies. Matrices are packed once into the panel layout of ops/matmul.h
+// (ops/quant_matmul.h for quantized dtypes), in the requested storage dtype (never widened to f32
+// wholesale; a matrix whose rows are not whole blocks of a quantized dtype falls back as
+// storable_dtype says). Small vectors (norms, biases, A, D) become f32 copies.
 #pragma once
 
 #include <deque>
@@ -27,9 +28,13 @@ class WeightBinder {
 
   WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols);
   // The stored [rows, cols] tensor, whose row count may be any of `allowed_rows`.
-  const StoredTensor& tensor_rows_in(const std::string& name, const std::vector<int64_t>& allowed_rows, int64_t cols);
+  const StoredTensor& tensor_rows_in(const std::string& name, const std::vector<int64_t>& allowed_rows,
+                                     int64_t cols);
   // Packs the first `rows` rows of a bound 2-D tensor (the LM head skips padded vocab rows).
   WeightMatrix packed_rows(const StoredTensor& tensor, int64_t rows);
+  // `tensor` itself, or, when the requested matrix dtype is quantized, a copy of it quantized row
+  // by row into GGML blocks (the embedding: looked up by row, and packed as a tied LM head).
+  const StoredTensor& quantized_rows(const StoredTensor& tensor);
   // An f32 copy of a tensor whose shape must equal `shape`.
   const float* f32(const std::string& name, const std::vector<int64_t>& shape);
   const float* f32_if_present(const std::string& name, const std::vector<int64_t>& shape);
@@ -48,6 +53,7 @@ class WeightBinder {
   std::optional<DType> matrix_dtype_;
   std::deque<std::vector<uint8_t>> owned_bytes_;
   std::deque<std::vector<float>> owned_floats_;
+  std::deque<StoredTensor> owned_tensors_;
   std::set<std::string> used_;
 };
 

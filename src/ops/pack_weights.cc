@@ -1,6 +1,9 @@
 #include <cstring>
+#include <vector>
 
 #include "ops/matmul.h"
+#include "ops/quant.h"
+#include "ops/quant_matmul.h"
 
 namespace mb {
 namespace {
@@ -18,6 +21,21 @@ int64_t slot_in_row(int64_t lane, DType dtype) {
 
 std::vector<uint8_t> pack_weights(const void* source, DType source_dtype, int64_t rows, int64_t cols,
                                   DType target_dtype) {
+  if (dtype_is_quantized(source_dtype) || dtype_is_quantized(target_dtype)) {
+    const size_t source_row = dtype_row_bytes(source_dtype, cols);
+    const auto* src = static_cast<const uint8_t*>(source);
+    if (source_dtype == target_dtype) return pack_quantized(source, target_dtype, rows, cols);
+    // Through f32, one row at a time: quantize (or round) a float row, or widen a quantized one.
+    const size_t target_row = dtype_row_bytes(target_dtype, cols);
+    std::vector<uint8_t> converted(static_cast<size_t>(rows) * target_row);
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t n = 0; n < rows; ++n) {
+      dequantize_row(source_dtype, src + n * source_row, cols, row.data());
+      quantize_row(target_dtype, row.data(), cols, converted.data() + n * target_row);
+    }
+    if (dtype_is_quantized(target_dtype)) return pack_quantized(converted.data(), target_dtype, rows, cols);
+    return pack_weights(converted.data(), target_dtype, rows, cols, target_dtype);
+  }
   const int64_t panels = (rows + kPanelWidth - 1) / kPanelWidth;
   const size_t element = dtype_size(target_dtype);
   std::vector<uint8_t> packed(static_cast<size_t>(panels * cols * kPanelWidth) * element, 0);
@@ -27,7 +45,8 @@ std::vector<uint8_t> pack_weights(const void* source, DType source_dtype, int64_
     const int64_t panel = n / kPanelWidth, lane = n % kPanelWidth;
     for (int64_t k = 0; k < cols; ++k) {
       const uint8_t* from = src + (n * cols + k) * source_element;
-      uint8_t* to = packed.data() + ((panel * cols + k) * kPanelWidth + slot_in_row(lane, target_dtype)) * element;
+      uint8_t* to =
+          packed.data() + ((panel * cols + k) * kPanelWidth + slot_in_row(lane, target_dtype)) * element;
       if (source_dtype == target_dtype) {
         std::memcpy(to, from, element);
         continue;
@@ -52,7 +71,13 @@ std::vector<uint8_t> pack_weights(const void* source, DType source_dtype, int64_
 }
 
 float packed_weight(const WeightMatrix& w, int64_t n, int64_t k) {
-  const int64_t index = ((n / kPanelWidth) * w.cols + k) * kPanelWidth + slot_in_row(n % kPanelWidth, w.dtype);
+  if (dtype_is_quantized(w.dtype)) {
+    std::vector<float> row(static_cast<size_t>(w.cols));
+    dequantize_packed_row(w, n, row.data());
+    return row[k];
+  }
+  const int64_t index =
+      ((n / kPanelWidth) * w.cols + k) * kPanelWidth + slot_in_row(n % kPanelWidth, w.dtype);
   return load_as_f32(w.data, w.dtype, static_cast<size_t>(index));
 }
 

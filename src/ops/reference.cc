@@ -7,6 +7,7 @@
 #include "ops/causal_conv.h"
 #include "ops/gated_rms_norm.h"
 #include "ops/matmul.h"
+#include "ops/quant_matmul.h"
 #include "ops/rms_norm.h"
 #include "ops/selective_scan.h"
 
@@ -23,11 +24,19 @@ double softplus(double x) {
 }  // namespace
 
 void matmul_reference(const MatmulArgs& a) {
+  // Rows of W widened once (a quantized row is dequantized as a whole).
+  std::vector<float> w(static_cast<size_t>(a.w.rows * a.w.cols));
+  for (int64_t n = 0; n < a.w.rows; ++n) {
+    if (dtype_is_quantized(a.w.dtype))
+      dequantize_packed_row(a.w, n, w.data() + n * a.w.cols);
+    else
+      for (int64_t k = 0; k < a.w.cols; ++k) w[n * a.w.cols + k] = packed_weight(a.w, n, k);
+  }
   for (int64_t m = 0; m < a.m; ++m) {
     for (int64_t n = 0; n < a.w.rows; ++n) {
       double sum = 0.0;
       for (int64_t k = 0; k < a.w.cols; ++k)
-        sum += static_cast<double>(a.x[m * a.ldx + k]) * packed_weight(a.w, n, k);
+        sum += static_cast<double>(a.x[m * a.ldx + k]) * w[n * a.w.cols + k];
       if (a.bias != nullptr) sum += a.bias[n];
       if (a.softplus) sum = softplus(sum);
       float& out = a.y[m * a.ldy + n];

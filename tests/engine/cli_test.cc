@@ -209,6 +209,72 @@ TEST(Cli, StateFilesContinueAConversation) {
   EXPECT_EQ(continued.out, whole.out);
 }
 
+TEST(Cli, GgufFilesWorkWithEveryCommand) {
+  const std::string dir = test::make_temp_dir("cli_gguf");
+  // The folder fixture converted, and the same model made directly as a GGUF file.
+  const std::string converted = dir + "/converted.gguf", made = dir + "/made.gguf";
+  const Output quantized = run_cli("quantize " + cli_model() + " " + converted + " --type f32");
+  ASSERT_EQ(quantized.status, 0) << quantized.err;
+  const Output direct =
+      run_cli("make-model --format gguf --out " + made + " --d-model 32 --n-layer 2 --vocab 301 --seed 3");
+  ASSERT_EQ(direct.status, 0) << direct.err;
+  EXPECT_FALSE(std::filesystem::exists(made + ".parts"));
+  const Output made_quantized = run_cli("make-model --format gguf --dtype q8_0 --out " + dir + "/made_q8.gguf");
+  ASSERT_EQ(made_quantized.status, 0) << made_quantized.err;
+
+  const std::string tokens = " --tokens 5,6,7,8,9 --all-positions --out ";
+  ASSERT_EQ(run_cli("logits -m " + converted + tokens + dir + "/converted.npy").status, 0);
+  ASSERT_EQ(run_cli("logits -m " + made + tokens + dir + "/made.npy").status, 0);
+  ASSERT_EQ(run_cli("logits -m " + made + tokens + dir + "/step.npy --mode step").status, 0);
+  ASSERT_EQ(run_cli("logits -m " + cli_model() + tokens + dir + "/folder.npy").status, 0);
+  std::vector<int64_t> shape;
+  const auto from_gguf = read_npy_f32(dir + "/converted.npy", shape);
+  EXPECT_EQ(shape, (std::vector<int64_t>{5, 304}));  // GGUF's vocabulary is the embedding's padded rows
+  EXPECT_TRUE(test::same_bits(from_gguf, read_npy_f32(dir + "/made.npy", shape)));
+  EXPECT_TRUE(test::same_bits(from_gguf, read_npy_f32(dir + "/step.npy", shape)));
+  const auto from_folder = read_npy_f32(dir + "/folder.npy", shape);
+  std::vector<float> cut;
+  for (int t = 0; t < 5; ++t)
+    cut.insert(cut.end(), from_gguf.begin() + t * 304, from_gguf.begin() + t * 304 + 301);
+  // A is stored rounded to f32 (see model/gguf_checkpoint.h): within rounding of the folder.
+  EXPECT_LE(test::max_abs_diff(cut, from_folder), 1e-5 * test::max_abs(from_folder));
+
+  const Output ids = run_cli("tokenize -m " + made + " -p 'hello world'");
+  ASSERT_EQ(ids.status, 0) << ids.err;
+  EXPECT_EQ(ids.out, run_cli("tokenize -m " + cli_model() + " -p 'hello world'").out);
+  std::string list = ids.out.substr(0, ids.out.find('\n'));
+  std::replace(list.begin(), list.end(), ' ', ',');
+  EXPECT_EQ(run_cli("tokenize -m " + made + " --decode " + list).out, "hello world\n");
+
+  const Output generated = run_cli("generate -m " + made + " --tokens 1,2,3 -n 6 --ignore-eos --stop xyz");
+  ASSERT_EQ(generated.status, 0) << generated.err;
+  EXPECT_FALSE(generated.out.empty());
+  const Output run = run_cli("run -m " + made + " -p 'Once upon a time' -n 8 --seed 4 --ignore-eos");
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(run.out.rfind("Once upon a time", 0), 0u) << run.out;
+  const Output bench = run_cli("bench -m " + made + " --prompt-len 8 --gen-len 2 --repeats 1 --json");
+  ASSERT_EQ(bench.status, 0) << bench.err;
+
+  for (const std::string type : {"f16", "bf16", "q8_0", "q4_0", "q4_k_m"}) {
+    const Output typed = run_cli("quantize " + converted + " " + dir + "/" + type + ".gguf --type " + type);
+    ASSERT_EQ(typed.status, 0) << typed.err;
+    ASSERT_EQ(run_cli("logits -m " + dir + "/" + type + ".gguf" + tokens + dir + "/" + type + ".npy").status,
+              0);
+  }
+
+  const std::vector<std::pair<std::string, std::string>> failures = {
+      {"quantize " + cli_model() + " " + dir + "/x.gguf --type q3_k", "unknown GGUF type 'q3_k'"},
+      {"quantize /nonexistent " + dir + "/x.gguf", "no config.json"},
+      {"logits -m " + dir + "/folder.npy --tokens 1 --out " + dir + "/x.npy", "not a GGUF file"},
+      {"make-model --format gguf --out " + dir + "/s.gguf --shards 2", "--shards must be 1"},
+  };
+  for (const auto& [command, expected] : failures) {
+    const Output out = run_cli(command);
+    EXPECT_NE(out.status, 0) << command;
+    EXPECT_NE(out.err.find(expected), std::string::npos) << command << ": " << out.err;
+  }
+}
+
 TEST(Cli, FalconMambaFoldersWorkWithEveryCommand) {
   const std::string dir = test::make_temp_dir("cli_falcon");
   const std::string model = dir + "/falcon";

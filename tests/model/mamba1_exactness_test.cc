@@ -1,7 +1,8 @@
 // The bitwise contract: prefill of T positions equals T decode steps (logits at every
 // position and the final state), for any thread count, chunk size and batch composition.
 // Every comparison is memcmp. Mamba-1 and FalconMamba (Mamba-1 plus the mixer norm) run the
-// same suite.
+// same suite, with weights stored as f32, bf16 or f16, and quantized at load (Q8_0, Q4_0, Q4_K,
+// Q6_K: a wider model, so that its rows are whole K-quant blocks).
 #include <gtest/gtest.h>
 
 #include "common/model_fixture.h"
@@ -21,22 +22,26 @@ enum class Variant { Mamba1, FalconMamba };
 
 struct ExactnessCase {
   Variant variant;
-  DType dtype;
+  DType dtype;  // stored, or (quantized) loaded from f32
 };
 
 const Fixture& fixture_for(DType dtype, Variant variant = Variant::Mamba1) {
   static std::map<std::pair<Variant, DType>, Fixture> fixtures;
   auto it = fixtures.find({variant, dtype});
   if (it == fixtures.end()) {
+    const bool quantized = dtype_is_quantized(dtype);
     MakeModelOptions o;
-    o.config = test::small_config(48, 2, 131);
+    o.config = test::small_config(quantized ? 256 : 48, 2, 131);
     o.config.d_state = 16;
     o.config.mixer_rms_norm = variant == Variant::FalconMamba;
-    o.dtype = dtype;
+    o.dtype = quantized ? DType::F32 : dtype;
     o.seed = 11;
     Fixture f;
     f.dir = test::write_model(o, "exact");
-    f.model = Model::load(f.dir);
+    LoadOptions load;
+    if (quantized) load.weight_dtype = dtype;
+    f.model = Model::load(f.dir, load);
+    EXPECT_EQ(f.model->matrix_dtype(), dtype);
     EXPECT_EQ(f.model->config().mixer_rms_norm, o.config.mixer_rms_norm);
     it = fixtures.emplace(std::pair{variant, dtype}, std::move(f)).first;
   }
@@ -140,6 +145,9 @@ std::vector<ExactnessCase> exactness_cases() {
   std::vector<ExactnessCase> cases;
   for (Variant variant : {Variant::Mamba1, Variant::FalconMamba})
     for (DType dtype : {DType::F32, DType::BF16, DType::F16}) cases.push_back({variant, dtype});
+  for (DType dtype : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K})
+    cases.push_back({Variant::Mamba1, dtype});
+  cases.push_back({Variant::FalconMamba, DType::Q4_K});
   return cases;
 }
 

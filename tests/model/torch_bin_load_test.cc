@@ -93,7 +93,7 @@ TEST(TorchBinLoad, CliWritesBinWithFormatFlag) {
 
   const auto [bad_status, bad_error] = run_cli("make-model --out " + dir + "/x --format pickle");
   EXPECT_NE(bad_status, 0);
-  EXPECT_NE(bad_error.find("--format must be safetensors or bin"), std::string::npos) << bad_error;
+  EXPECT_NE(bad_error.find("--format must be safetensors, bin or gguf"), std::string::npos) << bad_error;
   const auto [shards_status, shards_error] =
       run_cli("make-model --out " + dir + "/y --format bin --shards 2");
   EXPECT_NE(shards_status, 0);

@@ -1,5 +1,6 @@
 // Dispatch from the public op entry points to the kernel table of the context's instruction set.
 #include "core/error.h"
+#include "ops/cpu/quant_kernels.h"
 #include "ops/cpu/vec16.h"
 
 namespace mb {
@@ -28,6 +29,7 @@ const KernelTable& kernels_for(Isa isa) {
 }  // namespace cpu
 
 void matmul(const ComputeContext& ctx, const MatmulArgs& args) {
+  if (dtype_is_quantized(args.w.dtype)) return cpu::quant_matmul(ctx, args);
   cpu::kernels_for(ctx.isa).matmul(args, ctx.n_threads);
 }
 

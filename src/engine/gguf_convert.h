@@ -1,0 +1,19 @@
+// Converting checkpoints to GGUF: `mambacpp quantize` and `make-model --format gguf`.
+#pragma once
+
+#include <string>
+
+#include "model/gguf_checkpoint.h"
+
+namespace mb {
+
+// Writes the checkpoint at `input` (a Hugging Face or state-spaces folder, or a GGUF file) to
+// `output` as a GGUF file of `type`, atomically, with its tokenizer: a folder's tokenizer.json
+// (converted, see gguf_tokenizer.h) or a GGUF file's tokenizer.* metadata (copied). A folder
+// without a tokenizer.json gives a file without a tokenizer. `input` and `output` may be the same
+// file. `name` (general.name) defaults to the folder's name or the file's own. Throws mb::Error
+// naming the problem.
+void convert_to_gguf(const std::string& input, const std::string& output, GgufFileType type,
+                     const std::string& name = "");
+
+}  // namespace mb

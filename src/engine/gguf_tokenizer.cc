@@ -1,0 +1,187 @@
+#include "engine/gguf_tokenizer.h"
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/error.h"
+#include "core/json_text.h"
+#include "model/gguf_checkpoint.h"
+
+namespace mb {
+namespace {
+
+using nlohmann::json;
+
+// llama.cpp's token types (gguf-py's TokenType).
+constexpr int64_t kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6;
+
+const json kByteLevel = {
+    {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+
+// The normalizer of each pre-tokenizer name this engine maps (see the header).
+std::optional<json> normalizer_for(const std::string& pre) {
+  if (pre == "gpt-2") return json(nullptr);
+  if (pre == "olmo" || pre == "mpt") return json{{"type", "NFC"}};
+  return std::nullopt;
+}
+
+const GgufValue& string_array(const GgufFile& file, const char* key) {
+  const GgufValue* value = file.find(key);
+  if (value == nullptr) throw Error("'" + file.path() + "': missing required metadata '" + key + "'");
+  if (!value->is_array() || value->element_type != GgufType::String)
+    throw Error("'" + file.path() + "': metadata '" + key + "' must be an array of strings");
+  return *value;
+}
+
+}  // namespace
+
+std::string gguf_tokenizer_json(const GgufFile& file) {
+  const std::string where = "'" + file.path() + "'";
+  const auto model = file.string_if_present("tokenizer.ggml.model");
+  if (!model) throw Error(where + " has no tokenizer (no tokenizer.ggml.model)");
+  if (*model != "gpt2")
+    throw Error(where + ": tokenizer.ggml.model '" + *model +
+                "' is not supported (only \"gpt2\", byte-level BPE)");
+  const std::string pre = file.string_value("tokenizer.ggml.pre");
+  const auto normalizer = normalizer_for(pre);
+  if (!normalizer)
+    throw Error(where + ": tokenizer.ggml.pre '" + pre + "' is not supported (expected gpt-2, olmo or mpt)");
+  const GgufValue& tokens = string_array(file, "tokenizer.ggml.tokens");
+  const GgufValue& merges = string_array(file, "tokenizer.ggml.merges");
+  const GgufValue* types = file.find("tokenizer.ggml.token_type");
+  if (types != nullptr && (!types->is_array() || types->integers.size() != tokens.size()))
+    throw Error(where + ": tokenizer.ggml.token_type must be an integer array with one entry per token (" +
+                std::to_string(tokens.size()) + ")");
+  if (tokens.size() > static_cast<size_t>(INT32_MAX))
+    throw Error(where + ": tokenizer.ggml.tokens lists more tokens than int32 ids can number");
+
+  json vocab = json::object();
+  json added = json::array();
+  std::map<std::string_view, size_t> first_id;
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    const std::string& token = tokens.strings[id];
+    const int64_t type = types ? types->integers[id] : kNormal;
+    if (type < 0 || type > kByte)
+      throw Error(where + ": token " + std::to_string(id) + " has unknown token type " +
+                  std::to_string(type));
+    if (type == kUnused) continue;
+    const auto [it, inserted] = first_id.emplace(token, id);
+    if (!inserted)
+      throw Error(where + ": tokens " + std::to_string(it->second) + " and " + std::to_string(id) +
+                  " are the same string");
+    vocab[token] = id;
+    if (type == kControl || type == kUnknown || type == kUserDefined) {
+      const bool special = type != kUserDefined;
+      added.push_back({{"id", id},
+                       {"content", token},
+                       {"single_word", false},
+                       {"lstrip", false},
+                       {"rstrip", false},
+                       {"normalized", !special},
+                       {"special", special}});
+    }
+  }
+  const json root = {{"version", "1.0"},
+                     {"added_tokens", added},
+                     {"normalizer", *normalizer},
+                     {"pre_tokenizer", kByteLevel},
+                     {"post_processor", nullptr},
+                     {"decoder", kByteLevel},
+                     {"model",
+                      {{"type", "BPE"},
+                       {"dropout", nullptr},
+                       {"unk_token", nullptr},
+                       {"fuse_unk", false},
+                       {"byte_fallback", false},
+                       {"vocab", vocab},
+                       {"merges", merges.strings}}}};
+  try {
+    return root.dump();
+  } catch (const json::exception&) {
+    throw Error(where + ": a token or merge of the tokenizer is not valid UTF-8");
+  }
+}
+
+Tokenizer gguf_tokenizer(const GgufFile& file) {
+  return Tokenizer::from_json_string(gguf_tokenizer_json(file), file.path());
+}
+
+std::vector<std::pair<std::string, GgufValue>> gguf_tokenizer_metadata(std::string_view tokenizer_json,
+                                                                       int64_t vocab_rows,
+                                                                       std::optional<int32_t> eos_token_id,
+                                                                       const std::string& source) {
+  const json root = parse_json_text(tokenizer_json, source, 128);
+  const auto fail = [&](const std::string& what) {
+    throw Error(source + ": " + what +
+                "; GGUF files describe GPT-2 and GPT-NeoX style byte-level BPE tokenizers only");
+  };
+  if (!root.is_object() || !root.contains("model") || !root["model"].is_object()) fail("no model object");
+  const json& model = root["model"];
+  if (model.value("type", std::string("BPE")) != "BPE") fail("the model is not BPE");
+  const json& pre = root.contains("pre_tokenizer") ? root["pre_tokenizer"] : json();
+  if (!pre.is_object() || pre.value("type", std::string()) != "ByteLevel" ||
+      pre.value("add_prefix_space", false) || !pre.value("use_regex", true))
+    fail("the pre-tokenizer is not ByteLevel with GPT-2's regex and no prefix space");
+  const json& normalizer = root.contains("normalizer") ? root["normalizer"] : json();
+  std::string pre_name;
+  if (normalizer.is_null())
+    pre_name = "gpt-2";
+  else if (normalizer.is_object() && normalizer.value("type", std::string()) == "NFC")
+    pre_name = "olmo";
+  else
+    fail("the normalizer is neither absent nor NFC");
+
+  const Tokenizer tokenizer = Tokenizer::from_json_string(tokenizer_json, source);
+  if (tokenizer.vocab_size() > vocab_rows)
+    throw Error(source + ": the tokenizer numbers " + std::to_string(tokenizer.vocab_size()) +
+                " tokens but the model's embedding has " + std::to_string(vocab_rows) + " rows");
+  std::set<std::string> added_contents;
+  if (root.contains("added_tokens") && root["added_tokens"].is_array())
+    for (const json& entry : root["added_tokens"])
+      if (entry.is_object() && entry.contains("content") && entry["content"].is_string())
+        added_contents.insert(entry["content"].get<std::string>());
+
+  std::vector<std::string> tokens(static_cast<size_t>(vocab_rows));
+  std::vector<int64_t> types(static_cast<size_t>(vocab_rows));
+  for (int32_t id = 0; id < vocab_rows; ++id) {
+    const auto token = tokenizer.id_to_token(id);
+    if (!token) {
+      // As llama.cpp's converter pads the vocabulary to the embedding's rows.
+      tokens[id] = "[PAD" + std::to_string(id) + "]";
+      types[id] = kUnused;
+      continue;
+    }
+    tokens[id] = *token;
+    types[id] = tokenizer.is_special(id) ? kControl : added_contents.count(*token) ? kUserDefined : kNormal;
+  }
+  std::vector<std::string> merges;
+  if (model.contains("merges") && model["merges"].is_array()) {
+    for (const json& merge : model["merges"]) {
+      if (merge.is_string()) {
+        merges.push_back(merge.get<std::string>());
+      } else {
+        const std::string left = merge[0].get<std::string>(), right = merge[1].get<std::string>();
+        if (left.find(' ') != std::string::npos || right.find(' ') != std::string::npos)
+          fail("a merge part contains a space, which \"a b\" merges cannot express");
+        merges.push_back(left + " " + right);
+      }
+    }
+  }
+  std::vector<std::pair<std::string, GgufValue>> metadata = {
+      {"tokenizer.ggml.model", GgufValue::string("gpt2")},
+      {"tokenizer.ggml.pre", GgufValue::string(pre_name)},
+      {"tokenizer.ggml.tokens", GgufValue::string_array(std::move(tokens))},
+      {"tokenizer.ggml.token_type", GgufValue::integer_array(GgufType::Int32, std::move(types))},
+      {"tokenizer.ggml.merges", GgufValue::string_array(std::move(merges))}};
+  if (eos_token_id) metadata.emplace_back("tokenizer.ggml.eos_token_id", GgufValue::u32(*eos_token_id));
+  metadata.emplace_back("tokenizer.ggml.add_bos_token", GgufValue::boolean(false));
+  return metadata;
+}
+
+Tokenizer load_tokenizer(const std::string& model_path) {
+  if (is_gguf_file(model_path)) return gguf_tokenizer(GgufFile(model_path));
+  return Tokenizer::from_model_dir(model_path);
+}
+
+}  // namespace mb

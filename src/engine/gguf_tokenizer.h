@@ -1,0 +1,53 @@
+// Tokenizers in GGUF metadata (tokenizer.ggml.*), as llama.cpp's convert_hf_to_gguf.py writes
+// them for byte-level BPE ("gpt2") tokenizers, converted to and from tokenizer.json.
+//
+// The metadata: tokenizer.ggml.model "gpt2"; tokenizer.ggml.pre, the pre-tokenizer's name;
+// tokenizer.ggml.tokens, one string per id (vocabulary entries in their byte-level form, added
+// tokens as their raw content, "[PAD<id>]" for ids nothing uses); tokenizer.ggml.token_type
+// (1 normal, 3 control = special added token, 4 user-defined = other added token, 5 unused);
+// tokenizer.ggml.merges ("a b" strings, by rank); the special ids (eos_token_id, ...) and
+// add_bos_token.
+//
+// Reading builds the tokenizer.json that Hugging Face's files of the same tokenizer hold, so
+// Tokenizer::from_json_string loads it with every check it applies to files. What GGUF does not
+// record is taken from Hugging Face's defaults for these tokenizers: control tokens match the
+// raw text (normalized: false), user-defined ones the normalized text (normalized: true), and the
+// pre-tokenizer names map to pipelines as follows:
+//   "gpt-2"        no normalizer, ByteLevel with GPT-2's regex (GPT-2)
+//   "olmo", "mpt"  NFC, then the same ByteLevel (the GPT-NeoX-20B tokenizer of Mamba, Pythia,
+//                  OLMo and MPT; llama.cpp's converter names it after OLMo)
+// llama.cpp itself applies no NFC step for either name; Hugging Face's tokenizer.json for these
+// models does, and it is the reference the engine follows. SentencePiece ("llama") and other
+// tokenizer models are refused with a message.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "io/gguf.h"
+#include "tokenizer/tokenizer.h"
+
+namespace mb {
+
+// The tokenizer.json text of the file's tokenizer; throws mb::Error naming the file when it has
+// none or an unsupported or malformed one.
+std::string gguf_tokenizer_json(const GgufFile& file);
+Tokenizer gguf_tokenizer(const GgufFile& file);
+
+// The tokenizer.ggml.* metadata of a tokenizer.json, with `vocab_rows` token entries (the model's
+// embedding rows; ids the tokenizer does not use become unused "[PAD<id>]" entries). Throws
+// mb::Error (naming `source`) for a tokenizer GGUF cannot describe or one with more ids than rows.
+std::vector<std::pair<std::string, GgufValue>> gguf_tokenizer_metadata(std::string_view tokenizer_json,
+                                                                       int64_t vocab_rows,
+                                                                       std::optional<int32_t> eos_token_id,
+                                                                       const std::string& source);
+
+// The tokenizer of a checkpoint: a GGUF file's metadata, or a folder's tokenizer.json (or
+// vocab.json + merges.txt).
+Tokenizer load_tokenizer(const std::string& model_path);
+
+}  // namespace mb

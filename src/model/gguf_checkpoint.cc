@@ -1,0 +1,182 @@
+#include "model/gguf_checkpoint.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/error.h"
+#include "model/gguf_tensor_names.h"
+
+namespace mb {
+namespace {
+
+using nlohmann::json;
+
+// Reads the {arch}.* sizes, each with a message naming the GGUF key.
+class MetadataReader {
+ public:
+  MetadataReader(const GgufFile& file, std::string arch) : file_(file), arch_(std::move(arch)) {}
+
+  int64_t size(const std::string& key, int64_t max_value) const {
+    const std::string full = arch_ + "." + key;
+    const uint64_t value = file_.unsigned_value(full);
+    if (value < 1 || value > static_cast<uint64_t>(max_value))
+      throw Error("'" + file_.path() + "': metadata '" + full + "' = " + std::to_string(value) +
+                  " is outside [1, " + std::to_string(max_value) + "]");
+    return static_cast<int64_t>(value);
+  }
+  double number(const std::string& key) const { return file_.float_value(arch_ + "." + key); }
+  std::optional<bool> flag(const std::string& key) const { return file_.bool_if_present(arch_ + "." + key); }
+
+ private:
+  const GgufFile& file_;
+  std::string arch_;
+};
+
+// The Hugging Face config.json equivalent of the file's metadata, so that parse_model_config
+// applies the same consistency checks to both.
+json hf_config_json(const GgufFile& file, const std::string& arch, int64_t vocab_rows) {
+  const MetadataReader meta(file, arch);
+  const int64_t d_model = meta.size("embedding_length", 1 << 16);
+  const int64_t d_inner = meta.size("ssm.inner_size", 1 << 20);
+  if (d_inner % d_model != 0)
+    throw Error("'" + file.path() + "': ssm.inner_size " + std::to_string(d_inner) +
+                " is not a multiple of embedding_length " + std::to_string(d_model));
+  const double eps = meta.number("attention.layer_norm_rms_epsilon");
+  if (!(eps > 0.0 && eps < 1.0))
+    throw Error("'" + file.path() + "': metadata '" + arch +
+                ".attention.layer_norm_rms_epsilon' must lie in (0, 1)");
+  json config = {{"hidden_size", d_model},
+                 {"num_hidden_layers", meta.size("block_count", 4096)},
+                 {"vocab_size", vocab_rows},
+                 {"state_size", meta.size("ssm.state_size", 1 << 20)},
+                 {"conv_kernel", meta.size("ssm.conv_kernel", 1 << 20)},
+                 {"expand", d_inner / d_model},
+                 {"layer_norm_epsilon", eps},
+                 {"pad_vocab_size_multiple", 1},
+                 {"tie_word_embeddings", file.find_tensor("output.weight") == nullptr},
+                 {"use_bias", file.find_tensor("blk.0.ssm_in.bias") != nullptr},
+                 {"use_conv_bias", file.find_tensor("blk.0.ssm_conv1d.bias") != nullptr}};
+  if (arch == "mamba") {
+    config["model_type"] = "mamba";
+    config["intermediate_size"] = d_inner;
+    config["time_step_rank"] = meta.size("ssm.time_step_rank", 1 << 16);
+    if (meta.flag("ssm.dt_b_c_rms").value_or(false)) {
+      config["model_type"] = "falcon_mamba";
+      // llama.cpp normalizes dt, B and C with the layer norm's epsilon; files this engine writes
+      // carry FalconMamba's own mixer_rms_eps under a key of their own.
+      const GgufValue* mixer_eps = file.find(kGgufMixerRmsEpsKey);
+      config["mixer_rms_eps"] = mixer_eps ? file.float_value(kGgufMixerRmsEpsKey) : eps;
+    }
+  } else {
+    const int64_t heads = meta.size("ssm.time_step_rank", 1 << 20);
+    if (d_inner % heads != 0)
+      throw Error("'" + file.path() + "': ssm.inner_size " + std::to_string(d_inner) +
+                  " is not a multiple of the head count (ssm.time_step_rank) " + std::to_string(heads));
+    config["model_type"] = "mamba2";
+    config["num_heads"] = heads;
+    config["head_dim"] = d_inner / heads;
+    config["n_groups"] = meta.size("ssm.group_count", 1 << 16);
+    config["chunk_size"] = 256;
+  }
+  if (const auto eos = file.unsigned_if_present("tokenizer.ggml.eos_token_id")) config["eos_token_id"] = *eos;
+  return config;
+}
+
+// Splits "blk.12.ssm_in.weight" into 12 and "ssm_in.weight"; false for other names.
+bool split_layer_name(const std::string& name, int64_t& layer, std::string& suffix) {
+  if (name.rfind("blk.", 0) != 0) return false;
+  const size_t dot = name.find('.', 4);
+  if (dot == std::string::npos || dot == 4 || dot > 4 + 6) return false;
+  layer = 0;
+  for (size_t i = 4; i < dot; ++i) {
+    if (name[i] < '0' || name[i] > '9') return false;
+    layer = layer * 10 + (name[i] - '0');
+  }
+  suffix = name.substr(dot + 1);
+  return true;
+}
+
+}  // namespace
+
+bool is_gguf_file(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) return false;
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, 4);
+  return in.gcount() == 4 && std::string_view(magic, 4) == "GGUF";
+}
+
+GgufCheckpoint open_gguf_checkpoint(const std::string& path) {
+  return open_gguf_checkpoint(GgufFile(path));
+}
+
+GgufCheckpoint open_gguf_checkpoint(const GgufFile& file) {
+  const std::string where = "'" + file.path() + "'";
+  const std::string arch = file.string_value("general.architecture");
+  if (arch != "mamba" && arch != "mamba2")
+    throw Error(where + ": architecture '" + arch + "' is not supported (expected mamba or mamba2)");
+  const GgufTensorInfo* embedding = file.find_tensor("token_embd.weight");
+  if (embedding == nullptr) throw Error(where + " is missing tensor 'token_embd.weight'");
+  if (embedding->ne.size() != 2 || embedding->ne[1] < 1)
+    throw Error(where + ": tensor 'token_embd.weight' has dims " + embedding->dims_string() +
+                "; expected {embedding_length, vocabulary}");
+  const int64_t vocab_rows = embedding->ne[1];
+  if (const GgufValue* tokens = file.find("tokenizer.ggml.tokens");
+      tokens != nullptr && static_cast<int64_t>(tokens->size()) != vocab_rows)
+    throw Error(where + ": token_embd.weight has " + std::to_string(vocab_rows) +
+                " rows but tokenizer.ggml.tokens lists " + std::to_string(tokens->size()) + " tokens");
+
+  GgufCheckpoint checkpoint;
+  checkpoint.config = parse_model_config(hf_config_json(file, arch, vocab_rows), where);
+  const ModelConfig& c = checkpoint.config;
+  const std::vector<GgufTensorRole>& roles = gguf_tensor_roles(c.arch);
+
+  std::vector<StoredTensor> stored;
+  std::set<std::string> present;
+  for (const GgufTensorInfo& info : file.tensors()) {
+    int64_t layer = -1;
+    std::string suffix = info.name;
+    const bool in_layer = split_layer_name(info.name, layer, suffix);
+    if (in_layer && layer >= c.n_layer)
+      throw Error(where + ": tensor '" + info.name + "' belongs to a layer outside the " +
+                  std::to_string(c.n_layer) + " of block_count");
+    const GgufTensorRole* role = find_gguf_role(roles, suffix, in_layer);
+    if (role == nullptr)
+      throw Error(where + ": tensor '" + info.name + "' is not part of a " + arch + " model");
+    const std::vector<int64_t> shape = gguf_role_hf_shape(*role, c);
+    const std::vector<int64_t> expected = gguf_role_dims(*role, c);
+    if (info.ne != expected) {
+      GgufTensorInfo want;
+      want.ne = expected;
+      throw Error(where + ": tensor '" + info.name + "' has dims " + info.dims_string() +
+                  " but the metadata implies " + want.dims_string());
+    }
+    StoredTensor tensor;
+    tensor.name = in_layer ? "backbone.layers." + std::to_string(layer) + "." + role->hf : role->hf;
+    tensor.dtype_string = ggml_type_info(info.type)->name;
+    tensor.dtype = gguf_engine_dtype(info.type);
+    tensor.shape = shape;
+    tensor.data = info.data;
+    tensor.byte_size = info.byte_size;
+    tensor.file = file.path();
+    present.insert(info.name);
+    stored.push_back(std::move(tensor));
+  }
+  // Every tensor the config calls for must be there, named as llama.cpp names it.
+  for (const GgufTensorRole& role : roles) {
+    if (!gguf_role_wanted(role, c)) continue;
+    for (int64_t l = 0; l < (role.per_layer ? c.n_layer : 1); ++l) {
+      const std::string name = role.per_layer ? "blk." + std::to_string(l) + "." + role.gguf : role.gguf;
+      if (!present.count(name)) throw Error(where + " is missing tensor '" + name + "'");
+    }
+  }
+  checkpoint.tensors =
+      std::make_shared<const TensorSet>(TensorSet::from_tensors(file.mapping(), std::move(stored)));
+  return checkpoint;
+}
+
+}  // namespace mb

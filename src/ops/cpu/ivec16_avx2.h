@@ -1,0 +1,59 @@
+// The integer side of the quantized-matmul contract on AVX2 (see quant_kernels.h): sixteen int32 lanes
+// in two ymm registers.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "ops/cpu/vec16_avx2.h"
+
+namespace mb::cpu_avx2 {
+
+// vpmaddubsw adds pairs of byte products into saturating int16, exact only while every weight
+// byte is at most 127 (2 * 127 * 128 < 2^15); full-range bytes (Q8_0) are split into nibbles.
+inline constexpr bool kDot4FullRange = false;
+inline constexpr int kQuantRows = 2;
+
+struct I32x16 {
+  __m256i lo, hi;
+};
+struct W64 {
+  __m256i lo, hi;
+};
+
+inline I32x16 i32_zero() {
+  return {_mm256_setzero_si256(), _mm256_setzero_si256()};
+}
+inline I32x16 i32_set1(int32_t x) {
+  return {_mm256_set1_epi32(x), _mm256_set1_epi32(x)};
+}
+inline I32x16 i32_load(const int32_t* p) {
+  return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8))};
+}
+inline I32x16 i32_add(I32x16 a, I32x16 b) {
+  return {_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi)};
+}
+inline I32x16 i32_sub(I32x16 a, I32x16 b) {
+  return {_mm256_sub_epi32(a.lo, b.lo), _mm256_sub_epi32(a.hi, b.hi)};
+}
+inline I32x16 i32_mul(I32x16 a, I32x16 b) {
+  return {_mm256_mullo_epi32(a.lo, b.lo), _mm256_mullo_epi32(a.hi, b.hi)};
+}
+inline Vec16 i32_to_f32(I32x16 a) {
+  return {_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)};
+}
+inline W64 load_w64(const uint8_t* p) {
+  return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32))};
+}
+// Requires every byte of w to be at most 127 (see kDot4FullRange).
+inline I32x16 dot4(I32x16 acc, W64 w, int32_t x4) {
+  const __m256i x = _mm256_set1_epi32(x4);
+  const __m256i ones = _mm256_set1_epi16(1);
+  return {_mm256_add_epi32(acc.lo, _mm256_madd_epi16(_mm256_maddubs_epi16(w.lo, x), ones)),
+          _mm256_add_epi32(acc.hi, _mm256_madd_epi16(_mm256_maddubs_epi16(w.hi, x), ones))};
+}
+
+}  // namespace mb::cpu_avx2

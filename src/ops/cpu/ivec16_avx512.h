@@ -1,0 +1,50 @@
+// The integer side of the quantized-matmul contract on AVX-512 with VNNI (see quant_kernels.h).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "ops/cpu/vec16_avx512.h"
+
+namespace mb::cpu_avx512 {
+
+inline constexpr bool kDot4FullRange = true;  // vpdpbusd never saturates
+inline constexpr int kQuantRows = 4;
+
+struct I32x16 {
+  __m512i v;
+};
+struct W64 {
+  __m512i v;
+};
+
+inline I32x16 i32_zero() {
+  return {_mm512_setzero_si512()};
+}
+inline I32x16 i32_set1(int32_t x) {
+  return {_mm512_set1_epi32(x)};
+}
+inline I32x16 i32_load(const int32_t* p) {
+  return {_mm512_loadu_si512(p)};
+}
+inline I32x16 i32_add(I32x16 a, I32x16 b) {
+  return {_mm512_add_epi32(a.v, b.v)};
+}
+inline I32x16 i32_sub(I32x16 a, I32x16 b) {
+  return {_mm512_sub_epi32(a.v, b.v)};
+}
+inline I32x16 i32_mul(I32x16 a, I32x16 b) {
+  return {_mm512_mullo_epi32(a.v, b.v)};
+}
+inline Vec16 i32_to_f32(I32x16 a) {
+  return {_mm512_cvtepi32_ps(a.v)};
+}
+inline W64 load_w64(const uint8_t* p) {
+  return {_mm512_loadu_si512(p)};
+}
+inline I32x16 dot4(I32x16 acc, W64 w, int32_t x4) {
+  return {_mm512_dpbusd_epi32(acc.v, w.v, _mm512_set1_epi32(x4))};
+}
+
+}  // namespace mb::cpu_avx512

@@ -1,0 +1,210 @@
+// The quantized matmul: its packing, its accuracy against double-precision references (the
+// kernel's own error, and the total error including activation quantization), and the bitwise
+// properties of the exactness contract (instruction sets, threads, rows alone or in a batch).
+#include <gtest/gtest.h>
+
+#include "common/test_util.h"
+#include "ops/matmul.h"
+#include "ops/quant.h"
+#include "ops/quant_matmul.h"
+
+namespace mb {
+namespace {
+
+using test::random_floats;
+using test::same_bits;
+
+constexpr DType kQuantTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K};
+
+// Row-major GGML blocks of a random [rows, cols] matrix.
+std::vector<uint8_t> quantized_rows(DType type, int64_t rows, int64_t cols, uint64_t seed) {
+  const std::vector<float> w = random_floats(rows * cols, seed);
+  const size_t row_bytes = dtype_row_bytes(type, cols);
+  std::vector<uint8_t> blocks(rows * row_bytes);
+  for (int64_t n = 0; n < rows; ++n)
+    quantize_row(type, w.data() + n * cols, cols, blocks.data() + n * row_bytes);
+  return blocks;
+}
+
+TEST(QuantPack, PackedRowsDequantizeLikeTheOriginalBlocks) {
+  for (DType type : kQuantTypes) {
+    const int64_t rows = 37, cols = 512;
+    const std::vector<uint8_t> blocks = quantized_rows(type, rows, cols, 11);
+    const std::vector<uint8_t> packed = pack_quantized(blocks.data(), type, rows, cols);
+    EXPECT_EQ(packed.size(), 3 * 16 * dtype_row_bytes(type, cols)) << dtype_name(type);
+    const WeightMatrix w{packed.data(), type, rows, cols};
+    for (int64_t n = 0; n < rows; ++n) {
+      std::vector<float> want(cols), got(cols);
+      dequantize_row(type, blocks.data() + n * dtype_row_bytes(type, cols), cols, want.data());
+      dequantize_packed_row(w, n, got.data());
+      ASSERT_TRUE(same_bits(want, got)) << dtype_name(type) << " row " << n;
+    }
+    // Packing float rows quantizes them with quantize_row first.
+    const std::vector<float> f = random_floats(rows * cols, 11);
+    EXPECT_EQ(pack_weights(f.data(), DType::F32, rows, cols, type), packed) << dtype_name(type);
+  }
+  EXPECT_THROW(pack_quantized(nullptr, DType::Q4_K, 1, 32), Error);
+}
+
+TEST(QuantPack, StorableDtypeFallsBackForShortRows) {
+  EXPECT_EQ(storable_dtype(DType::Q4_K, 768), DType::Q4_K);
+  EXPECT_EQ(storable_dtype(DType::Q4_K, 96), DType::Q8_0);
+  EXPECT_EQ(storable_dtype(DType::Q4_0, 48), DType::BF16);
+  EXPECT_EQ(storable_dtype(DType::Q8_0, 48), DType::BF16);
+  EXPECT_EQ(storable_dtype(DType::F16, 7), DType::F16);
+}
+
+TEST(QuantActivations, BlocksScaleByTheirOwnMaximum) {
+  std::vector<float> x(64, 0.0f);
+  x[0] = 127.0f;  // scale 1
+  x[1] = -63.5f;  // ties round to even
+  x[2] = 0.505f;
+  x[3] = 0.4995f;
+  x[4] = 2.5f;
+  x[40] = -5.0f;  // block 1 alone: scale 5/127
+  std::vector<int8_t> q(64);
+  std::vector<float> scales(2);
+  std::vector<int32_t> sums(4);
+  quantize_activations(x.data(), 64, 32, q.data(), scales.data(), sums.data());
+  EXPECT_EQ(scales[0], 1.0f);
+  EXPECT_EQ(scales[1], 5.0f / 127.0f);
+  EXPECT_EQ(q[0], 127);
+  EXPECT_EQ(q[1], -64);  // -63.5 rounds to even
+  EXPECT_EQ(q[2], 1);
+  EXPECT_EQ(q[3], 0);
+  EXPECT_EQ(q[4], 2);
+  EXPECT_EQ(q[40], -127);
+  EXPECT_EQ(sums[0], 127 - 64 + 1 + 2);
+  EXPECT_EQ(sums[2], -127);
+}
+
+struct QuantCase {
+  DType type;
+  int64_t m, n, k;
+  bool bias = false, accumulate = false, softplus = false;
+};
+
+std::string describe(const QuantCase& c) {
+  return std::string(dtype_name(c.type)) + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
+         " k=" + std::to_string(c.k) + (c.bias ? " bias" : "") + (c.accumulate ? " accumulate" : "") +
+         (c.softplus ? " softplus" : "");
+}
+
+struct Problem {
+  QuantCase c;
+  std::vector<uint8_t> packed;
+  std::vector<float> x, bias, y0;
+  int64_t ldx, ldy;
+  WeightMatrix w() const { return {packed.data(), c.type, c.n, c.k}; }
+};
+
+Problem make_problem(const QuantCase& c) {
+  Problem p{c, {}, {}, {}, {}, c.k + 5, c.n + 3};
+  const std::vector<uint8_t> blocks = quantized_rows(c.type, c.n, c.k, 21);
+  p.packed = pack_quantized(blocks.data(), c.type, c.n, c.k);
+  p.x = random_floats(c.m * p.ldx, 22, 2.0f);
+  p.bias = random_floats(c.n, 23);
+  p.y0 = random_floats(c.m * p.ldy, 24);
+  return p;
+}
+
+std::vector<float> run(const Problem& p, const ComputeContext& ctx, int64_t row = -1) {
+  std::vector<float> y = p.y0;
+  MatmulArgs a;
+  a.x = p.x.data() + (row >= 0 ? row * p.ldx : 0);
+  a.ldx = p.ldx;
+  a.m = row >= 0 ? 1 : p.c.m;
+  a.w = p.w();
+  a.bias = p.c.bias ? p.bias.data() : nullptr;
+  a.y = y.data() + (row >= 0 ? row * p.ldy : 0);
+  a.ldy = p.ldy;
+  a.accumulate = p.c.accumulate;
+  a.softplus = p.c.softplus;
+  matmul(ctx, a);
+  return y;
+}
+
+// sum_k W[n, k] * v[k] in double, with W the dequantized weights.
+double dot(const std::vector<float>& w_row, const float* v, int64_t k) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < k; ++i) sum += double(w_row[i]) * v[i];
+  return sum;
+}
+
+TEST(QuantMatmul, AccuracyAgainstDoubleReferences) {
+  std::vector<QuantCase> cases;
+  for (DType type : kQuantTypes)
+    for (int64_t k : {32, 256, 1024})
+      for (int64_t m : {1, 3, 17})
+        for (int64_t n : {1, 17, 40})
+          if (k % dtype_block_weights(type) == 0) cases.push_back({type, m, n, k});
+  for (const QuantCase& c : cases) {
+    SCOPED_TRACE(describe(c));
+    const Problem p = make_problem(c);
+    const std::vector<float> got = run(p, ComputeContext{1, best_isa()});
+    const int64_t block = activation_block(c.type);
+    for (int64_t m = 0; m < c.m; ++m) {
+      // The activations as the kernel sees them: quantized, then dequantized.
+      const float* x = p.x.data() + m * p.ldx;
+      std::vector<int8_t> q(c.k);
+      std::vector<float> scales(c.k / block), xq(c.k);
+      std::vector<int32_t> sums(c.k / 16);
+      quantize_activations(x, c.k, block, q.data(), scales.data(), sums.data());
+      for (int64_t i = 0; i < c.k; ++i) xq[i] = q[i] * scales[i / block];
+      for (int64_t n = 0; n < c.n; ++n) {
+        std::vector<float> w_row(c.k);
+        dequantize_packed_row(p.w(), n, w_row.data());
+        double magnitude = 0.0, activation_error = 0.0;
+        for (int64_t i = 0; i < c.k; ++i) {
+          magnitude += std::fabs(double(w_row[i]) * xq[i]);
+          activation_error += std::fabs(double(w_row[i])) * 0.5 * scales[i / block];
+        }
+        const double value = got[m * p.ldy + n];
+        // The kernel's own error: a few roundings per block and one per block addition.
+        const double kernel_bound = 1e-6 * (4.0 + double(c.k) / block) * magnitude + 1e-30;
+        EXPECT_NEAR(value, dot(w_row, xq.data(), c.k), kernel_bound) << "m=" << m << " n=" << n;
+        // Against the f32 activations: the activation quantization error on top.
+        EXPECT_NEAR(value, dot(w_row, x, c.k), kernel_bound + activation_error) << "m=" << m << " n=" << n;
+      }
+    }
+  }
+}
+
+TEST(QuantMatmul, BitIdenticalAcrossIsasThreadsAndRowsAlone) {
+  std::vector<QuantCase> cases;
+  for (DType type : kQuantTypes) {
+    const int64_t k = dtype_block_weights(type) == 32 ? 96 : 512;
+    cases.push_back({type, 1, 33, k});
+    cases.push_back({type, 17, 40, k, true});
+    cases.push_back({type, 70, 16, k, false, true});
+    cases.push_back({type, 5, 20, k, true, false, true});
+  }
+  for (const QuantCase& c : cases) {
+    SCOPED_TRACE(describe(c));
+    const Problem p = make_problem(c);
+    std::vector<float> first;
+    for (Isa isa : test::supported_isas()) {
+      for (int threads : {1, 2, 3}) {
+        const std::vector<float> got = run(p, ComputeContext{threads, isa});
+        if (first.empty()) first = got;
+        EXPECT_TRUE(same_bits(first, got)) << isa_name(isa) << " threads " << threads;
+      }
+    }
+    // Every row alone (a decode step) gives the bits it has in the batch (a prefill GEMM).
+    for (int64_t row = 0; row < c.m; ++row) {
+      const std::vector<float> alone = run(p, ComputeContext{1, best_isa()}, row);
+      EXPECT_EQ(0, std::memcmp(alone.data() + row * p.ldy, first.data() + row * p.ldy, c.n * 4))
+          << "row " << row;
+    }
+  }
+}
+
+TEST(QuantMatmul, RejectsRowsThatAreNotWholeBlocks) {
+  std::vector<uint8_t> tile(16 * 144, 0);
+  std::vector<float> x(288), y(16);
+  MatmulArgs a{x.data(), 288, 1, {tile.data(), DType::Q4_K, 16, 288}, nullptr, y.data(), 16};
+  EXPECT_THROW(matmul(ComputeContext{}, a), Error);
+}
+
+}  // namespace
+}  // namespace mb
