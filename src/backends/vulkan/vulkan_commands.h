@@ -46,6 +46,7 @@ class CommandSequence {
   // Submits the recording and waits for it; may be called again and again.
   void run();
 
+  Context& context() const { return context_; }
   uint32_t dispatch_count() const { return static_cast<uint32_t>(labels_.size()); }
   // Device time of each dispatch in the last run (empty without timestamp support).
   std::vector<DispatchTime> last_timings() const;
