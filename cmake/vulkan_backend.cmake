@@ -100,4 +100,6 @@ ${mb_registry_entries}  };
 set_source_files_properties(${mb_vulkan_sources} PROPERTIES COMPILE_OPTIONS -Wno-missing-field-initializers)
 target_sources(mambacpp_core PRIVATE ${mb_vulkan_sources} ${mb_embedded_sources} ${mb_spirv_dir}/spirv_registry.cc)
 target_link_libraries(mambacpp_core PUBLIC Vulkan::Vulkan)
-target_compile_definitions(mambacpp_core PUBLIC MB_HAVE_VULKAN=1)
+# Only the code that uses the library (the CLI, the tests) needs to know the backend exists; the
+# library's own objects stay the same with and without it.
+target_compile_definitions(mambacpp_core INTERFACE MB_HAVE_VULKAN=1)

@@ -1,6 +1,9 @@
 // The device layer: replayed command sequences, per-dispatch timestamps, clean errors for bad
 // requests, and the fma probe's verdict (the bitwise tests are only as good as that verdict).
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "backends/vulkan/vulkan_ops.h"
 #include "common/test_util.h"
@@ -23,6 +26,22 @@ TEST_F(VulkanDevice, ListsTheContextsDevice) {
   EXPECT_EQ(devices[ctx().info().index].name, ctx().info().name);
   EXPECT_GT(ctx().info().subgroup_size, 0u);
   EXPECT_GE(ctx().info().max_shared_memory_bytes, 16384u);  // the least Vulkan allows
+}
+
+TEST_F(VulkanDevice, CliListsTheDevices) {
+  const std::string out = test::make_temp_dir("vulkan_devices") + "/out.txt";
+  ASSERT_EQ(std::system((std::string(MB_CLI_PATH) + " devices >" + out).c_str()), 0);
+  std::FILE* file = std::fopen(out.c_str(), "r");
+  ASSERT_NE(file, nullptr);
+  std::string text(4096, '\0');
+  text.resize(std::fread(text.data(), 1, text.size(), file));
+  std::fclose(file);
+  EXPECT_NE(text.find("CPU: instruction set"), std::string::npos) << text;
+  EXPECT_NE(text.find("Vulkan device " + std::to_string(ctx().info().index) + ": " + ctx().info().name),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("subgroup size " + std::to_string(ctx().info().subgroup_size)), std::string::npos)
+      << text;
 }
 
 TEST_F(VulkanDevice, RecordedSequenceReplaysWithNewInputs) {
