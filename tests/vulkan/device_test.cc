@@ -102,6 +102,21 @@ TEST_F(VulkanDevice, BadRequestsThrowErrors) {
   EXPECT_THROW(vulkan::Context{options}, Error);
 }
 
+TEST_F(VulkanDevice, ValidationErrorsAreRecorded) {
+  if (!ctx().validation_enabled()) GTEST_SKIP() << "the validation layer is not installed";
+  // A buffer without usage flags is invalid (VUID-VkBufferCreateInfo-usage-requiredbitmask) but
+  // harmless to every driver; the layer must report it, or the other tests' checks mean nothing.
+  VkBufferCreateInfo create{};
+  create.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+  create.size = 16;
+  create.usage = 0;
+  VkBuffer buffer = VK_NULL_HANDLE;
+  if (vkCreateBuffer(ctx().device(), &create, nullptr, &buffer) == VK_SUCCESS)
+    vkDestroyBuffer(ctx().device(), buffer, nullptr);
+  EXPECT_FALSE(ctx().validation_errors().empty());
+  ctx().clear_validation_errors();  // expected here; TearDown fails on any that remain
+}
+
 TEST_F(VulkanDevice, FmaProbeVerdictIsHonest) {
   // The device's own fma(), whatever the probe said, against a fused fma on the host: if the
   // probe calls it fused, it must give fused bits on fresh inputs; if not, they must differ
