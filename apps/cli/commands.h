@@ -17,6 +17,7 @@ void add_generate(CLI::App& app);
 void add_run(CLI::App& app);
 void add_tokenize(CLI::App& app);
 void add_bench(CLI::App& app);
+void add_devices(CLI::App& app);
 void add_quantize(CLI::App& app);
 #ifdef MB_HAVE_SERVER
 void add_serve(CLI::App& app);

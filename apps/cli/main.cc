@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   mb::cli::add_run(app);
   mb::cli::add_tokenize(app);
   mb::cli::add_bench(app);
+  mb::cli::add_devices(app);
   mb::cli::add_quantize(app);
 #ifdef MB_HAVE_SERVER
   mb::cli::add_serve(app);

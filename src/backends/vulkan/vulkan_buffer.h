@@ -1,0 +1,47 @@
+// Device-local storage buffers, filled through host-visible staging buffers and read back the
+// same way. Transfers are synchronous: each one is submitted and waited for, so a buffer's
+// contents on the host side of the call are final when it returns.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace mb::vulkan {
+
+class Context;
+
+class Buffer {
+ public:
+  // A device-local storage buffer of `bytes` bytes (its contents undefined until written).
+  // Throws mb::Error when the device is out of memory or the size exceeds what one storage
+  // binding may span on this device.
+  Buffer(Context& context, uint64_t bytes);
+  ~Buffer();
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  VkBuffer handle() const { return buffer_; }
+  uint64_t bytes() const { return bytes_; }
+
+  // Host -> device and device -> host copies of `bytes` bytes at byte `offset` of the buffer.
+  void upload(const void* data, uint64_t bytes, uint64_t offset = 0);
+  void download(void* data, uint64_t bytes, uint64_t offset = 0) const;
+
+  // A buffer holding these floats, and all floats of a buffer.
+  static Buffer from_floats(Context& context, const std::vector<float>& values);
+  std::vector<float> to_floats() const;
+
+ private:
+  void release();
+
+  Context* context_ = nullptr;
+  VkBuffer buffer_ = VK_NULL_HANDLE;
+  VkDeviceMemory memory_ = VK_NULL_HANDLE;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace mb::vulkan

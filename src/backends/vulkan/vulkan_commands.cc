@@ -1,0 +1,150 @@
+#include "backends/vulkan/vulkan_commands.h"
+
+#include "backends/vulkan/vulkan_buffer.h"
+#include "core/error.h"
+
+namespace mb::vulkan {
+namespace {
+
+// Every earlier write (by a shader, a copy or the host) becomes visible to every later shader
+// access and copy. Ops are few and large, so one full barrier between them costs little.
+void full_barrier(VkCommandBuffer command_buffer) {
+  VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  barrier.srcAccessMask =
+      VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT;
+  barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                          VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
+                          VK_ACCESS_HOST_READ_BIT;
+  const VkPipelineStageFlags stages =
+      VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT;
+  vkCmdPipelineBarrier(command_buffer, stages, stages, 0, 1, &barrier, 0, nullptr, 0, nullptr);
+}
+
+}  // namespace
+
+CommandSequence::CommandSequence(Context& context, uint32_t max_dispatches)
+    : context_(context), max_dispatches_(max_dispatches > 0 ? max_dispatches : 1) {
+  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, max_dispatches_ * 16};
+  VkDescriptorPoolCreateInfo pool{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  pool.maxSets = max_dispatches_;
+  pool.poolSizeCount = 1;
+  pool.pPoolSizes = &size;
+  context.check(vkCreateDescriptorPool(context.device(), &pool, nullptr, &descriptor_pool_),
+                "descriptor pool creation");
+  try {
+    if (context.info().timestamps) {
+      VkQueryPoolCreateInfo queries{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+      queries.queryType = VK_QUERY_TYPE_TIMESTAMP;
+      queries.queryCount = 2 * max_dispatches_;
+      context.check(vkCreateQueryPool(context.device(), &queries, nullptr, &query_pool_),
+                    "query pool creation");
+    }
+    command_buffer_ = context.allocate_command_buffer();
+  } catch (...) {
+    if (query_pool_ != VK_NULL_HANDLE) vkDestroyQueryPool(context.device(), query_pool_, nullptr);
+    vkDestroyDescriptorPool(context.device(), descriptor_pool_, nullptr);
+    throw;
+  }
+}
+
+CommandSequence::~CommandSequence() {
+  context_.free_command_buffer(command_buffer_);
+  if (query_pool_ != VK_NULL_HANDLE) vkDestroyQueryPool(context_.device(), query_pool_, nullptr);
+  vkDestroyDescriptorPool(context_.device(), descriptor_pool_, nullptr);
+}
+
+void CommandSequence::begin() {
+  context_.check(vkResetCommandBuffer(command_buffer_, 0), "command buffer reset");
+  context_.check(vkResetDescriptorPool(context_.device(), descriptor_pool_, 0), "descriptor pool reset");
+  labels_.clear();
+  recorded_ = false;
+  ran_ = false;
+  VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  context_.check(vkBeginCommandBuffer(command_buffer_, &begin), "beginning a recording");
+  if (query_pool_ != VK_NULL_HANDLE)
+    vkCmdResetQueryPool(command_buffer_, query_pool_, 0, 2 * max_dispatches_);
+  recording_ = true;
+}
+
+void CommandSequence::dispatch(const KernelSpec& kernel, std::span<const Buffer* const> buffers,
+                               const void* push_constants, uint32_t push_constant_bytes,
+                               const uint32_t (&groups)[3], std::string label) {
+  MB_CHECK(recording_);
+  if (labels_.size() >= max_dispatches_)
+    throw Error("a Vulkan command sequence holds at most " + std::to_string(max_dispatches_) + " dispatches");
+  MB_CHECK(buffers.size() == kernel.bindings && push_constant_bytes == kernel.push_constant_bytes);
+  for (int axis = 0; axis < 3; ++axis)
+    if (groups[axis] > context_.limits().maxComputeWorkGroupCount[axis])
+      throw Error("Vulkan dispatch '" + label + "' needs " + std::to_string(groups[axis]) +
+                  " workgroups along an axis; the device allows " +
+                  std::to_string(context_.limits().maxComputeWorkGroupCount[axis]));
+  const Pipeline& pipeline = context_.pipeline(kernel);
+
+  VkDescriptorSetAllocateInfo allocate{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  allocate.descriptorPool = descriptor_pool_;
+  allocate.descriptorSetCount = 1;
+  allocate.pSetLayouts = &pipeline.set_layout;
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  context_.check(vkAllocateDescriptorSets(context_.device(), &allocate, &set), "descriptor set allocation");
+  std::vector<VkDescriptorBufferInfo> infos(buffers.size());
+  std::vector<VkWriteDescriptorSet> writes(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    MB_CHECK(buffers[i] != nullptr);
+    infos[i] = {buffers[i]->handle(), 0, VK_WHOLE_SIZE};
+    writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[i].dstSet = set;
+    writes[i].dstBinding = static_cast<uint32_t>(i);
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+  }
+  vkUpdateDescriptorSets(context_.device(), static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+
+  const uint32_t index = static_cast<uint32_t>(labels_.size());
+  full_barrier(command_buffer_);
+  if (query_pool_ != VK_NULL_HANDLE)
+    vkCmdWriteTimestamp(command_buffer_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, query_pool_, 2 * index);
+  vkCmdBindPipeline(command_buffer_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.pipeline);
+  vkCmdBindDescriptorSets(command_buffer_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout, 0, 1, &set, 0,
+                          nullptr);
+  if (push_constant_bytes > 0)
+    vkCmdPushConstants(command_buffer_, pipeline.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_constant_bytes,
+                       push_constants);
+  if (groups[0] > 0 && groups[1] > 0 && groups[2] > 0)
+    vkCmdDispatch(command_buffer_, groups[0], groups[1], groups[2]);
+  if (query_pool_ != VK_NULL_HANDLE)
+    vkCmdWriteTimestamp(command_buffer_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, query_pool_, 2 * index + 1);
+  labels_.push_back(std::move(label));
+}
+
+void CommandSequence::end() {
+  MB_CHECK(recording_);
+  full_barrier(command_buffer_);
+  context_.check(vkEndCommandBuffer(command_buffer_), "ending a recording");
+  recording_ = false;
+  recorded_ = true;
+}
+
+void CommandSequence::run() {
+  MB_CHECK(recorded_);
+  context_.submit_and_wait(command_buffer_);
+  ran_ = true;
+}
+
+std::vector<DispatchTime> CommandSequence::last_timings() const {
+  std::vector<DispatchTime> times;
+  if (query_pool_ == VK_NULL_HANDLE || !ran_ || labels_.empty()) return times;
+  std::vector<uint64_t> stamps(2 * labels_.size());
+  const VkResult result =
+      vkGetQueryPoolResults(context_.device(), query_pool_, 0, static_cast<uint32_t>(stamps.size()),
+                            stamps.size() * sizeof(uint64_t), stamps.data(), sizeof(uint64_t),
+                            VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+  if (result != VK_SUCCESS) return times;
+  const double ns_per_tick = context_.limits().timestampPeriod;
+  for (size_t i = 0; i < labels_.size(); ++i)
+    times.push_back(
+        {labels_[i], static_cast<double>(stamps[2 * i + 1] - stamps[2 * i]) * ns_per_tick * 1e-6});
+  return times;
+}
+
+}  // namespace mb::vulkan

@@ -1,0 +1,66 @@
+// A command buffer of compute dispatches, recorded once and run any number of times.
+//
+// A decode step is the same sequence of dispatches every token, only the buffers' contents
+// change; recording it once and replaying it saves the per-dispatch recording cost (the Vulkan
+// analogue of a replayed CUDA graph). Each dispatch gets its own descriptor set, filled at
+// record time, so the buffers it binds must outlive the recording. A full memory barrier
+// separates consecutive dispatches: every op may read what the previous ones wrote.
+//
+// When the queue supports timestamps, every run measures each dispatch's device time.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/vulkan/vulkan_context.h"
+
+namespace mb::vulkan {
+
+class Buffer;
+
+struct DispatchTime {
+  std::string label;
+  double milliseconds = 0.0;
+};
+
+class CommandSequence {
+ public:
+  // Room for up to `max_dispatches` dispatches per recording.
+  explicit CommandSequence(Context& context, uint32_t max_dispatches = 256);
+  ~CommandSequence();
+  CommandSequence(const CommandSequence&) = delete;
+  CommandSequence& operator=(const CommandSequence&) = delete;
+
+  // Starts a new recording (dropping the previous one).
+  void begin();
+  // Records one dispatch of `kernel` over `groups` workgroups; `buffers` bind to 0, 1, ...;
+  // `push_constants` holds exactly the kernel's push-constant bytes. Group counts above the
+  // device limit throw.
+  void dispatch(const KernelSpec& kernel, std::span<const Buffer* const> buffers, const void* push_constants,
+                uint32_t push_constant_bytes, const uint32_t (&groups)[3], std::string label);
+  void end();
+  // Submits the recording and waits for it; may be called again and again.
+  void run();
+
+  Context& context() const { return context_; }
+  uint32_t dispatch_count() const { return static_cast<uint32_t>(labels_.size()); }
+  // Device time of each dispatch in the last run (empty without timestamp support).
+  std::vector<DispatchTime> last_timings() const;
+
+ private:
+  Context& context_;
+  uint32_t max_dispatches_;
+  VkCommandBuffer command_buffer_ = VK_NULL_HANDLE;
+  VkDescriptorPool descriptor_pool_ = VK_NULL_HANDLE;
+  VkQueryPool query_pool_ = VK_NULL_HANDLE;
+  std::vector<std::string> labels_;
+  bool recording_ = false;
+  bool recorded_ = false;
+  bool ran_ = false;
+};
+
+}  // namespace mb::vulkan

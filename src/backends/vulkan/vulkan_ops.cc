@@ -1,0 +1,233 @@
+#include "backends/vulkan/vulkan_ops.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "core/error.h"
+#include "ops/causal_conv.h"
+#include "ops/matmul.h"
+#include "ops/selective_scan.h"
+
+namespace mb::vulkan {
+namespace {
+
+constexpr uint32_t kGroupWidth = 64;  // local_size_x of the one-dimensional shaders
+constexpr uint32_t kMatmulRows = 4;   // kRows of matmul.comp
+
+uint32_t ceil_div(uint64_t a, uint64_t b) {
+  return static_cast<uint32_t>((a + b - 1) / b);
+}
+
+// Push constants are 32-bit: every count, stride and offset must fit.
+uint32_t u32(int64_t value, const char* op, const char* name) {
+  if (value < 0 || value > std::numeric_limits<uint32_t>::max())
+    throw Error(std::string(op) + ": " + name + " = " + std::to_string(value) + " is out of range");
+  return static_cast<uint32_t>(value);
+}
+
+// Throws unless a [rows, cols] view with row stride ld from element `offset` lies inside the
+// buffer (elements of `element_bytes`). An empty view needs nothing.
+void require_view(const Buffer* buffer, uint64_t offset, int64_t rows, int64_t cols, int64_t ld,
+                  uint64_t element_bytes, const char* op, const char* name) {
+  if (buffer == nullptr) throw Error(std::string(op) + ": no buffer for " + name);
+  if (rows <= 0 || cols <= 0) return;
+  if (rows > 1 && ld < cols)
+    throw Error(std::string(op) + ": the row stride of " + name + " (" + std::to_string(ld) +
+                ") is below its width (" + std::to_string(cols) + ")");
+  const uint64_t end =
+      offset + static_cast<uint64_t>(rows - 1) * static_cast<uint64_t>(ld) + static_cast<uint64_t>(cols);
+  if (end * element_bytes > buffer->bytes())
+    throw Error(std::string(op) + ": " + name + " needs " + std::to_string(end * element_bytes) +
+                " bytes of a buffer of " + std::to_string(buffer->bytes()));
+}
+
+// Spreads `count` workgroups over x and y so neither exceeds the per-axis limit.
+void spread_groups(CommandSequence& sequence, uint64_t count, uint32_t (&groups)[3]) {
+  const uint64_t limit = sequence.context().limits().maxComputeWorkGroupCount[0];
+  groups[0] = static_cast<uint32_t>(std::min<uint64_t>(count, limit));
+  groups[1] = groups[0] > 0 ? ceil_div(count, groups[0]) : 0;
+  groups[2] = 1;
+}
+
+}  // namespace
+
+void record_matmul(CommandSequence& sequence, const GpuMatmulArgs& a) {
+  const char* op = "vulkan matmul";
+  if (a.m <= 0 || a.rows <= 0) return;
+  const uint64_t weight_bytes = a.dtype == DType::F32 ? 4 : 2;
+  const int64_t panels = (a.rows + kPanelWidth - 1) / kPanelWidth;
+  require_view(a.x, a.x_offset, a.m, a.cols, a.ldx, 4, op, "x");
+  require_view(a.w, a.w_offset, 1, panels * a.cols * kPanelWidth, 0, weight_bytes, op, "the packed weights");
+  if (a.bias != nullptr) require_view(a.bias, a.bias_offset, 1, a.rows, 0, 4, op, "bias");
+  require_view(a.y, a.y_offset, a.m, a.rows, a.ldy, 4, op, "y");
+  if (a.softplus && a.accumulate) throw Error("vulkan matmul: softplus cannot be combined with accumulate");
+  const struct {
+    uint32_t m, n, k, ldx, ldy, x_offset, y_offset, bias_offset, w_offset, dtype, has_bias, accumulate,
+        softplus;
+  } push{u32(a.m, op, "m"),
+         u32(a.rows, op, "rows"),
+         u32(a.cols, op, "cols"),
+         u32(a.ldx, op, "ldx"),
+         u32(a.ldy, op, "ldy"),
+         u32(static_cast<int64_t>(a.x_offset), op, "x_offset"),
+         u32(static_cast<int64_t>(a.y_offset), op, "y_offset"),
+         u32(static_cast<int64_t>(a.bias_offset), op, "bias_offset"),
+         u32(static_cast<int64_t>(a.w_offset), op, "w_offset"),
+         static_cast<uint32_t>(a.dtype == DType::F32    ? 0
+                               : a.dtype == DType::BF16 ? 1
+                                                        : 2),
+         a.bias != nullptr,
+         a.accumulate,
+         a.softplus};
+  static const KernelSpec kernel{"matmul", 4, sizeof push, {}};
+  const Buffer* bias = a.bias != nullptr ? a.bias : &sequence.context().placeholder_buffer();
+  const Buffer* buffers[] = {a.x, a.w, bias, a.y};
+  const uint32_t groups[3] = {static_cast<uint32_t>(panels), ceil_div(a.m, kMatmulRows), 1};
+  sequence.dispatch(
+      kernel, buffers, &push, sizeof push, groups,
+      "matmul " + std::to_string(a.m) + "x" + std::to_string(a.rows) + "x" + std::to_string(a.cols));
+}
+
+void record_rms_norm(CommandSequence& sequence, const GpuRmsNormArgs& a) {
+  const char* op = "vulkan rms_norm";
+  if (a.rows <= 0 || a.dim <= 0) return;
+  require_view(a.x, a.x_offset, a.rows, a.dim, a.ldx, 4, op, "x");
+  require_view(a.weight, a.weight_offset, 1, a.dim, 0, 4, op, "weight");
+  require_view(a.y, a.y_offset, a.rows, a.dim, a.ldy, 4, op, "y");
+  const struct {
+    uint32_t rows, dim, ldx, ldy, x_offset, y_offset, w_offset;
+    float eps;
+  } push{u32(a.rows, op, "rows"),
+         u32(a.dim, op, "dim"),
+         u32(a.ldx, op, "ldx"),
+         u32(a.ldy, op, "ldy"),
+         u32(static_cast<int64_t>(a.x_offset), op, "x_offset"),
+         u32(static_cast<int64_t>(a.y_offset), op, "y_offset"),
+         u32(static_cast<int64_t>(a.weight_offset), op, "weight_offset"),
+         a.eps};
+  static const KernelSpec kernel{"rms_norm", 3, sizeof push, {}};
+  const Buffer* buffers[] = {a.x, a.weight, a.y};
+  uint32_t groups[3];
+  spread_groups(sequence, static_cast<uint64_t>(a.rows), groups);
+  sequence.dispatch(kernel, buffers, &push, sizeof push, groups,
+                    "rms_norm " + std::to_string(a.rows) + "x" + std::to_string(a.dim));
+}
+
+void record_causal_conv_silu(CommandSequence& sequence, const GpuCausalConvArgs& a) {
+  const char* op = "vulkan causal_conv_silu";
+  if (a.kernel_size < 1 || a.kernel_size > kMaxConvKernel)
+    throw Error(std::string(op) + ": kernel size " + std::to_string(a.kernel_size) + " is outside 1.." +
+                std::to_string(kMaxConvKernel));
+  if (a.channels <= 0) return;
+  require_view(a.x, a.x_offset, a.length, a.channels, a.ldx, 4, op, "x");
+  require_view(a.weight, a.weight_offset, a.kernel_size, a.channels, a.channels, 4, op, "weight");
+  if (a.bias != nullptr) require_view(a.bias, a.bias_offset, 1, a.channels, 0, 4, op, "bias");
+  require_view(a.history, a.history_offset, a.kernel_size - 1, a.channels, a.channels, 4, op, "history");
+  require_view(a.y, a.y_offset, a.length, a.channels, a.ldy, 4, op, "y");
+  const struct {
+    uint32_t positions, channels, kernel_size, ldx, ldy, x_offset, y_offset, w_offset, bias_offset,
+        history_offset, has_bias;
+  } push{u32(a.length, op, "length"),
+         u32(a.channels, op, "channels"),
+         static_cast<uint32_t>(a.kernel_size),
+         u32(a.ldx, op, "ldx"),
+         u32(a.ldy, op, "ldy"),
+         u32(static_cast<int64_t>(a.x_offset), op, "x_offset"),
+         u32(static_cast<int64_t>(a.y_offset), op, "y_offset"),
+         u32(static_cast<int64_t>(a.weight_offset), op, "weight_offset"),
+         u32(static_cast<int64_t>(a.bias_offset), op, "bias_offset"),
+         u32(static_cast<int64_t>(a.history_offset), op, "history_offset"),
+         a.bias != nullptr};
+  static const KernelSpec kernel{"causal_conv", 5, sizeof push, {}};
+  const Buffer* bias = a.bias != nullptr ? a.bias : &sequence.context().placeholder_buffer();
+  const Buffer* buffers[] = {a.x, a.weight, bias, a.history, a.y};
+  const uint32_t groups[3] = {ceil_div(a.channels, kGroupWidth), 1, 1};
+  sequence.dispatch(kernel, buffers, &push, sizeof push, groups,
+                    "causal_conv " + std::to_string(a.length) + "x" + std::to_string(a.channels));
+}
+
+void record_selective_scan(CommandSequence& sequence, const GpuSelectiveScanArgs& a) {
+  const char* op = "vulkan selective_scan";
+  if (a.d_state < 1 || a.d_state > kMaxStateSize)
+    throw Error(std::string(op) + ": d_state " + std::to_string(a.d_state) + " is outside 1.." +
+                std::to_string(kMaxStateSize));
+  if (a.channels <= 0) return;
+  require_view(a.u, a.u_offset, a.length, a.channels, a.ldu, 4, op, "u");
+  require_view(a.dt, a.dt_offset, a.length, a.channels, a.lddt, 4, op, "dt");
+  require_view(a.bc, a.b_offset, a.length, a.d_state, a.ldbc, 4, op, "B");
+  require_view(a.bc, a.c_offset, a.length, a.d_state, a.ldbc, 4, op, "C");
+  if (a.z != nullptr) require_view(a.z, a.z_offset, a.length, a.channels, a.ldz, 4, op, "z");
+  require_view(a.a_base2, a.a_offset, a.d_state, a.channels, a.channels, 4, op, "a_base2");
+  require_view(a.d_skip, a.d_offset, 1, a.channels, 0, 4, op, "d_skip");
+  require_view(a.state, a.state_offset, a.d_state, a.channels, a.channels, 4, op, "state");
+  require_view(a.y, a.y_offset, a.length, a.channels, a.ldy, 4, op, "y");
+  const struct {
+    uint32_t positions, channels, d_state, ldu, lddt, ldbc, ldz, ldy;
+    uint32_t u_offset, dt_offset, b_offset, c_offset, z_offset, y_offset, a_offset, d_offset, state_offset;
+    uint32_t has_gate;
+  } push{u32(a.length, op, "length"),
+         u32(a.channels, op, "channels"),
+         u32(a.d_state, op, "d_state"),
+         u32(a.ldu, op, "ldu"),
+         u32(a.lddt, op, "lddt"),
+         u32(a.ldbc, op, "ldbc"),
+         u32(a.ldz, op, "ldz"),
+         u32(a.ldy, op, "ldy"),
+         u32(static_cast<int64_t>(a.u_offset), op, "u_offset"),
+         u32(static_cast<int64_t>(a.dt_offset), op, "dt_offset"),
+         u32(static_cast<int64_t>(a.b_offset), op, "b_offset"),
+         u32(static_cast<int64_t>(a.c_offset), op, "c_offset"),
+         u32(static_cast<int64_t>(a.z_offset), op, "z_offset"),
+         u32(static_cast<int64_t>(a.y_offset), op, "y_offset"),
+         u32(static_cast<int64_t>(a.a_offset), op, "a_offset"),
+         u32(static_cast<int64_t>(a.d_offset), op, "d_offset"),
+         u32(static_cast<int64_t>(a.state_offset), op, "state_offset"),
+         a.z != nullptr};
+  // The workgroup holds its channels' state in shared memory: as many channels (up to 16) as
+  // the device's shared memory allows, and up to 8 invocations per channel updating states in
+  // parallel (at most 128 invocations, the least any device supports).
+  const Context& context = sequence.context();
+  const uint32_t d_state = static_cast<uint32_t>(a.d_state);
+  const uint32_t channels_per_group =
+      std::clamp<uint32_t>(context.info().max_shared_memory_bytes / (4 * d_state), 1, 16);
+  const uint32_t state_lanes = std::min<uint32_t>(d_state, 8);
+  const KernelSpec kernel{
+      "selective_scan", 8, sizeof push, {channels_per_group, state_lanes, channels_per_group * d_state}};
+  const Buffer* z = a.z != nullptr ? a.z : &context.placeholder_buffer();
+  const Buffer* buffers[] = {a.u, a.dt, a.bc, z, a.a_base2, a.d_skip, a.state, a.y};
+  const uint32_t groups[3] = {ceil_div(a.channels, channels_per_group), 1, 1};
+  sequence.dispatch(kernel, buffers, &push, sizeof push, groups,
+                    "selective_scan " + std::to_string(a.length) + "x" + std::to_string(a.channels) + "x" +
+                        std::to_string(a.d_state));
+}
+
+void record_elementwise(CommandSequence& sequence, const GpuElementwiseArgs& a) {
+  const char* op = "vulkan elementwise";
+  if (a.rows <= 0 || a.cols <= 0) return;
+  require_view(a.a, a.a_offset, a.rows, a.cols, a.lda, 4, op, "a");
+  require_view(a.b, a.b_offset, a.rows, a.cols, a.ldb, 4, op, "b");
+  require_view(a.y, a.y_offset, a.rows, a.cols, a.ldy, 4, op, "y");
+  const struct {
+    uint32_t rows, cols, lda, ldb, ldy, a_offset, b_offset, y_offset, op;
+  } push{u32(a.rows, op, "rows"),
+         u32(a.cols, op, "cols"),
+         u32(a.lda, op, "lda"),
+         u32(a.ldb, op, "ldb"),
+         u32(a.ldy, op, "ldy"),
+         u32(static_cast<int64_t>(a.a_offset), op, "a_offset"),
+         u32(static_cast<int64_t>(a.b_offset), op, "b_offset"),
+         u32(static_cast<int64_t>(a.y_offset), op, "y_offset"),
+         static_cast<uint32_t>(a.op)};
+  static const KernelSpec kernel{"elementwise", 3, sizeof push, {}};
+  const Buffer* buffers[] = {a.a, a.b, a.y};
+  // Columns along x; rows along y, spilling into z past the per-axis limit.
+  const uint64_t row_limit = sequence.context().limits().maxComputeWorkGroupCount[1];
+  const uint32_t rows_y = static_cast<uint32_t>(std::min<uint64_t>(static_cast<uint64_t>(a.rows), row_limit));
+  const uint32_t groups[3] = {ceil_div(a.cols, kGroupWidth), rows_y, ceil_div(a.rows, rows_y)};
+  sequence.dispatch(kernel, buffers, &push, sizeof push, groups,
+                    std::string(a.op == ElementwiseOp::Add ? "add " : "silu_gate ") + std::to_string(a.rows) +
+                        "x" + std::to_string(a.cols));
+}
+
+}  // namespace mb::vulkan

@@ -1,0 +1,129 @@
+// The GPU counterparts of the CPU ops, recorded into a CommandSequence.
+//
+// Each takes views into device buffers (a buffer and an element offset, with row strides as the
+// CPU ops take pointers and strides) and records one dispatch. On a device with an exact fma
+// (Context::exact_fma) every op gives the CPU kernel's bits; see shaders/mb_math.glsl for how.
+// Arguments are checked on the host before anything is recorded: a view that would reach past
+// its buffer, or a shape the device cannot dispatch, throws mb::Error.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/vulkan/vulkan_buffer.h"
+#include "backends/vulkan/vulkan_commands.h"
+#include "core/dtype.h"
+
+namespace mb::vulkan {
+
+// y = x W^T (+ bias), then softplus or y += result: ops/matmul.h with W packed by pack_weights.
+struct GpuMatmulArgs {
+  const Buffer* x = nullptr;  // [m, ldx] floats from x_offset
+  uint64_t x_offset = 0;
+  int64_t ldx = 0;
+  int64_t m = 0;
+  const Buffer* w = nullptr;  // packed panels of `rows` x `cols` in `dtype`, from element w_offset
+  uint64_t w_offset = 0;      // in elements of dtype (even for bf16 and f16 is not required)
+  DType dtype = DType::F32;
+  int64_t rows = 0;              // N, outputs
+  int64_t cols = 0;              // K, inputs
+  const Buffer* bias = nullptr;  // [rows] floats from bias_offset, or null
+  uint64_t bias_offset = 0;
+  const Buffer* y = nullptr;  // [m, ldy] floats from y_offset
+  uint64_t y_offset = 0;
+  int64_t ldy = 0;
+  bool accumulate = false;
+  bool softplus = false;
+};
+
+// ops/rms_norm.h; y may be the same view as x (in place).
+struct GpuRmsNormArgs {
+  const Buffer* x = nullptr;  // [rows, ldx]
+  uint64_t x_offset = 0;
+  int64_t ldx = 0;
+  int64_t rows = 0;
+  int64_t dim = 0;
+  const Buffer* weight = nullptr;  // [dim]
+  uint64_t weight_offset = 0;
+  float eps = 1e-5f;
+  const Buffer* y = nullptr;  // [rows, ldy]
+  uint64_t y_offset = 0;
+  int64_t ldy = 0;
+};
+
+// ops/causal_conv.h for one sequence (history read and updated).
+struct GpuCausalConvArgs {
+  const Buffer* x = nullptr;  // [length, ldx]
+  uint64_t x_offset = 0;
+  int64_t ldx = 0;
+  int64_t length = 0;
+  int64_t channels = 0;
+  int kernel_size = 4;
+  const Buffer* weight = nullptr;  // [K, channels] tap-major
+  uint64_t weight_offset = 0;
+  const Buffer* bias = nullptr;  // [channels] or null
+  uint64_t bias_offset = 0;
+  const Buffer* history = nullptr;  // [K-1, channels]
+  uint64_t history_offset = 0;
+  const Buffer* y = nullptr;  // [length, ldy]
+  uint64_t y_offset = 0;
+  int64_t ldy = 0;
+};
+
+// ops/selective_scan.h for one sequence (state read and updated). B and C rows live in one
+// buffer (Mamba-1 keeps both in x_proj's output), at b_offset and c_offset with stride ldbc.
+struct GpuSelectiveScanArgs {
+  int64_t length = 0;
+  int64_t channels = 0;
+  int64_t d_state = 0;
+  const Buffer* u = nullptr;  // [length, ldu]
+  uint64_t u_offset = 0;
+  int64_t ldu = 0;
+  const Buffer* dt = nullptr;  // [length, lddt]
+  uint64_t dt_offset = 0;
+  int64_t lddt = 0;
+  const Buffer* bc = nullptr;  // B: [length, ldbc] from b_offset; C: [length, ldbc] from c_offset
+  uint64_t b_offset = 0;
+  uint64_t c_offset = 0;
+  int64_t ldbc = 0;
+  const Buffer* z = nullptr;  // [length, ldz] gate inputs, or null for no gate
+  uint64_t z_offset = 0;
+  int64_t ldz = 0;
+  const Buffer* a_base2 = nullptr;  // [d_state, channels]
+  uint64_t a_offset = 0;
+  const Buffer* d_skip = nullptr;  // [channels]
+  uint64_t d_offset = 0;
+  const Buffer* state = nullptr;  // [d_state, channels]
+  uint64_t state_offset = 0;
+  const Buffer* y = nullptr;  // [length, ldy]
+  uint64_t y_offset = 0;
+  int64_t ldy = 0;
+};
+
+enum class ElementwiseOp : uint32_t {
+  Add = 0,      // y = a + b (the residual add)
+  SiluGate = 1  // y = a * silu(b) (the gate y * silu(z))
+};
+
+// y may be the same view as a or b.
+struct GpuElementwiseArgs {
+  ElementwiseOp op = ElementwiseOp::Add;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const Buffer* a = nullptr;  // [rows, lda]
+  uint64_t a_offset = 0;
+  int64_t lda = 0;
+  const Buffer* b = nullptr;  // [rows, ldb]
+  uint64_t b_offset = 0;
+  int64_t ldb = 0;
+  const Buffer* y = nullptr;  // [rows, ldy]
+  uint64_t y_offset = 0;
+  int64_t ldy = 0;
+};
+
+void record_matmul(CommandSequence& sequence, const GpuMatmulArgs& args);
+void record_rms_norm(CommandSequence& sequence, const GpuRmsNormArgs& args);
+void record_causal_conv_silu(CommandSequence& sequence, const GpuCausalConvArgs& args);
+void record_selective_scan(CommandSequence& sequence, const GpuSelectiveScanArgs& args);
+void record_elementwise(CommandSequence& sequence, const GpuElementwiseArgs& args);
+
+}  // namespace mb::vulkan

@@ -1,0 +1,320 @@
+// Each GPU op against the CPU kernel (scalar instruction set, which every instruction set equals)
+// with memcmp, and against the double-precision reference within NMSE 1e-7, over awkward shapes.
+// The bitwise tier needs an exact fma on the device (Context::exact_fma); without it only the
+// tolerance tier runs, and the test says so.
+#include <algorithm>
+#include <cmath>
+#include <span>
+
+#include "backends/vulkan/vulkan_ops.h"
+#include "common/test_util.h"
+#include "io/safetensors.h"
+#include "ops/activations.h"
+#include "ops/causal_conv.h"
+#include "ops/matmul.h"
+#include "ops/rms_norm.h"
+#include "ops/selective_scan.h"
+#include "vulkan/vulkan_test_util.h"
+
+namespace mb {
+namespace {
+
+using test::random_floats;
+using vulkan::Buffer;
+
+const ComputeContext kScalar{1, Isa::Scalar};
+constexpr double kMaxNmse = 1e-7;
+
+class VulkanOps : public test::VulkanTest {
+ protected:
+  // Checks both tiers: NMSE against the reference, and the CPU kernel's bits where possible.
+  void expect_matches(const std::vector<float>& gpu, const std::vector<float>& cpu,
+                      const std::vector<float>& reference, const std::string& what) {
+    EXPECT_LE(test::nmse(gpu, reference), kMaxNmse) << what;
+    if (ctx().exact_fma()) {
+      const long diff = test::first_bit_difference(gpu, cpu);
+      EXPECT_EQ(diff, -1) << what << ": element " << diff << " gpu " << (diff >= 0 ? gpu[diff] : 0.0f)
+                          << " cpu " << (diff >= 0 ? cpu[diff] : 0.0f);
+    }
+  }
+  void run(const std::function<void(vulkan::CommandSequence&)>& record) {
+    vulkan::CommandSequence sequence(ctx(), 16);
+    sequence.begin();
+    record(sequence);
+    sequence.end();
+    sequence.run();
+  }
+};
+
+struct MatmulCase {
+  int64_t m, n, k;
+  DType dtype;
+  bool bias, accumulate, softplus;
+};
+
+TEST_F(VulkanOps, MatmulEqualsCpuOverShapesAndDtypes) {
+  std::vector<MatmulCase> cases;
+  for (int64_t k : {1, 7, 64, 777})
+    for (int64_t m : {1, 3, 17})
+      cases.push_back({m, k == 777 ? 70 : 130, k, k == 7 ? DType::BF16 : (k == 64 ? DType::F16 : DType::F32),
+                       m != 3, m == 17, m == 3});
+  cases.push_back({5, 64, 33, DType::BF16, true, true, false});
+  cases.push_back({2, 1, 9, DType::F16, true, false, true});
+  cases.push_back({4, 100, 48, DType::F32, true, false, true});
+  cases.push_back({3, 37, 16, DType::BF16, false, false, false});
+  for (const MatmulCase& c : cases) {
+    const std::string what = "m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
+                             " k=" + std::to_string(c.k) + " " + std::string(dtype_name(c.dtype)) +
+                             (c.bias ? " bias" : "") + (c.accumulate ? " accumulate" : "") +
+                             (c.softplus ? " softplus" : "");
+    const int64_t ldx = c.k + 2, ldy = c.n + 3;
+    const auto weights = encode_f32(random_floats(c.n * c.k, 1), c.dtype);
+    const std::vector<uint8_t> packed = pack_weights(weights.data(), c.dtype, c.n, c.k, c.dtype);
+    const auto x = random_floats(c.m * ldx, 2);
+    const auto bias = random_floats(c.n, 3);
+    const auto y0 = random_floats(c.m * ldy, 4);
+    MatmulArgs args{x.data(),
+                    ldx,
+                    c.m,
+                    {packed.data(), c.dtype, c.n, c.k},
+                    c.bias ? bias.data() : nullptr,
+                    nullptr,
+                    ldy,
+                    c.accumulate,
+                    c.softplus};
+    std::vector<float> cpu = y0, reference = y0;
+    args.y = cpu.data();
+    matmul(kScalar, args);
+    args.y = reference.data();
+    matmul_reference(args);
+
+    Buffer x_buffer = Buffer::from_floats(ctx(), x), bias_buffer = Buffer::from_floats(ctx(), bias),
+           y_buffer = Buffer::from_floats(ctx(), y0), w_buffer(ctx(), packed.size());
+    w_buffer.upload(packed.data(), packed.size());
+    run([&](vulkan::CommandSequence& s) {
+      vulkan::record_matmul(
+          s, {&x_buffer, 0, ldx, c.m, &w_buffer, 0, c.dtype, c.n, c.k, c.bias ? &bias_buffer : nullptr, 0,
+              &y_buffer, 0, ldy, c.accumulate, c.softplus});
+    });
+    expect_matches(y_buffer.to_floats(), cpu, reference, what);
+  }
+}
+
+TEST_F(VulkanOps, MatmulReadsViewsAtOffsets) {
+  // The model's operands are slices of larger buffers: x, W, bias and y at element offsets.
+  const int64_t m = 3, n = 70, k = 9, x_at = 5, y_at = 7, bias_at = 3;
+  const auto weights = encode_f32(random_floats(n * k, 21), DType::BF16);
+  const std::vector<uint8_t> packed = pack_weights(weights.data(), DType::BF16, n, k, DType::BF16);
+  const auto x = random_floats(x_at + m * k, 22), bias = random_floats(bias_at + n, 23);
+  std::vector<float> cpu(y_at + m * n, 0.0f);
+  matmul(kScalar, {x.data() + x_at,
+                   k,
+                   m,
+                   {packed.data(), DType::BF16, n, k},
+                   bias.data() + bias_at,
+                   cpu.data() + y_at,
+                   n});
+  // Weights start one bf16 element into their buffer (an odd offset inside a 32-bit word).
+  std::vector<uint8_t> shifted(2 + packed.size());
+  std::copy(packed.begin(), packed.end(), shifted.begin() + 2);
+  Buffer x_buffer = Buffer::from_floats(ctx(), x), bias_buffer = Buffer::from_floats(ctx(), bias),
+         y_buffer = Buffer::from_floats(ctx(), std::vector<float>(y_at + m * n, 0.0f)),
+         w_buffer(ctx(), shifted.size());
+  w_buffer.upload(shifted.data(), shifted.size());
+  run([&](vulkan::CommandSequence& s) {
+    vulkan::record_matmul(s, {&x_buffer, x_at, k, m, &w_buffer, 1, DType::BF16, n, k, &bias_buffer, bias_at,
+                              &y_buffer, y_at, n});
+  });
+  const auto got = y_buffer.to_floats();
+  EXPECT_LE(test::max_abs_diff(got, cpu), 1e-5 * (test::max_abs(cpu) + 1));
+  if (ctx().exact_fma()) {
+    EXPECT_TRUE(test::same_bits(got, cpu));
+  }
+}
+
+TEST_F(VulkanOps, RmsNormEqualsCpu) {
+  for (int64_t dim : {1, 7, 16, 17, 64, 777}) {
+    for (int64_t rows : {1, 3}) {
+      const std::string what = "dim=" + std::to_string(dim) + " rows=" + std::to_string(rows);
+      const int64_t ldx = dim + 1;
+      const auto x = random_floats(rows * ldx, 5, 3.0f), w = random_floats(dim, 6);
+      std::vector<float> cpu(rows * dim), reference(rows * dim);
+      RmsNormArgs args{x.data(), ldx, rows, dim, w.data(), 1e-5f, cpu.data(), dim};
+      rms_norm(kScalar, args);
+      args.y = reference.data();
+      rms_norm_reference(args);
+      Buffer x_buffer = Buffer::from_floats(ctx(), x), w_buffer = Buffer::from_floats(ctx(), w),
+             y_buffer(ctx(), rows * dim * sizeof(float));
+      run([&](vulkan::CommandSequence& s) {
+        vulkan::record_rms_norm(s, {&x_buffer, 0, ldx, rows, dim, &w_buffer, 0, 1e-5f, &y_buffer, 0, dim});
+      });
+      expect_matches(y_buffer.to_floats(), cpu, reference, what);
+
+      // In place, as FalconMamba normalizes parts of x_proj's output.
+      std::vector<float> in_place = x;
+      rms_norm(kScalar, {in_place.data(), ldx, rows, dim, w.data(), 1e-5f, in_place.data(), ldx});
+      run([&](vulkan::CommandSequence& s) {
+        vulkan::record_rms_norm(s, {&x_buffer, 0, ldx, rows, dim, &w_buffer, 0, 1e-5f, &x_buffer, 0, ldx});
+      });
+      if (ctx().exact_fma()) {
+        EXPECT_TRUE(test::same_bits(x_buffer.to_floats(), in_place)) << what << " in place";
+      }
+    }
+  }
+}
+
+TEST_F(VulkanOps, CausalConvEqualsCpuAndCarriesHistoryAcrossPieces) {
+  for (int64_t channels : {1, 37, 130}) {
+    for (int kernel : {1, 4}) {
+      for (int64_t length : {1, 5, 17}) {
+        const std::string what =
+            "C=" + std::to_string(channels) + " K=" + std::to_string(kernel) + " T=" + std::to_string(length);
+        const bool has_bias = channels != 37;
+        const int64_t ldx = 2 * channels;  // the x half of Mamba-1's xz rows
+        const auto x = random_floats(length * ldx, 7), w = random_floats(kernel * channels, 8),
+                   bias = random_floats(channels, 9), history0 = random_floats((kernel - 1) * channels, 10);
+        std::vector<float> cpu(length * channels), reference(length * channels);
+        std::vector<float> cpu_history = history0, reference_history = history0;
+        CausalConvArgs args{x.data(),
+                            ldx,
+                            length,
+                            channels,
+                            kernel,
+                            w.data(),
+                            has_bias ? bias.data() : nullptr,
+                            cpu_history.data(),
+                            cpu.data(),
+                            channels};
+        causal_conv_silu(kScalar, std::span(&args, 1));
+        args.history = reference_history.data();
+        args.y = reference.data();
+        causal_conv_silu_reference(args);
+
+        Buffer x_buffer = Buffer::from_floats(ctx(), x), w_buffer = Buffer::from_floats(ctx(), w),
+               bias_buffer = Buffer::from_floats(ctx(), bias),
+               y_buffer(ctx(), length * channels * sizeof(float));
+        // Whole sequence at once, then the same positions one piece of 2 at a time.
+        for (int64_t piece : {length, int64_t{2}}) {
+          Buffer history = Buffer::from_floats(ctx(), history0);
+          run([&](vulkan::CommandSequence& s) {
+            for (int64_t t0 = 0; t0 < length; t0 += piece)
+              vulkan::record_causal_conv_silu(
+                  s, {&x_buffer, static_cast<uint64_t>(t0 * ldx), ldx, std::min(piece, length - t0), channels,
+                      kernel, &w_buffer, 0, has_bias ? &bias_buffer : nullptr, 0, &history, 0, &y_buffer,
+                      static_cast<uint64_t>(t0 * channels), channels});
+          });
+          expect_matches(y_buffer.to_floats(), cpu, reference, what + " piece " + std::to_string(piece));
+          EXPECT_TRUE(test::same_bits(history.to_floats(), cpu_history)) << what;  // copies of inputs: exact
+        }
+      }
+    }
+  }
+}
+
+struct ScanData {
+  std::vector<float> u, dt, bc, z, a_base2, d_skip;
+};
+
+ScanData make_scan_data(int64_t length, int64_t channels, int64_t d_state) {
+  ScanData d;
+  d.u = random_floats(length * channels, 11);
+  d.dt = random_floats(length * channels, 12, 0.5f);
+  for (float& v : d.dt) v = std::fabs(v) + 1e-3f;
+  d.bc = random_floats(length * 2 * d_state, 13);
+  d.z = random_floats(length * channels, 14, 2.0f);
+  d.a_base2.resize(d_state * channels);
+  for (int64_t n = 0; n < d_state; ++n)
+    for (int64_t c = 0; c < channels; ++c) d.a_base2[n * channels + c] = -float(n + 1) * (1.0f + 0.01f * c);
+  d.d_skip = random_floats(channels, 15);
+  return d;
+}
+
+TEST_F(VulkanOps, SelectiveScanEqualsCpuOverStateSizes) {
+  for (int64_t d_state : {1, 16, 64}) {
+    for (int64_t channels : {1, 37}) {
+      for (int64_t length : {1, 7}) {
+        const bool gate = channels != 1;
+        const std::string what = "N=" + std::to_string(d_state) + " D=" + std::to_string(channels) +
+                                 " T=" + std::to_string(length) + (gate ? " gate" : "");
+        const ScanData d = make_scan_data(length, channels, d_state);
+        const auto state0 = random_floats(d_state * channels, 16);
+        std::vector<float> cpu(length * channels), reference(length * channels);
+        std::vector<float> cpu_state = state0, reference_state = state0;
+        SelectiveScanArgs args;
+        args.length = length;
+        args.channels = channels;
+        args.d_state = d_state;
+        args.u = d.u.data();
+        args.ldu = channels;
+        args.dt = d.dt.data();
+        args.lddt = channels;
+        args.b = d.bc.data();
+        args.c = d.bc.data() + d_state;
+        args.ldbc = 2 * d_state;
+        args.z = gate ? d.z.data() : nullptr;
+        args.ldz = channels;
+        args.a_base2 = d.a_base2.data();
+        args.d_skip = d.d_skip.data();
+        args.state = cpu_state.data();
+        args.y = cpu.data();
+        args.ldy = channels;
+        selective_scan(kScalar, std::span(&args, 1));
+        args.state = reference_state.data();
+        args.y = reference.data();
+        selective_scan_reference(args);
+
+        Buffer u = Buffer::from_floats(ctx(), d.u), dt = Buffer::from_floats(ctx(), d.dt),
+               bc = Buffer::from_floats(ctx(), d.bc), z = Buffer::from_floats(ctx(), d.z),
+               a_base2 = Buffer::from_floats(ctx(), d.a_base2), d_skip = Buffer::from_floats(ctx(), d.d_skip),
+               state = Buffer::from_floats(ctx(), state0), y(ctx(), length * channels * sizeof(float));
+        vulkan::GpuSelectiveScanArgs g;
+        g.length = length;
+        g.channels = channels;
+        g.d_state = d_state;
+        g.u = &u;
+        g.ldu = channels;
+        g.dt = &dt;
+        g.lddt = channels;
+        g.bc = &bc;
+        g.b_offset = 0;
+        g.c_offset = d_state;
+        g.ldbc = 2 * d_state;
+        g.z = gate ? &z : nullptr;
+        g.ldz = channels;
+        g.a_base2 = &a_base2;
+        g.d_skip = &d_skip;
+        g.state = &state;
+        g.y = &y;
+        g.ldy = channels;
+        run([&](vulkan::CommandSequence& s) { vulkan::record_selective_scan(s, g); });
+        expect_matches(y.to_floats(), cpu, reference, what);
+        expect_matches(state.to_floats(), cpu_state, reference_state, what + " state");
+      }
+    }
+  }
+}
+
+TEST_F(VulkanOps, ElementwiseAddAndGateEqualCpu) {
+  const int64_t rows = 3, cols = 77, ld = 80;
+  const auto a = random_floats(rows * ld, 31, 4.0f), b = random_floats(rows * ld, 32, 4.0f);
+  Buffer a_buffer = Buffer::from_floats(ctx(), a), b_buffer = Buffer::from_floats(ctx(), b),
+         y_buffer(ctx(), rows * cols * sizeof(float));
+  for (auto op : {vulkan::ElementwiseOp::Add, vulkan::ElementwiseOp::SiluGate}) {
+    std::vector<float> cpu(rows * cols), reference(rows * cols);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const float av = a[r * ld + c], bv = b[r * ld + c];
+        cpu[r * cols + c] = op == vulkan::ElementwiseOp::Add ? av + bv : av * silu_f32(bv);
+        reference[r * cols + c] = static_cast<float>(op == vulkan::ElementwiseOp::Add
+                                                         ? double(av) + bv
+                                                         : double(av) * (bv / (1.0 + std::exp(-double(bv)))));
+      }
+    run([&](vulkan::CommandSequence& s) {
+      vulkan::record_elementwise(s, {op, rows, cols, &a_buffer, 0, ld, &b_buffer, 0, ld, &y_buffer, 0, cols});
+    });
+    expect_matches(y_buffer.to_floats(), cpu, reference, op == vulkan::ElementwiseOp::Add ? "add" : "gate");
+  }
+}
+
+}  // namespace
+}  // namespace mb
