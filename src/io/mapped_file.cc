@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -41,6 +42,12 @@ MappedFile::~MappedFile() {
 }
 
 void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes) {
+  // The rename below replaces whatever `path` names. For a device or a pipe (say /dev/null, run
+  // as root) that would put a regular file in its place, so only regular files are replaced.
+  std::error_code status_error;
+  const auto status = std::filesystem::status(path, status_error);
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    throw Error("refusing to write '" + path + "': it exists and is not a regular file");
   const std::string temporary = path + ".tmp";
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);

@@ -8,8 +8,11 @@
 #include <fstream>
 #include <functional>
 
+#include <sys/stat.h>
+
 #include "common/test_util.h"
 #include "core/error.h"
+#include "io/mapped_file.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
 #include "model/config.h"
@@ -175,6 +178,29 @@ TEST(EmptyTensors, WriteAndReadBackWithoutTouchingNullPointers) {
   float value = 0;
   std::memcpy(&value, set.find("one")->data, 4);
   EXPECT_EQ(value, 2.5f);
+}
+
+// An output path naming a device or a pipe (as /dev/null does) must not be replaced by a
+// regular file: run as root, the atomic rename would otherwise destroy the device node.
+TEST(AtomicWrite, RefusesToReplaceWhatIsNotARegularFile) {
+  const std::string dir = test::make_temp_dir("atomic_write");
+  const std::string fifo = dir + "/pipe";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  try {
+    write_file_atomically(fifo, std::string("data"));
+    FAIL() << "no error for a FIFO";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+  EXPECT_FALSE(std::filesystem::exists(fifo + ".tmp"));
+  EXPECT_THROW(write_file_atomically(dir, std::string("data")), Error);
+  EXPECT_TRUE(std::filesystem::is_directory(dir));
+  const std::string file = dir + "/regular";
+  write_file_atomically(file, std::string("one"));
+  write_file_atomically(file, std::string("two"));
+  EXPECT_EQ(read_text_file(file), "two");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
