@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "engine/state_file.h"
+#include "io/binary_codec.h"
 #include "io/mapped_file.h"
 
 namespace mb {
@@ -13,24 +14,9 @@ constexpr char kMagic[8] = {'M', 'B', 'S', 'L', 'O', 'T', '0', '1'};
 constexpr uint32_t kVersion = 1;
 constexpr size_t kHeaderBytes = 8 + 4 + 8;  // magic, version, token count
 
-uint64_t checksum(const uint8_t* data, size_t size) {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < size; ++i) hash = (hash ^ data[i]) * 0x100000001b3ull;
-  return hash;
-}
-
-template <class T>
-void put(std::vector<uint8_t>& out, T value) {
-  const auto* bytes = reinterpret_cast<const uint8_t*>(&value);
-  out.insert(out.end(), bytes, bytes + sizeof value);
-}
-
-template <class T>
-T get(const uint8_t* at) {
-  T value;
-  std::memcpy(&value, at, sizeof value);
-  return value;
-}
+using binary::get;
+using binary::put;
+constexpr auto checksum = binary::fnv1a64;
 
 }  // namespace
 

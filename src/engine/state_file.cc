@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "io/binary_codec.h"
 #include "io/mapped_file.h"
 
 namespace mb {
@@ -12,29 +13,15 @@ constexpr char kMagic[8] = {'M', 'B', 'S', 'T', 'A', 'T', 'E', '1'};
 constexpr uint32_t kVersion = 1;
 constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8 + 8 + 8;
 
-uint64_t checksum(const uint8_t* data, size_t size) {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < size; ++i) hash = (hash ^ data[i]) * 0x100000001b3ull;
-  return hash;
-}
-
-template <class T>
-void put(std::vector<uint8_t>& out, T value) {
-  const auto* bytes = reinterpret_cast<const uint8_t*>(&value);
-  out.insert(out.end(), bytes, bytes + sizeof value);
-}
-
-template <class T>
-T get(const uint8_t* at) {
-  T value;
-  std::memcpy(&value, at, sizeof value);
-  return value;
-}
+using binary::get;
+using binary::put;
+constexpr auto checksum = binary::fnv1a64;
 
 }  // namespace
 
 std::vector<uint8_t> serialize_state(const Model& model, const SequenceState& state) {
-  if (state.values.size() != model.state_floats()) throw Error("state does not belong to this model (wrong size)");
+  if (state.values.size() != model.state_floats())
+    throw Error("state does not belong to this model (wrong size)");
   std::vector<uint8_t> out;
   out.reserve(kHeaderBytes + state.values.size() * 4 + 8);
   out.resize(8);
@@ -63,16 +50,19 @@ SequenceState parse_state(std::span<const uint8_t> bytes, const Model& model, co
   if (bytes.size() < kHeaderBytes + 8 || std::memcmp(bytes.data(), kMagic, 8) != 0)
     throw Error(where + " is not a mambacpp state file");
   const uint32_t version = get<uint32_t>(bytes.data() + 8);
-  if (version != kVersion) throw Error(where + " has format version " + std::to_string(version) + ", expected 1");
+  if (version != kVersion)
+    throw Error(where + " has format version " + std::to_string(version) + ", expected 1");
   const uint64_t fingerprint = get<uint64_t>(bytes.data() + 16);
   const uint64_t count = get<uint64_t>(bytes.data() + 24);
   const int64_t position = get<int64_t>(bytes.data() + 32);
-  if (get<uint32_t>(bytes.data() + 12) != static_cast<uint32_t>(model.config().arch) || fingerprint != model.fingerprint())
+  if (get<uint32_t>(bytes.data() + 12) != static_cast<uint32_t>(model.config().arch) ||
+      fingerprint != model.fingerprint())
     throw Error(where + " was saved from a different model");
   if (count != model.state_floats())
     throw Error(where + " holds " + std::to_string(count) + " state values but this model needs " +
                 std::to_string(model.state_floats()));
-  if (bytes.size() != kHeaderBytes + count * 4 + 8) throw Error(where + " is truncated or has trailing bytes");
+  if (bytes.size() != kHeaderBytes + count * 4 + 8)
+    throw Error(where + " is truncated or has trailing bytes");
   const size_t payload = kHeaderBytes + count * 4;
   if (checksum(bytes.data(), payload) != get<uint64_t>(bytes.data() + payload))
     throw Error(where + " is corrupted (checksum mismatch)");
