@@ -8,13 +8,13 @@
 // and log-probabilities it would get from Generator::generate alone on a fresh state, whatever
 // else is in flight and whatever part of its prompt came from the prefix cache.
 //
-// Prefix cache: every `cache_every` prompt tokens during prefill, and when a request ends, the
-// sequence's state goes into a PrefixStateCache under the tokens it has consumed. A request that
-// ends by max_tokens, a stop string or a cancellation first consumes its last generated token
-// (one state-only row in the next step, after the Done event went out), so that entry covers the
-// prompt plus every generated token: the prefix of the next turn of a conversation. A new request
-// resumes from the longest cached prefix of its prompt (keeping at least one token to prefill,
-// for its logits) and prefills only the rest.
+// Prefix cache: every `cache_every` prompt tokens during prefill, at the end of the prompt (the
+// prefix a chat's next turn re-renders) and when a request ends, the sequence's state goes into a
+// PrefixStateCache under the tokens it has consumed. A request that ends by max_tokens, a stop string or a
+// cancellation first consumes its last generated token (one state-only row in the next step, after the Done
+// event went out), so that entry covers the prompt plus every generated token: the prefix of the next turn of
+// a conversation. A new request resumes from the longest cached prefix of its prompt (keeping at least one
+// token to prefill, for its logits) and prefills only the rest.
 //
 // Threads: submit, cancel, metrics, save_prefix and restore_prefix may be called from any
 // thread. Only the scheduler thread (the one in start(), or the caller of step()) touches the

@@ -169,6 +169,10 @@ void Scheduler::Impl::after_forward(Sequence& seq, std::span<const float> logits
           cache.put(std::span(seq.history).first(static_cast<size_t>(position)), seq.state);
         return;
       }
+      // The whole prompt is cached too: the next turn of a chat re-renders this prompt as its
+      // prefix, while the generated reply usually re-tokenizes differently, so this entry is the
+      // one a follow-up turn resumes from.
+      cache.put(std::span(seq.history).first(static_cast<size_t>(position)), seq.state);
       seq.phase = Phase::Decode;
       if (seq.request.max_tokens == 0) {
         finish(seq, StopReason::MaxTokens);

@@ -219,6 +219,23 @@ TEST_P(SchedulerExactness, ResumedFromTheCacheEqualsGenerate) {
   EXPECT_GE(scheduler.metrics().cache_hits, 2u);
 }
 
+// A chat's next turn re-renders the previous prompt and a reply that usually tokenizes
+// differently from the generated ids: it resumes from the state cached at the end of the prompt.
+TEST_P(SchedulerExactness, AFollowUpResumesFromTheEndOfThePreviousPrompt) {
+  const TextModel& m = text_model();
+  Scheduler scheduler(*m.model, m.tokenizer.get(), kCtx, {});  // cache_every 512: no mid-prompt entry
+  const ServeRequest first = make_request(tokens(23, 6), 5, GetParam(), 4);
+  Collected first_got;
+  scheduler.submit(first, first_got.sink());
+  run_until_idle(scheduler);
+  const ServeRequest follow_up = make_request(concat(first.prompt, tokens(9, 7)), 6, GetParam(), 5);
+  Collected follow_up_got;
+  scheduler.submit(follow_up, follow_up_got.sink());
+  run_until_idle(scheduler);
+  expect_same(follow_up_got, reference_run(m, follow_up), "follow-up");
+  EXPECT_EQ(follow_up_got.done->cached_tokens, 23);
+}
+
 TEST_P(SchedulerExactness, ConcurrentRequestsArrivingAtDifferentStepsEqualGenerate) {
   const TextModel& m = text_model();
   SchedulerOptions options;
