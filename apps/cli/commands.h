@@ -17,6 +17,7 @@ void add_generate(CLI::App& app);
 void add_run(CLI::App& app);
 void add_tokenize(CLI::App& app);
 void add_bench(CLI::App& app);
+void add_quant_accuracy(CLI::App& app);
 
 // "1,2,3" -> ids; throws mb::Error naming the bad item.
 std::vector<int32_t> parse_token_list(const std::string& text);

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   mb::cli::add_run(app);
   mb::cli::add_tokenize(app);
   mb::cli::add_bench(app);
+  mb::cli::add_quant_accuracy(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
