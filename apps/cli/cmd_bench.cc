@@ -1,3 +1,4 @@
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -20,7 +21,8 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--prompt-len", args->options.prompt_len, "Prompt length")->capture_default_str();
   cmd->add_option("--gen-len", args->options.gen_len, "Tokens to decode")->capture_default_str();
   cmd->add_option("-t,--threads", args->threads, "Threads (0 = all cores)");
-  cmd->add_option("--dtype", args->dtype, "Weight storage: f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q6_k (default: as stored)");
+  cmd->add_option("--dtype", args->dtype,
+                  "Weight storage: f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q6_k (default: as stored)");
   cmd->add_option("--chunk", args->options.chunk, "Prefill chunk (0 = whole prompt)")->capture_default_str();
   cmd->add_option("--repeats", args->options.repeats, "Timed repeats (medians reported)")
       ->capture_default_str();
@@ -45,7 +47,11 @@ void add_bench(CLI::App& app) {
     check_flag_range("--ssd-chunk", o.ssd_chunk, 0, INT64_MAX, "0 = the config's chunk_size");
     args->options.scan = parse_scan_form(args->scan);
     const auto ctx = make_context(args->threads);
+    // Load time includes quantizing the matrices when --dtype asks for a quantized type.
+    const auto load_start = std::chrono::steady_clock::now();
     auto model = Model::load(args->model, make_load_options(args->dtype));
+    const double load_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
     const BenchResult r = run_benchmark(*model, ctx, args->options);
     nlohmann::json out = {{"model", args->model},
                           {"dtype", std::string(dtype_name(model->matrix_dtype()))},
@@ -60,7 +66,9 @@ void add_bench(CLI::App& app) {
                           {"decode_tok_s", r.decode_tok_s},
                           {"step_prefill_tok_s", r.step_prefill_tok_s},
                           {"step_tokens", r.step_tokens},
-                          {"prefill_speedup_vs_step", r.prefill_speedup}};
+                          {"prefill_speedup_vs_step", r.prefill_speedup},
+                          {"load_s", load_s},
+                          {"weight_bytes_per_token", model->matrix_bytes()}};
     if (args->options.profile) {
       nlohmann::json phases = nlohmann::json::object();
       const double total = r.prefill_phases.total();
@@ -80,8 +88,11 @@ void add_bench(CLI::App& app) {
     if (args->json) {
       std::printf("%s\n", out.dump().c_str());
     } else {
-      std::printf("prefill %.1f tok/s | decode %.2f tok/s | step-loop prefill %.2f tok/s | speedup %.1fx\n",
-                  r.prefill_tok_s, r.decode_tok_s, r.step_prefill_tok_s, r.prefill_speedup);
+      std::printf(
+          "prefill %.1f tok/s | decode %.2f tok/s | step-loop prefill %.2f tok/s | speedup %.1fx | "
+          "%s weights %.1f MB streamed per token | load %.2f s\n",
+          r.prefill_tok_s, r.decode_tok_s, r.step_prefill_tok_s, r.prefill_speedup,
+          std::string(dtype_name(model->matrix_dtype())).c_str(), model->matrix_bytes() / 1e6, load_s);
     }
   });
 }

@@ -78,7 +78,8 @@ void add_generate(CLI::App& app) {
   cmd->add_option("--tokens", args->tokens, "Comma-separated prompt token ids")->required();
   cmd->add_option("-n,--n-predict", args->n, "Tokens to generate")->capture_default_str();
   cmd->add_option("-t,--threads", args->threads, "Threads (0 = all cores)");
-  cmd->add_option("--dtype", args->dtype, "Weight storage: f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q6_k (default: as stored)");
+  cmd->add_option("--dtype", args->dtype,
+                  "Weight storage: f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q6_k (default: as stored)");
   add_sampling_flags(*cmd, args->sampling);
   cmd->callback([args] {
     GenerateRequest request;
@@ -119,7 +120,8 @@ void add_run(CLI::App& app) {
   prompt->excludes(prompt_file);
   cmd->add_option("-n,--n-predict", args->n, "Maximum tokens to generate")->capture_default_str();
   cmd->add_option("-t,--threads", args->threads, "Threads (0 = all cores)");
-  cmd->add_option("--dtype", args->dtype, "Weight storage: f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q6_k (default: as stored)");
+  cmd->add_option("--dtype", args->dtype,
+                  "Weight storage: f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q6_k (default: as stored)");
   add_sampling_flags(*cmd, args->sampling);
   cmd->callback([args] {
     check_flag_range("-n/--n-predict", args->n, 0, INT64_MAX);

@@ -20,7 +20,8 @@ void add_logits(CLI::App& app) {
   cmd->add_option("--out", args->out, "Output .npy (float32 [T, vocab] or [1, vocab])")->required();
   cmd->add_flag("--all-positions", args->all_positions, "Logits at every position instead of the last");
   cmd->add_option("-t,--threads", args->threads, "Threads (0 = all cores)");
-  cmd->add_option("--dtype", args->dtype, "Weight storage: f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q6_k (default: as stored)");
+  cmd->add_option("--dtype", args->dtype,
+                  "Weight storage: f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q6_k (default: as stored)");
   cmd->add_option("--mode", args->mode, "prefill (one batched pass) | step (one decode step per token)")
       ->capture_default_str();
   cmd->add_option("--chunk", args->chunk, "Prefill chunk in positions (0 = whole input)");

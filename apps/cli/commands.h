@@ -19,6 +19,7 @@ void add_tokenize(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_devices(CLI::App& app);
 void add_quantize(CLI::App& app);
+void add_quant_accuracy(CLI::App& app);
 #ifdef MB_HAVE_SERVER
 void add_serve(CLI::App& app);
 // Maps llama-server's "-np" to "--parallel" in the arguments of `serve` (CLI11 has no

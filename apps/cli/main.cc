@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   mb::cli::add_bench(app);
   mb::cli::add_devices(app);
   mb::cli::add_quantize(app);
+  mb::cli::add_quant_accuracy(app);
 #ifdef MB_HAVE_SERVER
   mb::cli::add_serve(app);
 #endif

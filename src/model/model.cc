@@ -121,6 +121,10 @@ WeightBinder& Model::bind_common(const ModelConfig& config, std::shared_ptr<cons
   return binder;
 }
 
+size_t Model::matrix_bytes() const {
+  return binder_->packed_matrix_bytes();
+}
+
 int64_t Model::output_width(OutputKind kind) const {
   switch (kind) {
     case OutputKind::None:

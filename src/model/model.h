@@ -112,6 +112,8 @@ class Model {
   const ModelConfig& config() const { return config_; }
   int64_t input_dim() const { return input_proj_.cols; }  // 0 when the checkpoint has no input projection
   DType matrix_dtype() const { return lm_head_.dtype; }
+  // Bytes of all packed weight matrices (LM head included): the weight traffic of a decode step.
+  size_t matrix_bytes() const;
   virtual size_t state_floats() const = 0;
   // Identifies the checkpoint (config and stored weight bytes, independent of the load dtype),
   // so saved states are never restored into a different model.

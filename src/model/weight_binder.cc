@@ -55,12 +55,14 @@ WeightMatrix WeightBinder::matrix(const std::string& name, int64_t rows, int64_t
   const StoredTensor& tensor = require(name, {rows, cols});
   const DType target = storable_dtype(matrix_dtype_.value_or(*tensor.dtype), cols);
   owned_bytes_.push_back(pack_weights(tensor.data, *tensor.dtype, rows, cols, target));
+  packed_matrix_bytes_ += owned_bytes_.back().size();
   return {owned_bytes_.back().data(), target, rows, cols};
 }
 
 WeightMatrix WeightBinder::packed_rows(const StoredTensor& tensor, int64_t rows) {
   const DType target = storable_dtype(matrix_dtype_.value_or(*tensor.dtype), tensor.shape[1]);
   owned_bytes_.push_back(pack_weights(tensor.data, *tensor.dtype, rows, tensor.shape[1], target));
+  packed_matrix_bytes_ += owned_bytes_.back().size();
   return {owned_bytes_.back().data(), target, rows, tensor.shape[1]};
 }
 
@@ -89,10 +91,15 @@ const StoredTensor& WeightBinder::quantized_rows(const StoredTensor& tensor) {
   if (!dtype_is_quantized(target) || target == *tensor.dtype) return tensor;
   const size_t source_row = dtype_row_bytes(*tensor.dtype, cols), target_row = dtype_row_bytes(target, cols);
   std::vector<uint8_t> bytes(static_cast<size_t>(rows) * target_row);
-  std::vector<float> row(static_cast<size_t>(cols));
-  for (int64_t n = 0; n < rows; ++n) {
-    dequantize_row(*tensor.dtype, tensor.data + n * source_row, cols, row.data());
-    quantize_row(target, row.data(), cols, bytes.data() + n * target_row);
+  // Independent rows: a parallel loop writes the same bytes.
+#pragma omp parallel
+  {
+    std::vector<float> row(static_cast<size_t>(cols));
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < rows; ++n) {
+      dequantize_row(*tensor.dtype, tensor.data + n * source_row, cols, row.data());
+      quantize_row(target, row.data(), cols, bytes.data() + n * target_row);
+    }
   }
   owned_bytes_.push_back(std::move(bytes));
   StoredTensor copy = tensor;

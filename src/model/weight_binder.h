@@ -45,6 +45,8 @@ class WeightBinder {
   const float* keep(std::vector<float> values);
 
   const std::set<std::string>& used() const { return used_; }
+  // Bytes of every packed matrix so far: what a decode step streams through the kernels.
+  size_t packed_matrix_bytes() const { return packed_matrix_bytes_; }
 
  private:
   const StoredTensor& require(const std::string& name, const std::vector<int64_t>& shape);
@@ -55,6 +57,7 @@ class WeightBinder {
   std::deque<std::vector<float>> owned_floats_;
   std::deque<StoredTensor> owned_tensors_;
   std::set<std::string> used_;
+  size_t packed_matrix_bytes_ = 0;
 };
 
 std::string shape_string(const std::vector<int64_t>& shape);

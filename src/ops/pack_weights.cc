@@ -28,10 +28,16 @@ std::vector<uint8_t> pack_weights(const void* source, DType source_dtype, int64_
     // Through f32, one row at a time: quantize (or round) a float row, or widen a quantized one.
     const size_t target_row = dtype_row_bytes(target_dtype, cols);
     std::vector<uint8_t> converted(static_cast<size_t>(rows) * target_row);
-    std::vector<float> row(static_cast<size_t>(cols));
-    for (int64_t n = 0; n < rows; ++n) {
-      dequantize_row(source_dtype, src + n * source_row, cols, row.data());
-      quantize_row(target_dtype, row.data(), cols, converted.data() + n * target_row);
+    // Rows are independent, so quantizing them in parallel (the K-quant search is slow) gives
+    // the same bytes.
+#pragma omp parallel
+    {
+      std::vector<float> row(static_cast<size_t>(cols));
+#pragma omp for schedule(static)
+      for (int64_t n = 0; n < rows; ++n) {
+        dequantize_row(source_dtype, src + n * source_row, cols, row.data());
+        quantize_row(target_dtype, row.data(), cols, converted.data() + n * target_row);
+      }
     }
     if (dtype_is_quantized(target_dtype)) return pack_quantized(converted.data(), target_dtype, rows, cols);
     return pack_weights(converted.data(), target_dtype, rows, cols, target_dtype);

@@ -2,6 +2,8 @@
 // generate, tokenize, run, and one-line errors with a non-zero exit for bad input.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <array>
 #include <cctype>
 #include <cstdio>
@@ -40,7 +42,8 @@ const std::string& cli_model() {
 
 TEST(Cli, LogitsFilesHaveTheRealVocabularyAndBothModesAgreeBitForBit) {
   const std::string dir = test::make_temp_dir("cli_logits");
-  const std::string base = "logits -m " + cli_model() + " --tokens 5,6,7,8,9 --all-positions --threads 2 --out ";
+  const std::string base =
+      "logits -m " + cli_model() + " --tokens 5,6,7,8,9 --all-positions --threads 2 --out ";
   ASSERT_EQ(run_cli(base + dir + "/prefill.npy").status, 0);
   ASSERT_EQ(run_cli(base + dir + "/step.npy --mode step").status, 0);
   ASSERT_EQ(run_cli(base + dir + "/chunked.npy --chunk 2").status, 0);
@@ -87,6 +90,32 @@ TEST(Cli, BadInputsGiveOneLineErrorsAndNonZeroExit) {
     EXPECT_NE(out.err.find(fragment), std::string::npos) << arguments << "\n" << out.err;
     EXPECT_EQ(std::count(out.err.begin(), out.err.end(), '\n'), 1) << arguments << "\n" << out.err;
   }
+}
+
+// d_model 32: rows of 32 and 64 are whole Q8_0 blocks (Q4_K falls back to Q8_0 for them).
+TEST(Cli, QuantizedDtypesLoadAndQuantAccuracyReportsTheirDistance) {
+  const Output same = run_cli("quant-accuracy -m " + cli_model() + " --dtype f32 --positions 20 --json");
+  ASSERT_EQ(same.status, 0) << same.err;
+  const auto exact = nlohmann::json::parse(same.out);
+  EXPECT_EQ(exact["max_logit_diff"].get<double>(), 0.0);
+  EXPECT_EQ(exact["top1_agreement"].get<double>(), 1.0);
+  const Output q8 = run_cli("quant-accuracy -m " + cli_model() + " --dtype q8_0 --positions 20 --json");
+  ASSERT_EQ(q8.status, 0) << q8.err;
+  const auto report = nlohmann::json::parse(q8.out);
+  EXPECT_EQ(report["dtype"], "q8_0");
+  EXPECT_GT(report["max_logit_diff"].get<double>(), 0.0);
+  EXPECT_LT(report["max_logit_diff"].get<double>(), 0.5);
+  EXPECT_GE(report["mean_kl"].get<double>(), 0.0);
+  EXPECT_GE(report["top1_agreement"].get<double>(), 0.5);
+  const Output bench =
+      run_cli("bench -m " + cli_model() + " --dtype q4_0 --prompt-len 8 --gen-len 2 --repeats 1 --json");
+  ASSERT_EQ(bench.status, 0) << bench.err;
+  const auto figures = nlohmann::json::parse(bench.out);
+  EXPECT_EQ(figures["dtype"], "q4_0");
+  EXPECT_GT(figures["weight_bytes_per_token"].get<double>(), 0.0);
+  const Output refused = run_cli("make-model --out " + test::make_temp_dir("cli_q") + "/m --dtype q4_0");
+  EXPECT_NE(refused.status, 0);
+  EXPECT_NE(refused.err.find("quantize at load"), std::string::npos) << refused.err;
 }
 
 TEST(Cli, EveryNumericFlagIsCheckedUnderTheNameTheUserTyped) {
@@ -193,14 +222,17 @@ TEST(Cli, TokenizeRoundTripsAndRunStreamsText) {
   EXPECT_NE(run.err.find("prefill:"), std::string::npos) << run.err;
   EXPECT_NE(run.err.find("decode:"), std::string::npos) << run.err;
   // The same seed gives the same text.
-  EXPECT_EQ(run_cli("run -m " + cli_model() + " -p 'Once upon a time' -n 12 --seed 4 --ignore-eos").out, run.out);
+  EXPECT_EQ(run_cli("run -m " + cli_model() + " -p 'Once upon a time' -n 12 --seed 4 --ignore-eos").out,
+            run.out);
 }
 
 TEST(Cli, StateFilesContinueAConversation) {
   const std::string dir = test::make_temp_dir("cli_state");
   const std::string m = " -m " + cli_model() + " --temp 0 ";
-  ASSERT_EQ(run_cli("generate" + m + "--tokens 4,5,6 -n 5 --ignore-eos --state-out " + dir + "/a.state").status, 0);
-  const Output continued = run_cli("generate" + m + "--tokens 7,8 -n 6 --ignore-eos --state-in " + dir + "/a.state");
+  ASSERT_EQ(
+      run_cli("generate" + m + "--tokens 4,5,6 -n 5 --ignore-eos --state-out " + dir + "/a.state").status, 0);
+  const Output continued =
+      run_cli("generate" + m + "--tokens 7,8 -n 6 --ignore-eos --state-in " + dir + "/a.state");
   ASSERT_EQ(continued.status, 0) << continued.err;
   const Output first = run_cli("generate" + m + "--tokens 4,5,6 -n 5 --ignore-eos");
   std::string ids = first.out.substr(0, first.out.find('\n'));
@@ -327,16 +359,20 @@ TEST(Cli, Mamba2FoldersOfBothLayoutsWorkWithEveryCommand) {
     SCOPED_TRACE(layout);
     const std::string model = dir + "/" + layout;
     const std::string format = layout == "hf" ? "safetensors" : "bin";
-    const Output made = run_cli("make-model --arch mamba2 --layout " + layout + " --format " + format + " --out " + model +
-                                " --d-model 32 --n-layer 2 --vocab 301 --d-state 16 --headdim 16 --ngroups 2"
-                                " --chunk-size 8 --seed 3");
+    const Output made =
+        run_cli("make-model --arch mamba2 --layout " + layout + " --format " + format + " --out " + model +
+                " --d-model 32 --n-layer 2 --vocab 301 --d-state 16 --headdim 16 --ngroups 2"
+                " --chunk-size 8 --seed 3");
     ASSERT_EQ(made.status, 0) << made.err;
     const std::string config = read_text_file(model + "/config.json");
-    EXPECT_NE(config.find(layout == "hf" ? "\"Mamba2ForCausalLM\"" : "\"Mamba2\""), std::string::npos) << config;
-    EXPECT_TRUE(std::filesystem::exists(model + (layout == "hf" ? "/model.safetensors" : "/pytorch_model.bin")));
+    EXPECT_NE(config.find(layout == "hf" ? "\"Mamba2ForCausalLM\"" : "\"Mamba2\""), std::string::npos)
+        << config;
+    EXPECT_TRUE(
+        std::filesystem::exists(model + (layout == "hf" ? "/model.safetensors" : "/pytorch_model.bin")));
 
     // Prefill, decode steps (all positions, and the last one alone) and the chunked form.
-    const std::string base = "logits -m " + model + " --tokens 5,6,7,8,9,10,11,12,13,14,15,16,17 --threads 2 --out ";
+    const std::string base =
+        "logits -m " + model + " --tokens 5,6,7,8,9,10,11,12,13,14,15,16,17 --threads 2 --out ";
     ASSERT_EQ(run_cli(base + dir + "/prefill.npy --all-positions").status, 0);
     ASSERT_EQ(run_cli(base + dir + "/step.npy --all-positions --mode step").status, 0);
     ASSERT_EQ(run_cli(base + dir + "/last_step.npy --mode step").status, 0);
@@ -361,7 +397,8 @@ TEST(Cli, Mamba2FoldersOfBothLayoutsWorkWithEveryCommand) {
     ASSERT_EQ(run.status, 0) << run.err;
     EXPECT_EQ(run.out.rfind("Once upon a time", 0), 0u) << run.out;
     for (const std::string scan : {"sequential", "chunked"}) {
-      const Output bench = run_cli("bench -m " + model + " --prompt-len 20 --gen-len 2 --repeats 1 --json --scan " + scan);
+      const Output bench =
+          run_cli("bench -m " + model + " --prompt-len 20 --gen-len 2 --repeats 1 --json --scan " + scan);
       ASSERT_EQ(bench.status, 0) << bench.err;
       EXPECT_NE(bench.out.find("\"scan\":\"" + scan + "\""), std::string::npos) << bench.out;
     }

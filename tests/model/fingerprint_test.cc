@@ -65,6 +65,10 @@ const Fingerprints kExpected = {
     {"matmul_bf16", 0xebd0c529d2035953ull},
     {"matmul_f16", 0xeabbefcefdd6636aull},
     {"matmul_f32", 0xa2e1b461eb46cfd7ull},
+    {"matmul_q4_0", 0xe80b1e177730be1bull},
+    {"matmul_q4_k", 0xf3ad96eeb27c1448ull},
+    {"matmul_q6_k", 0x650a9fb69f0622d8ull},
+    {"matmul_q8_0", 0x8a25906f01a74586ull},
     {"norms", 0x68ab757dda3c001aull},
 };
 
@@ -98,6 +102,27 @@ std::vector<float> run_matmuls(const ComputeContext& ctx, DType dtype) {
     args.ldy = n;
     args.accumulate = dtype == DType::BF16;
     args.softplus = dtype == DType::F32;
+    matmul(ctx, args);
+    all.insert(all.end(), y.begin(), y.end());
+  }
+  return all;
+}
+
+// Quantized weights (the rows quantized by quantize_row): 1 and 5 rows, K = 256 (whole blocks of
+// every format), 70 outputs (a partial panel), bias and softplus on 5 rows, accumulation on 1.
+std::vector<float> run_quant_matmuls(const ComputeContext& ctx, DType dtype) {
+  const int64_t n = 70, k = 256;
+  const auto w = random_floats(n * k, 11);
+  const auto bias = random_floats(n, 12);
+  const std::vector<uint8_t> packed = pack_weights(w.data(), DType::F32, n, k, dtype);
+  std::vector<float> all;
+  for (int64_t m : {1, 5}) {
+    const auto x = random_floats(m * k, 13 + m, 3.0f);
+    std::vector<float> y = random_floats(m * n, 14);
+    MatmulArgs args{x.data(), k, m, {packed.data(), dtype, n, k}, m == 5 ? bias.data() : nullptr,
+                    y.data(), n};
+    args.accumulate = m == 1;
+    args.softplus = m == 5;
     matmul(ctx, args);
     all.insert(all.end(), y.begin(), y.end());
   }
@@ -249,6 +274,8 @@ Fingerprints fingerprints(Isa isa) {
   out["matmul_f32"] = fnv1a(run_matmuls(ctx, DType::F32));
   out["matmul_bf16"] = fnv1a(run_matmuls(ctx, DType::BF16));
   out["matmul_f16"] = fnv1a(run_matmuls(ctx, DType::F16));
+  for (DType dtype : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K})
+    out["matmul_" + std::string(dtype_name(dtype))] = fnv1a(run_quant_matmuls(ctx, dtype));
   out["elementwise"] = fnv1a(run_elementwise(isa));
   out["norms"] = fnv1a(run_norms(ctx));
   out["conv_and_scan"] = fnv1a(run_conv_and_scan(ctx));
