@@ -10,6 +10,7 @@
 
 #include "engine/slot_file.h"
 #include "fuzz_support.h"
+#include "io/binary_codec.h"
 #include "model/model.h"
 
 namespace {
@@ -17,14 +18,8 @@ namespace {
 const mb::Model* model = nullptr;
 
 // Both checksums are FNV-1a over everything before them.
-uint64_t fnv1a(const uint8_t* data, size_t size) {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < size; ++i) hash = (hash ^ data[i]) * 0x100000001b3ull;
-  return hash;
-}
-
 void repair_checksum(std::vector<uint8_t>& bytes, size_t begin, size_t end) {
-  const uint64_t sum = fnv1a(bytes.data() + begin, end - 8 - begin);
+  const uint64_t sum = mb::binary::fnv1a64(bytes.data() + begin, end - 8 - begin);
   std::memcpy(bytes.data() + end - 8, &sum, 8);
 }
 
@@ -57,7 +52,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   mb::fuzz::expect_clean_refusal([&] {
     const mb::SlotFile slot = mb::load_slot_file(path, *model);
     bool tokens_ok = !slot.tokens.empty();
-    for (int32_t token : slot.tokens) tokens_ok = tokens_ok && token >= 0 && token < model->config().vocab_size;
+    for (int32_t token : slot.tokens)
+      tokens_ok = tokens_ok && token >= 0 && token < model->config().vocab_size;
     if (!tokens_ok || slot.state.values.size() != model->state_floats() ||
         slot.state.position != static_cast<int64_t>(slot.tokens.size())) {
       std::fprintf(stderr, "load_slot_file accepted %zu tokens with a state of %zu values at position %lld\n",

@@ -7,18 +7,12 @@
 
 #include "engine/state_file.h"
 #include "fuzz_support.h"
+#include "io/binary_codec.h"
 #include "model/model.h"
 
 namespace {
 
 const mb::Model* model = nullptr;
-
-// The state file's checksum: FNV-1a over everything before it.
-uint64_t fnv1a(const uint8_t* data, size_t size) {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < size; ++i) hash = (hash ^ data[i]) * 0x100000001b3ull;
-  return hash;
-}
 
 }  // namespace
 
@@ -34,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   std::vector<uint8_t> file(data + 1, data + size);
   if ((data[0] & 1) && file.size() >= 8) {
-    const uint64_t sum = fnv1a(file.data(), file.size() - 8);
+    const uint64_t sum = mb::binary::fnv1a64(file.data(), file.size() - 8);
     std::memcpy(file.data() + file.size() - 8, &sum, 8);
   }
   const std::string path = mb::fuzz::write_scratch_file("state.mbstate", file);
