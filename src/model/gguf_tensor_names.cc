@@ -51,39 +51,35 @@ uint32_t gguf_ggml_type(DType dtype) {
 
 const std::vector<GgufTensorRole>& gguf_tensor_roles(Architecture arch) {
   using K = GgufTensorKind;
-  static const std::vector<GgufTensorRole> mamba1 = {
-      {"token_embd.weight", "backbone.embeddings.weight", false, K::Embedding},
-      {"output_norm.weight", "backbone.norm_f.weight", false, K::FinalNorm},
-      {"output.weight", "lm_head.weight", false, K::LmHead},
-      {"attn_norm.weight", "norm.weight", true, K::Norm},
-      {"ssm_in.weight", "mixer.in_proj.weight", true, K::InProj},
-      {"ssm_in.bias", "mixer.in_proj.bias", true, K::InProjBias},
-      {"ssm_conv1d.weight", "mixer.conv1d.weight", true, K::Conv},
-      {"ssm_conv1d.bias", "mixer.conv1d.bias", true, K::ConvBias},
+  // Both architectures name the embedding, norms, projections, conv, A and D alike; Mamba-1
+  // adds x_proj and dt_proj, Mamba-2 the per-head dt bias and the gated norm.
+  const auto with_shared = [](std::initializer_list<GgufTensorRole> own) {
+    std::vector<GgufTensorRole> roles = {
+        {"token_embd.weight", "backbone.embeddings.weight", false, K::Embedding},
+        {"output_norm.weight", "backbone.norm_f.weight", false, K::FinalNorm},
+        {"output.weight", "lm_head.weight", false, K::LmHead},
+        {"attn_norm.weight", "norm.weight", true, K::Norm},
+        {"ssm_in.weight", "mixer.in_proj.weight", true, K::InProj},
+        {"ssm_in.bias", "mixer.in_proj.bias", true, K::InProjBias},
+        {"ssm_conv1d.weight", "mixer.conv1d.weight", true, K::Conv},
+        {"ssm_conv1d.bias", "mixer.conv1d.bias", true, K::ConvBias},
+        {"ssm_a", "mixer.A", true, K::A},
+        {"ssm_d", "mixer.D", true, K::D},
+        {"ssm_out.weight", "mixer.out_proj.weight", true, K::OutProj},
+        {"ssm_out.bias", "mixer.out_proj.bias", true, K::OutProjBias},
+    };
+    roles.insert(roles.end(), own.begin(), own.end());
+    return roles;
+  };
+  static const std::vector<GgufTensorRole> mamba1 = with_shared({
       {"ssm_x.weight", "mixer.x_proj.weight", true, K::XProj},
       {"ssm_dt.weight", "mixer.dt_proj.weight", true, K::DtProj},
       {"ssm_dt.bias", "mixer.dt_proj.bias", true, K::DtBias},
-      {"ssm_a", "mixer.A", true, K::A},
-      {"ssm_d", "mixer.D", true, K::D},
-      {"ssm_out.weight", "mixer.out_proj.weight", true, K::OutProj},
-      {"ssm_out.bias", "mixer.out_proj.bias", true, K::OutProjBias},
-  };
-  static const std::vector<GgufTensorRole> mamba2 = {
-      {"token_embd.weight", "backbone.embeddings.weight", false, K::Embedding},
-      {"output_norm.weight", "backbone.norm_f.weight", false, K::FinalNorm},
-      {"output.weight", "lm_head.weight", false, K::LmHead},
-      {"attn_norm.weight", "norm.weight", true, K::Norm},
-      {"ssm_in.weight", "mixer.in_proj.weight", true, K::InProj},
-      {"ssm_in.bias", "mixer.in_proj.bias", true, K::InProjBias},
-      {"ssm_conv1d.weight", "mixer.conv1d.weight", true, K::Conv},
-      {"ssm_conv1d.bias", "mixer.conv1d.bias", true, K::ConvBias},
+  });
+  static const std::vector<GgufTensorRole> mamba2 = with_shared({
       {"ssm_dt.bias", "mixer.dt_bias", true, K::DtBias},
-      {"ssm_a", "mixer.A", true, K::A},
-      {"ssm_d", "mixer.D", true, K::D},
       {"ssm_norm.weight", "mixer.norm.weight", true, K::GateNorm},
-      {"ssm_out.weight", "mixer.out_proj.weight", true, K::OutProj},
-      {"ssm_out.bias", "mixer.out_proj.bias", true, K::OutProjBias},
-  };
+  });
   switch (arch) {
     case Architecture::Mamba1:
       return mamba1;

@@ -542,42 +542,48 @@ json models_response(const std::string& model_id, int64_t created, int64_t max_c
 
 std::string prometheus_metrics(const SchedulerMetrics& m, const HttpCounters& c) {
   std::string out;
-  const auto metric = [&](const char* name, const char* type, const char* help, double value) {
-    char number[64];
-    std::snprintf(number, sizeof number, "%.17g", value);
-    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
-           number + "\n";
+  struct Metric {
+    const char* name;
+    const char* type;
+    const char* help;
+    uint64_t value;
   };
-  metric("mambacpp_http_requests_total", "counter", "Generation requests received over HTTP.",
-         static_cast<double>(c.requests_total));
-  metric("mambacpp_http_requests_rejected_total", "counter", "Requests refused before queueing (4xx).",
-         static_cast<double>(c.requests_rejected));
-  metric("mambacpp_http_unauthorized_total", "counter", "Requests refused for a missing or wrong API key.",
-         static_cast<double>(c.requests_unauthorized));
-  metric("mambacpp_http_queue_full_total", "counter", "Requests refused with 503 because the queue was full.",
-         static_cast<double>(c.queue_full));
-  metric("mambacpp_http_client_disconnects_total", "counter",
-         "Streams whose client went away before the end.", static_cast<double>(c.client_disconnects));
-  metric("mambacpp_requests_submitted_total", "counter", "Requests accepted by the scheduler.",
-         static_cast<double>(m.requests_submitted));
-  metric("mambacpp_requests_finished_total", "counter", "Requests that ran to completion.",
-         static_cast<double>(m.requests_finished));
-  metric("mambacpp_requests_cancelled_total", "counter", "Requests cancelled (client gone or shutdown).",
-         static_cast<double>(m.requests_cancelled));
-  metric("mambacpp_requests_failed_total", "counter", "Requests that ended with an error.",
-         static_cast<double>(m.requests_failed));
-  metric("mambacpp_prompt_tokens_total", "counter", "Prompt tokens of all requests.",
-         static_cast<double>(m.prompt_tokens));
-  metric("mambacpp_prompt_tokens_cached_total", "counter", "Prompt tokens served from the prefix cache.",
-         static_cast<double>(m.cached_prompt_tokens));
-  metric("mambacpp_generated_tokens_total", "counter", "Tokens generated.",
-         static_cast<double>(m.generated_tokens));
-  metric("mambacpp_queue_depth", "gauge", "Requests waiting for a slot.", static_cast<double>(m.waiting));
-  metric("mambacpp_active_requests", "gauge", "Requests holding a slot.", static_cast<double>(m.active));
-  metric("mambacpp_prefix_cache_entries", "gauge", "States in the prefix cache.",
-         static_cast<double>(m.cache_entries));
-  metric("mambacpp_prefix_cache_bytes", "gauge", "Bytes held by the prefix cache.",
-         static_cast<double>(m.cache_bytes));
+  const Metric metrics[] = {
+      {"mambacpp_http_requests_total", "counter", "Generation requests received over HTTP.",
+       c.requests_total},
+      {"mambacpp_http_requests_rejected_total", "counter", "Requests refused before queueing (4xx).",
+       c.requests_rejected},
+      {"mambacpp_http_unauthorized_total", "counter", "Requests refused for a missing or wrong API key.",
+       c.requests_unauthorized},
+      {"mambacpp_http_queue_full_total", "counter", "Requests refused with 503 because the queue was full.",
+       c.queue_full},
+      {"mambacpp_http_client_disconnects_total", "counter", "Streams whose client went away before the end.",
+       c.client_disconnects},
+      {"mambacpp_requests_submitted_total", "counter", "Requests accepted by the scheduler.",
+       m.requests_submitted},
+      {"mambacpp_requests_finished_total", "counter", "Requests that ran to completion.",
+       m.requests_finished},
+      {"mambacpp_requests_cancelled_total", "counter", "Requests cancelled (client gone or shutdown).",
+       m.requests_cancelled},
+      {"mambacpp_requests_failed_total", "counter", "Requests that ended with an error.", m.requests_failed},
+      {"mambacpp_prompt_tokens_total", "counter", "Prompt tokens of all requests.", m.prompt_tokens},
+      {"mambacpp_prompt_tokens_cached_total", "counter", "Prompt tokens served from the prefix cache.",
+       m.cached_prompt_tokens},
+      {"mambacpp_generated_tokens_total", "counter", "Tokens generated.", m.generated_tokens},
+      {"mambacpp_queue_depth", "gauge", "Requests waiting for a slot.", m.waiting},
+      {"mambacpp_active_requests", "gauge", "Requests holding a slot.", m.active},
+      {"mambacpp_prefix_cache_entries", "gauge", "States in the prefix cache.", m.cache_entries},
+      {"mambacpp_prefix_cache_bytes", "gauge", "Bytes held by the prefix cache.", m.cache_bytes},
+      {"mambacpp_prefix_cache_hits_total", "counter", "Prefix-cache lookups that found a cached state.",
+       m.cache_hits},
+      {"mambacpp_prefix_cache_misses_total", "counter", "Prefix-cache lookups that found none.",
+       m.cache_misses},
+      {"mambacpp_step_rows_total", "counter", "Positions run by all scheduler steps (prefill and decode).",
+       m.step_rows},
+  };
+  for (const Metric& metric : metrics)
+    out += std::string("# HELP ") + metric.name + " " + metric.help + "\n# TYPE " + metric.name + " " +
+           metric.type + "\n" + metric.name + " " + std::to_string(metric.value) + "\n";
   out +=
       "# HELP mambacpp_step_seconds Duration of scheduler steps (recent steps for the quantiles).\n"
       "# TYPE mambacpp_step_seconds summary\n";

@@ -53,6 +53,17 @@ inline std::vector<Isa> supported_isas() {
   return isas;
 }
 
+// True when the tests run under an instruction-set emulator (the AArch64 cross build under
+// qemu-user, some 20-50x slower than native). Sweeps that exist for coverage of lengths rather
+// than of kernels take a sample of their range there; native runs always take all of it.
+inline bool under_emulator() {
+#ifdef MB_TESTS_UNDER_EMULATOR
+  return true;
+#else
+  return false;
+#endif
+}
+
 // A fresh temporary directory under the system temp dir.
 std::string make_temp_dir(const std::string& tag);
 
