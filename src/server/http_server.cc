@@ -278,13 +278,35 @@ void HttpServer::handle_generation(ApiKind kind, const std::string& body, httpli
                 static_cast<unsigned long long>(next_seed()));
   auto formatter = std::make_shared<ResponseFormatter>(request, *model_.tokenizer, id_text, unix_now());
 
-  if (!request.stream) {
-    // The client of a plain request is not watched while it waits: the request runs to its end.
-    while (!formatter->finished())
-      for (const ServeEvent& event : stream->take(kStreamPoll)) formatter->collect(event);
+  // A failed write or a socket found closed means the client is gone: the provider returns false,
+  // httplib closes the connection and calls the releaser, which cancels the request so its slot
+  // is free at the next step.
+  const auto release = [this, stream, formatter, id, finish](bool) {
     stream->abandon();
+    if (!formatter->finished()) {
+      model_.scheduler->cancel(id);
+      count(&HttpCounters::client_disconnects);
+    }
     finish();
-    send_json(res, formatter->response());
+  };
+
+  if (!request.stream) {
+    // A plain request writes its body once, at the end; until then its connection is watched, so
+    // a client that hangs up while it waits frees its slot as a streaming one does. The body goes
+    // out chunked because its length is unknown when the headers are sent.
+    res.set_chunked_content_provider(
+        kJson,
+        [formatter, stream](size_t, httplib::DataSink& sink) {
+          while (!formatter->finished()) {
+            for (const ServeEvent& event : stream->take(kStreamPoll)) formatter->collect(event);
+            if (!formatter->finished() && !sink.is_writable()) return false;
+          }
+          const std::string body = formatter->response().dump(-1, ' ', false, json::error_handler_t::replace);
+          if (!sink.write(body.data(), body.size())) return false;
+          sink.done();
+          return true;
+        },
+        release);
     return;
   }
 
@@ -292,7 +314,7 @@ void HttpServer::handle_generation(ApiKind kind, const std::string& body, httpli
   auto prelude_sent = std::make_shared<bool>(false);
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, stream, formatter, prelude_sent, id](size_t, httplib::DataSink& sink) {
+      [stream, formatter, prelude_sent](size_t, httplib::DataSink& sink) {
         const auto write = [&](const std::string& text) {
           return text.empty() || sink.write(text.data(), text.size());
         };
@@ -300,8 +322,7 @@ void HttpServer::handle_generation(ApiKind kind, const std::string& body, httpli
           *prelude_sent = true;
           if (!write(formatter->stream_prelude())) return false;
         }
-        // Runs until the request ends or the client goes; a failed write means the connection
-        // is gone, and returning false makes httplib close it and call the releaser below.
+        // Runs until the request ends or the client goes.
         while (!formatter->finished()) {
           const std::vector<ServeEvent> events = stream->take(kStreamPoll);
           if (events.empty() && !sink.is_writable()) return false;
@@ -311,14 +332,7 @@ void HttpServer::handle_generation(ApiKind kind, const std::string& body, httpli
         sink.done();
         return true;
       },
-      [this, stream, formatter, id, finish](bool) {
-        stream->abandon();
-        if (!formatter->finished()) {
-          model_.scheduler->cancel(id);
-          count(&HttpCounters::client_disconnects);
-        }
-        finish();
-      });
+      release);
 }
 
 void HttpServer::bind() {

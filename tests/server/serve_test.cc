@@ -320,6 +320,29 @@ TEST(Serve, ADisconnectedClientFreesItsSlotAndAFullQueueIs503) {
   EXPECT_EQ(server.terminate(), 0);
 }
 
+TEST(Serve, AClientThatHangsUpOnAPlainRequestFreesItsSlot) {
+  ServerProcess server(server_test_model(), "-t 1 -np 1");
+  ASSERT_GT(server.port(), 0);
+  {
+    // The only slot runs a request without end; its client stops waiting after a second.
+    httplib::Client impatient = client_for(server);
+    impatient.set_read_timeout(1, 0);
+    json endless = kEndless;
+    endless.erase("stream");
+    const auto res = impatient.Post("/v1/completions", endless.dump(), "application/json");
+    EXPECT_FALSE(res && res->body.find("choices") != std::string::npos);
+  }
+  // The slot is free again: a new request completes.
+  httplib::Client client = client_for(server);
+  const json done =
+      post_json(client, "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 4}, {"ignore_eos", true}});
+  EXPECT_EQ(done["usage"]["completion_tokens"], 4);
+  const std::string metrics = client.Get("/metrics")->body;
+  EXPECT_NE(metrics.find("mambacpp_http_client_disconnects_total 1\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("mambacpp_requests_cancelled_total 1\n"), std::string::npos) << metrics;
+  EXPECT_EQ(server.terminate(), 0);
+}
+
 TEST(Serve, SigtermFinishesTheStreamsInFlightAndExitsZero) {
   ServerProcess server(server_test_model(), "-t 1 -np 2");
   ASSERT_GT(server.port(), 0);
