@@ -56,16 +56,20 @@ class Client:
         connection.close()
         return first, time.perf_counter() - start, usage
 
-    def step_quantiles(self):
+    def metrics(self):
+        """The server's /metrics: step quantiles by quantile, and every plain counter by name."""
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
         connection.request("GET", "/metrics")
         text = connection.getresponse().read().decode()
         connection.close()
-        values = {}
+        quantiles, counters = {}, {}
         for line in text.splitlines():
             if line.startswith("mambacpp_step_seconds{quantile="):
-                values[line.split('"')[1]] = float(line.split()[-1])
-        return values
+                quantiles[line.split('"')[1]] = float(line.split()[-1])
+            elif line and not line.startswith("#") and "{" not in line:
+                name, value = line.split()
+                counters[name] = float(value)
+        return quantiles, counters
 
 
 def throughput(client, streams, tokens):
@@ -85,6 +89,7 @@ def throughput(client, streams, tokens):
             ends.append(begin + total)
             counts.append(usage["completion_tokens"])
 
+    _, before = client.metrics()
     threads = [threading.Thread(target=one, args=(i,)) for i in range(streams)]
     for thread in threads:
         thread.start()
@@ -93,9 +98,17 @@ def throughput(client, streams, tokens):
     # Decode throughput: tokens after each stream's first, over the time from the first stream's
     # first token to the last stream's end (prefill of the short prompts is left out).
     decode_seconds = max(ends) - min(firsts)
+    quantiles, after = client.metrics()
+    wall = max(ends) - min(starts)
+    steps = after["mambacpp_step_seconds_count"] - before["mambacpp_step_seconds_count"]
+    busy = after["mambacpp_step_seconds_sum"] - before["mambacpp_step_seconds_sum"]
+    rows = after["mambacpp_step_rows_total"] - before["mambacpp_step_rows_total"]
+    # busy_share: the part of the wall time the scheduler spent in forward steps (the rest is
+    # HTTP, tokenization, streaming and the clients, which share the machine).
     return {"streams": streams, "tokens": sum(counts),
             "aggregate_decode_tok_s": (sum(counts) - streams) / decode_seconds,
-            "wall_s": max(ends) - min(starts), "step_seconds": client.step_quantiles()}
+            "wall_s": wall, "steps": steps, "rows_per_step": rows / max(steps, 1),
+            "busy_share": busy / wall, "step_seconds": quantiles}
 
 
 def conversation(client, context_tokens, nonce):
@@ -155,7 +168,8 @@ def main():
             q = row["step_seconds"]
             print(f"{streams:3d} streams: {row['aggregate_decode_tok_s']:9.1f} tok/s aggregate decode "
                   f"({row['tokens']} tokens, {row['wall_s']:.2f} s); step p50 {q.get('0.5', 0) * 1e3:.2f} ms, "
-                  f"p99 {q.get('0.99', 0) * 1e3:.2f} ms", flush=True)
+                  f"p99 {q.get('0.99', 0) * 1e3:.2f} ms; {row['steps']:.0f} steps of {row['rows_per_step']:.1f} rows, "
+                  f"busy {row['busy_share'] * 100:.0f} %", flush=True)
     results["follow_up"] = follow_up_ttft(client, args.context, args.repeats)
     if args.json:
         json.dump(results, sys.stdout, indent=1)
