@@ -53,7 +53,7 @@ void add_make_model(CLI::App& app) {
     (*sizes)[flag] = cmd->add_option(flag, value, help);
   };
   cmd->add_option("--out", args->out, "Output folder")->required();
-  cmd->add_option("--preset", args->preset, "tiny | 130m")->capture_default_str();
+  cmd->add_option("--preset", args->preset, "tiny | 130m | 370m")->capture_default_str();
   size_option("--d-model", args->d_model, "Model width");
   size_option("--n-layer", args->n_layer, "Number of layers");
   size_option("--vocab", args->vocab, "Vocabulary size");

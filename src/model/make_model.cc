@@ -119,8 +119,13 @@ ModelConfig preset_config(const std::string& name) {
     c.d_model = 768;
     c.n_layer = 24;
     c.vocab_size = 50280;
+  } else if (name == "370m") {
+    // mamba-370m's shape, for the GPU benchmarks' larger model.
+    c.d_model = 1024;
+    c.n_layer = 48;
+    c.vocab_size = 50280;
   } else {
-    throw Error("unknown preset '" + name + "' (expected tiny or 130m)");
+    throw Error("unknown preset '" + name + "' (expected tiny, 130m or 370m)");
   }
   c.d_state = 16;
   c.d_conv = 4;

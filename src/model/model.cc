@@ -31,15 +31,50 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
     config = load_model_config(dir);
     tensors = std::make_shared<const TensorSet>(TensorSet::open_dir(dir));
   }
+  std::unique_ptr<Model> model;
   switch (config.arch) {
     case Architecture::Mamba1:
-      return std::make_unique<Mamba1Model>(config, tensors, options);
+      model = std::make_unique<Mamba1Model>(config, tensors, options);
+      break;
     case Architecture::Mamba2:
-      return std::make_unique<Mamba2Model>(config, tensors, options);
+      model = std::make_unique<Mamba2Model>(config, tensors, options);
+      break;
     case Architecture::Mamba3:
-      return std::make_unique<Mamba3Model>(config, tensors, options);
+      model = std::make_unique<Mamba3Model>(config, tensors, options);
+      break;
   }
-  throw Error("'" + dir + "': unknown architecture");
+  if (!model) throw Error("'" + dir + "': unknown architecture");
+  model->set_device(options.device);
+  return model;
+}
+
+void Model::set_device(const DeviceSpec& spec) {
+  device_.reset();
+  if (spec.kind != DeviceKind::Cpu) device_ = make_device_executor(*this, spec);
+}
+
+SequenceState::SequenceState(const SequenceState& other) : values(other.values), position(other.position) {
+  if (other.device) other.device->download(values);
+}
+
+SequenceState& SequenceState::operator=(const SequenceState& other) {
+  if (this != &other) {
+    values = other.values;
+    position = other.position;
+    if (other.device) other.device->download(values);
+    device.reset();
+  }
+  return *this;
+}
+
+void SequenceState::sync_to_host() {
+  if (device) device->download(values);
+}
+
+std::vector<float> SequenceState::host_values() const {
+  std::vector<float> copy = values;
+  if (device) device->download(copy);
+  return copy;
 }
 
 namespace {
@@ -140,7 +175,23 @@ int64_t Model::output_width(OutputKind kind) const {
 void Model::forward(const ComputeContext& ctx, std::span<const SequenceInput> batch,
                     const ForwardOptions& options, Workspace& ws,
                     std::vector<std::vector<float>>& outputs) const {
-  const int64_t d = config_.d_model;
+  validate_batch(ctx, batch, options, ws);
+  if (device_) {
+    device_->forward(batch, ws.total, options, ws, outputs);
+    return;
+  }
+  // A state a device advanced last holds its values there; the CPU continues from them.
+  for (const SequenceInput& in : batch) {
+    if (in.state->device) {
+      in.state->sync_to_host();
+      in.state->device.reset();
+    }
+  }
+  forward_cpu(ctx, batch, options, ws, outputs);
+}
+
+void Model::validate_batch(const ComputeContext& ctx, std::span<const SequenceInput> batch,
+                           const ForwardOptions& options, Workspace& ws) const {
   const int64_t n_seq = static_cast<int64_t>(batch.size());
   if (options.chunk < 0) throw Error("chunk size must be >= 0");
   if (options.ssd_chunk < 0) throw Error("SSD chunk size must be >= 0");
@@ -186,6 +237,14 @@ void Model::forward(const ComputeContext& ctx, std::span<const SequenceInput> ba
     throw Error("sequences " + std::to_string(first) + " and " + std::to_string(second) +
                 " of the batch share one SequenceState; each state may appear once per forward call");
   }
+}
+
+void Model::forward_cpu(const ComputeContext& ctx, std::span<const SequenceInput> batch,
+                        const ForwardOptions& options, Workspace& ws,
+                        std::vector<std::vector<float>>& outputs) const {
+  const int64_t d = config_.d_model;
+  const int64_t n_seq = static_cast<int64_t>(batch.size());
+  const std::vector<int64_t>& total = ws.total;
 
   outputs.resize(n_seq);
   for (auto& out : outputs) out.clear();

@@ -22,6 +22,7 @@
 #include "core/dtype.h"
 #include "core/threading.h"
 #include "model/config.h"
+#include "model/device.h"
 #include "ops/causal_conv.h"
 #include "ops/mamba2_scan.h"
 #include "ops/mamba3_scan.h"
@@ -36,9 +37,27 @@ struct StoredTensor;
 
 // Recurrent state of one sequence: all layers' buffers in one flat f32 array, so that a fork
 // is a copy and a snapshot is a write of `values`.
+//
+// A model running on a device keeps the state there between calls (`device`), and `values`
+// is then only as new as the last sync_to_host(). Copying a state downloads the device copy
+// into the new state's values (a fork on the device is rare; a fork on the host is exact), and
+// to replace a state's contents, assign a new SequenceState (which drops the device copy).
 struct SequenceState {
   std::vector<float> values;
-  int64_t position = 0;  // positions consumed so far
+  int64_t position = 0;                 // positions consumed so far
+  std::unique_ptr<DeviceState> device;  // the current values when set, else null
+
+  SequenceState() = default;
+  SequenceState(std::vector<float> initial, int64_t at) : values(std::move(initial)), position(at) {}
+  SequenceState(const SequenceState& other);
+  SequenceState& operator=(const SequenceState& other);
+  SequenceState(SequenceState&&) noexcept = default;
+  SequenceState& operator=(SequenceState&&) noexcept = default;
+
+  // Makes `values` current (downloads the device copy, which stays the one forward calls use).
+  void sync_to_host();
+  // The current values, downloaded when the device holds them.
+  std::vector<float> host_values() const;
 };
 
 enum class OutputKind {
@@ -94,6 +113,7 @@ struct Workspace {
   std::vector<Mamba2ScanSequence> mamba2_args;
   std::vector<Mamba3ScanSequence> mamba3_args;
   ForwardOptions options;  // the options of the forward call in progress, for forward_layers
+  std::unique_ptr<DeviceWorkspace> device;  // a device executor's buffers and recorded steps
   float* reserve(size_t floats) {
     if (arena.size() < floats) arena.resize(floats);
     return arena.data();
@@ -102,6 +122,7 @@ struct Workspace {
 
 struct LoadOptions {
   std::optional<DType> weight_dtype;  // empty = as stored
+  DeviceSpec device;                  // where forward runs (weights are uploaded there at load)
 };
 
 class Model {
@@ -118,7 +139,7 @@ class Model {
   // Identifies the checkpoint (config and stored weight bytes, independent of the load dtype),
   // so saved states are never restored into a different model.
   uint64_t fingerprint() const { return fingerprint_; }
-  SequenceState new_state() const { return {std::vector<float>(state_floats(), 0.0f), 0}; }
+  SequenceState new_state() const { return SequenceState(std::vector<float>(state_floats(), 0.0f), 0); }
 
   // Runs every sequence's new positions; `outputs[i]` receives sequence i's output rows
   // (resized as needed). Throws mb::Error for out-of-range token ids, malformed inputs, a state
@@ -129,6 +150,18 @@ class Model {
 
   // Width of one output row for `kind`.
   int64_t output_width(OutputKind kind) const;
+
+  // The device forward runs on; null on the CPU.
+  const DeviceExecutor* device() const { return device_.get(); }
+  // Moves forward onto `spec`'s device (uploading the weights) or back to the CPU.
+  void set_device(const DeviceSpec& spec);
+
+  // The weights shared by every architecture, for device executors to upload.
+  const StoredTensor& embedding() const { return *embedding_; }
+  const WeightMatrix& lm_head() const { return lm_head_; }
+  const float* norm_f() const { return norm_f_; }
+  const WeightMatrix& input_proj() const { return input_proj_; }
+  const float* input_proj_bias() const { return input_proj_bias_; }
 
  protected:
   using Rows = RowRange;
@@ -153,6 +186,14 @@ class Model {
   std::shared_ptr<const TensorSet> tensors_;
   std::shared_ptr<WeightBinder> binder_;  // owns converted weight storage
   uint64_t fingerprint_ = 0;
+  std::unique_ptr<DeviceExecutor> device_;  // null: forward runs on the CPU
+
+ private:
+  // Throws for a malformed batch before any state changes; fills ws.total.
+  void validate_batch(const ComputeContext& ctx, std::span<const SequenceInput> batch,
+                      const ForwardOptions& options, Workspace& ws) const;
+  void forward_cpu(const ComputeContext& ctx, std::span<const SequenceInput> batch,
+                   const ForwardOptions& options, Workspace& ws, std::vector<std::vector<float>>& outputs) const;
 };
 
 }  // namespace mb

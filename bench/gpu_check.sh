@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The GPU check of issue 9, in one script for a machine with a GPU (it also runs on lavapipe):
+# configures and builds with the Vulkan backend, runs the Vulkan test suite on the first device,
+# then benchmarks Mamba-1 on it (130m and a 370m-shaped checkpoint, bf16 and f32, decode at
+# batch 1 and 8, prefill at T = 512 and 4096), and writes everything to a report.
+#   bench/gpu_check.sh [build-dir] [report-file]
+# Environment:
+#   MB_GPU_CHECK_SMALL=1  the lavapipe smoke test: the tiny preset, T = 64 and 128, few tokens,
+#                         no 370m model (a CPU device would need an hour for the full sizes)
+#   MB_GPU_CHECK_DEVICE   the device flag (default vulkan:0)
+#   MB_GPU_CHECK_SKIP_BUILD=1  use an existing build
+# Bounded at 10 minutes: each step has its own timeout, and a step that times out is reported
+# as such and does not stop the later ones.
+set -uo pipefail
+build=${1:-build-gpu}
+report=${2:-gpu_check_report.txt}
+device=${MB_GPU_CHECK_DEVICE:-vulkan:0}
+small=${MB_GPU_CHECK_SMALL:-0}
+models=$build/gpu_check_models
+cli=$build/mambacpp
+start=$(date +%s)
+exec > >(tee "$report") 2>&1
+
+step() { echo; echo "## $*  (t=$(( $(date +%s) - start )) s)"; }
+# Runs a command under a timeout; reports a timeout or a failure instead of stopping the script.
+bounded() {
+  local seconds=$1; shift
+  timeout "$seconds" "$@"
+  local rc=$?
+  if [ $rc -eq 124 ]; then echo "TIMEOUT after ${seconds}s: $*"; elif [ $rc -ne 0 ]; then echo "FAILED (rc=$rc): $*"; fi
+  return 0
+}
+
+step "machine"
+date -u
+uname -m
+nproc
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+git -C "$(dirname "$0")/.." log --oneline -1 2>/dev/null
+
+if [ "${MB_GPU_CHECK_SKIP_BUILD:-0}" != 1 ]; then
+  step "build (Release, MB_VULKAN=ON)"
+  jobs=$(nproc)
+  [ "$small" = 1 ] && jobs=2
+  bounded 360 cmake -S "$(dirname "$0")/.." -B "$build" -DCMAKE_BUILD_TYPE=Release -DMB_VULKAN=ON -DMB_BUILD_BENCH=OFF
+  bounded 360 nice cmake --build "$build" -j"$jobs" --target mambacpp test_vulkan
+fi
+[ -x "$cli" ] || { echo "no CLI at $cli; stopping"; exit 1; }
+
+step "devices"
+"$cli" devices
+
+step "Vulkan test suite (validation layer on where installed)"
+bounded 240 "$build/tests/test_vulkan" --gtest_brief=1
+
+if [ "$small" = 1 ]; then
+  presets="tiny"; lengths="64 128"; gen=8; repeats=1
+else
+  presets="130m 370m"; lengths="512 4096"; gen=64; repeats=3
+fi
+mkdir -p "$models"
+for preset in $presets; do
+  for dtype in bf16 f32; do
+    dir=$models/$preset-$dtype
+    [ -f "$dir/config.json" ] || bounded 120 "$cli" make-model --out "$dir" --preset "$preset" --dtype "$dtype"
+    step "bench $preset $dtype on $device"
+    for T in $lengths; do
+      for batch in 1 8; do
+        echo -n "$preset $dtype T=$T batch=$batch: "
+        bounded 120 "$cli" bench -m "$dir" --device "$device" --prompt-len "$T" --gen-len "$gen" --batch "$batch" \
+          --repeats "$repeats" --step-tokens 16 --json
+      done
+    done
+  done
+done
+
+step "done in $(( $(date +%s) - start )) s; report: $report"

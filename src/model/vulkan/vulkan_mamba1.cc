@@ -1,0 +1,501 @@
+#include "model/vulkan/vulkan_mamba1.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "backends/vulkan/vulkan_commands.h"
+#include "backends/vulkan/vulkan_ops.h"
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "ops/quant.h"
+
+namespace mb {
+
+using vulkan::Buffer;
+using vulkan::CommandSequence;
+
+struct VulkanMamba1::Layer {
+  BufferPtr norm, in_proj, in_proj_bias, conv_weight, conv_bias, x_proj, dt_proj, dt_bias, a_base2, d_skip,
+      out_proj, out_proj_bias;
+};
+
+// One round: which rows of the round's buffers belong to which sequence (as in model.cc).
+struct VulkanMamba1::Round {
+  struct Part {
+    int64_t sequence;  // index into the batch
+    Buffer* state;     // that sequence's device state
+    int64_t begin, count;
+    int64_t start;     // positions of the sequence consumed before this round
+    bool last;         // the sequence's final round
+    bool tokens;       // token ids (else feature rows)
+  };
+  std::vector<Part> parts;
+  int64_t m = 0;
+  int64_t finishing = 0;  // sequences whose last round this is
+};
+
+// A sequence's state in a device buffer, laid out as SequenceState::values. It keeps the
+// context alive, so a state may outlive the model that advanced it and still be read.
+class VulkanMamba1::State final : public DeviceState {
+ public:
+  State(std::shared_ptr<Shared> shared, std::span<const float> values)
+      : shared_(std::move(shared)), buffer_(shared_->context, values.size_bytes()) {
+    buffer_.upload(values.data(), values.size_bytes());
+  }
+  void download(std::span<float> values) const override {
+    const std::lock_guard lock(shared_->mutex);
+    buffer_.download(values.data(), std::min<uint64_t>(values.size_bytes(), buffer_.bytes()));
+  }
+  const Shared* shared() const { return shared_.get(); }
+  Buffer& buffer() { return buffer_; }
+
+ private:
+  std::shared_ptr<Shared> shared_;
+  Buffer buffer_;
+};
+
+// A caller's activations, I/O buffers and last recording. Buffers grow to the largest round
+// seen; any reallocation invalidates the recording, whose descriptors name the old buffers.
+class VulkanMamba1::Scratch final : public DeviceWorkspace {
+ public:
+  explicit Scratch(std::shared_ptr<Shared> shared) : shared(std::move(shared)) {}
+
+  std::shared_ptr<Shared> shared;  // declared first: destroyed after every buffer
+  int64_t rows = 0;
+  uint64_t out_floats = 0;
+  BufferPtr tokens_in, features_in, hidden, xn, xz, u, xdbl, dt, y, normed, out;
+  std::unique_ptr<CommandSequence> sequence;
+  uint32_t sequence_capacity = 0;
+  bool recorded = false;
+  std::vector<uint64_t> recorded_key;
+  std::vector<std::string> phases;  // the phase of each dispatch of the recording
+  std::vector<DevicePhaseTime> timings;
+  int64_t recordings = 0;
+  std::vector<int64_t> consumed;
+  std::vector<double> pooled;
+};
+
+namespace {
+
+void accumulate_time(std::vector<DevicePhaseTime>& times, const std::string& phase, double ms) {
+  for (DevicePhaseTime& time : times) {
+    if (time.phase != phase) continue;
+    time.milliseconds += ms;
+    ++time.dispatches;
+    return;
+  }
+  times.push_back({phase, ms, 1});
+}
+
+}  // namespace
+
+VulkanMamba1::VulkanMamba1(const Mamba1Model& model, const vulkan::ContextOptions& options)
+    : model_(model), shared_(std::make_shared<Shared>(options)) {
+  const ModelConfig& c = model.config();
+  for (const WeightMatrix* matrix : {&model.lm_head(), &model.input_proj()}) {
+    if (matrix->data != nullptr && matrix->dtype != DType::F32 && matrix->dtype != DType::BF16 &&
+        matrix->dtype != DType::F16)
+      throw Error("the Vulkan backend computes with f32, bf16 or f16 weights, not " +
+                  std::string(dtype_name(matrix->dtype)) + " (load with --dtype f32, bf16 or f16)");
+  }
+  if (c.d_state > kMaxStateSize) throw Error("the Vulkan scan supports d_state up to 256");
+  const int64_t d = c.d_model, D = c.d_inner, N = c.d_state, K = c.d_conv;
+  layers_.resize(c.n_layer);
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const Mamba1Layer& src = model.layers()[l];
+    Layer& layer = layers_[l];
+    layer.norm = upload_floats(src.norm, d);
+    layer.in_proj = upload_matrix(src.in_proj);
+    layer.in_proj_bias = upload_floats(src.in_proj_bias, 2 * D);
+    layer.conv_weight = upload_floats(src.conv_weight, K * D);
+    layer.conv_bias = upload_floats(src.conv_bias, D);
+    layer.x_proj = upload_matrix(src.x_proj);
+    layer.dt_proj = upload_matrix(src.dt_proj);
+    layer.dt_bias = upload_floats(src.dt_bias, D);
+    layer.a_base2 = upload_floats(src.a_base2, N * D);
+    layer.d_skip = upload_floats(src.d_skip, D);
+    layer.out_proj = upload_matrix(src.out_proj);
+    layer.out_proj_bias = upload_floats(src.out_proj_bias, d);
+  }
+  lm_head_ = upload_matrix(model.lm_head());
+  norm_f_ = upload_floats(model.norm_f(), d);
+  input_proj_ = upload_matrix(model.input_proj());
+  input_proj_bias_ = upload_floats(model.input_proj_bias(), d);
+  mixer_norm_ones_ = upload_floats(model.mixer_norm_ones(), std::max(c.dt_rank, N));
+}
+
+VulkanMamba1::~VulkanMamba1() = default;
+
+VulkanMamba1::BufferPtr VulkanMamba1::upload_floats(const float* values, int64_t count) const {
+  if (values == nullptr) return nullptr;
+  auto buffer = std::make_unique<Buffer>(shared_->context, count * sizeof(float));
+  buffer->upload(values, count * sizeof(float));
+  return buffer;
+}
+
+VulkanMamba1::BufferPtr VulkanMamba1::upload_matrix(const WeightMatrix& matrix) const {
+  if (matrix.data == nullptr) return nullptr;
+  if (matrix.dtype != DType::F32 && matrix.dtype != DType::BF16 && matrix.dtype != DType::F16)
+    throw Error("the Vulkan backend computes with f32, bf16 or f16 weights, not " +
+                std::string(dtype_name(matrix.dtype)) + " (load with --dtype f32, bf16 or f16)");
+  // The packed panels exactly as the CPU kernels read them: [panels][cols][64] in the dtype.
+  const uint64_t bytes =
+      static_cast<uint64_t>(matrix.panels() * matrix.cols * kPanelWidth) * (matrix.dtype == DType::F32 ? 4 : 2);
+  auto buffer = std::make_unique<Buffer>(shared_->context, bytes);
+  buffer->upload(matrix.data, bytes);
+  return buffer;
+}
+
+std::string VulkanMamba1::description() const {
+  const vulkan::DeviceInfo& info = shared_->context.info();
+  return "vulkan:" + std::to_string(info.index) + " (" + info.name + ", " + info.driver + ")";
+}
+
+VulkanMamba1::Scratch& VulkanMamba1::scratch_of(Workspace& workspace) const {
+  auto* scratch = dynamic_cast<Scratch*>(workspace.device.get());
+  if (scratch == nullptr || scratch->shared != shared_) {
+    workspace.device = std::make_unique<Scratch>(shared_);
+    scratch = static_cast<Scratch*>(workspace.device.get());
+  }
+  return *scratch;
+}
+
+Buffer& VulkanMamba1::state_buffer(SequenceState& state) const {
+  auto* held = dynamic_cast<State*>(state.device.get());
+  if (held != nullptr && held->shared() == shared_.get()) return held->buffer();
+  // A state from the host, or from another device, moves here once and then stays.
+  if (state.device) {
+    state.device->download(state.values);
+    state.device.reset();
+  }
+  auto created = std::make_unique<State>(shared_, state.values);
+  Buffer& buffer = created->buffer();
+  state.device = std::move(created);
+  return buffer;
+}
+
+int64_t VulkanMamba1::recordings(const Workspace& workspace) const {
+  const auto* scratch = dynamic_cast<const Scratch*>(workspace.device.get());
+  return scratch != nullptr ? scratch->recordings : 0;
+}
+
+std::vector<DevicePhaseTime> VulkanMamba1::last_timings(const Workspace& workspace) const {
+  const auto* scratch = dynamic_cast<const Scratch*>(workspace.device.get());
+  return scratch != nullptr ? scratch->timings : std::vector<DevicePhaseTime>{};
+}
+
+void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOptions& options) const {
+  const ModelConfig& c = model_.config();
+  const int64_t d = c.d_model, D = c.d_inner, N = c.d_state, R = c.dt_rank, K = c.d_conv;
+  const int64_t xw = R + 2 * N, m = round.m, vocab = c.vocab_size;
+  const int64_t layer_state = (K - 1 + N) * D;  // Mamba1Model::layer_state_floats
+  const int64_t parts = static_cast<int64_t>(round.parts.size());
+  // Per layer: norm, in_proj, x_proj, dt_proj, out_proj, FalconMamba's three norms, and a conv
+  // and a scan per sequence; around the layers: one input op and two output ops per sequence.
+  const uint32_t needed = static_cast<uint32_t>(c.n_layer * (8 + 2 * parts) + 3 * parts + 2);
+  if (!s.sequence || s.sequence_capacity < needed) {
+    s.sequence.reset();
+    s.sequence = std::make_unique<CommandSequence>(shared_->context, needed);
+    s.sequence_capacity = needed;
+  }
+  CommandSequence& seq = *s.sequence;
+  seq.begin();
+  s.phases.clear();
+  auto mark = [&](const char* phase) {
+    while (s.phases.size() < seq.dispatch_count()) s.phases.emplace_back(phase);
+  };
+  const DType head_dtype = model_.lm_head().dtype;
+
+  for (const Round::Part& part : round.parts) {
+    if (part.tokens) {
+      seq.copy(*s.tokens_in, part.begin * d * 4, *s.hidden, part.begin * d * 4, part.count * d * 4, "embed");
+      mark("embed");
+    } else {
+      const WeightMatrix& w = model_.input_proj();
+      vulkan::record_matmul(seq, {s.features_in.get(), static_cast<uint64_t>(part.begin * w.cols), w.cols,
+                                  part.count, input_proj_.get(), 0, w.dtype, d, w.cols, input_proj_bias_.get(), 0,
+                                  s.hidden.get(), static_cast<uint64_t>(part.begin * d), d, false, false});
+      mark("input_proj");
+    }
+  }
+
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const Layer& layer = layers_[l];
+    const Mamba1Layer& host = model_.layers()[l];
+    const uint64_t state_at = static_cast<uint64_t>(l * layer_state);
+    vulkan::record_rms_norm(seq, {s.hidden.get(), 0, d, m, d, layer.norm.get(), 0, static_cast<float>(c.norm_eps),
+                                  s.xn.get(), 0, d});  // [m, d]
+    mark("norm");
+    vulkan::record_matmul(seq, {s.xn.get(), 0, d, m, layer.in_proj.get(), 0, host.in_proj.dtype, 2 * D, d,
+                                layer.in_proj_bias.get(), 0, s.xz.get(), 0, 2 * D, false,
+                                false});  // [m, d] x [2D, d]^T -> [m, 2D]
+    mark("in_proj");
+    for (const Round::Part& part : round.parts) {
+      vulkan::GpuCausalConvArgs conv;
+      conv.x = s.xz.get();
+      conv.x_offset = part.begin * 2 * D;
+      conv.ldx = 2 * D;
+      conv.length = part.count;
+      conv.channels = D;
+      conv.kernel_size = static_cast<int>(K);
+      conv.weight = layer.conv_weight.get();
+      conv.bias = layer.conv_bias.get();
+      conv.history = part.state;
+      conv.history_offset = state_at;
+      conv.y = s.u.get();
+      conv.y_offset = part.begin * D;
+      conv.ldy = D;
+      vulkan::record_causal_conv_silu(seq, conv);  // x half of xz -> u [count, D]
+    }
+    mark("conv");
+    vulkan::record_matmul(seq, {s.u.get(), 0, D, m, layer.x_proj.get(), 0, host.x_proj.dtype, xw, D, nullptr, 0,
+                                s.xdbl.get(), 0, xw, false, false});  // [m, D] -> [m, R + 2N]
+    mark("x_proj");
+    if (c.mixer_rms_norm) {
+      // FalconMamba normalizes dt_low, B and C each over its own width, in place, per row.
+      const float eps = static_cast<float>(c.mixer_rms_eps);
+      const std::pair<int64_t, int64_t> pieces[] = {{0, R}, {R, N}, {R + N, N}};  // (offset, width)
+      for (const auto& [offset, width] : pieces)
+        vulkan::record_rms_norm(seq, {s.xdbl.get(), static_cast<uint64_t>(offset), xw, m, width,
+                                      mixer_norm_ones_.get(), 0, eps, s.xdbl.get(), static_cast<uint64_t>(offset),
+                                      xw});
+      mark("norm");
+    }
+    vulkan::record_matmul(seq, {s.xdbl.get(), 0, xw, m, layer.dt_proj.get(), 0, host.dt_proj.dtype, D, R,
+                                layer.dt_bias.get(), 0, s.dt.get(), 0, D, false, true});  // softplus -> [m, D]
+    mark("dt_proj");
+    for (const Round::Part& part : round.parts) {
+      vulkan::GpuSelectiveScanArgs scan;
+      scan.length = part.count;
+      scan.channels = D;
+      scan.d_state = N;
+      scan.u = s.u.get();
+      scan.u_offset = part.begin * D;
+      scan.ldu = D;
+      scan.dt = s.dt.get();
+      scan.dt_offset = part.begin * D;
+      scan.lddt = D;
+      scan.bc = s.xdbl.get();
+      scan.b_offset = part.begin * xw + R;
+      scan.c_offset = part.begin * xw + R + N;
+      scan.ldbc = xw;
+      scan.z = s.xz.get();
+      scan.z_offset = part.begin * 2 * D + D;
+      scan.ldz = 2 * D;
+      scan.a_base2 = layer.a_base2.get();
+      scan.d_skip = layer.d_skip.get();
+      scan.state = part.state;
+      scan.state_offset = state_at + (K - 1) * D;
+      scan.y = s.y.get();
+      scan.y_offset = part.begin * D;
+      scan.ldy = D;
+      vulkan::record_selective_scan(seq, scan);  // -> gated y [count, D]
+    }
+    mark("scan");
+    vulkan::record_matmul(seq, {s.y.get(), 0, D, m, layer.out_proj.get(), 0, host.out_proj.dtype, d, D,
+                                layer.out_proj_bias.get(), 0, s.hidden.get(), 0, d, true,
+                                false});  // residual += [m, D] -> [m, d]
+    mark("out_proj");
+  }
+
+  // Outputs, as model.cc computes them: norm_f per row (row results do not depend on which rows
+  // share a dispatch), then the LM head over the rows that need logits.
+  const float eps = static_cast<float>(c.norm_eps);
+  auto norm_rows = [&](int64_t from, int64_t rows, Buffer* to, int64_t to_row) {
+    vulkan::record_rms_norm(seq, {s.hidden.get(), static_cast<uint64_t>(from * d), d, rows, d, norm_f_.get(), 0,
+                                  eps, to, static_cast<uint64_t>(to_row * d), d});
+  };
+  switch (options.output) {
+    case OutputKind::None:
+      break;
+    case OutputKind::LogitsLast:
+    case OutputKind::HiddenLast: {
+      int64_t slot = 0;
+      Buffer* to = options.output == OutputKind::HiddenLast ? s.out.get() : s.normed.get();
+      for (const Round::Part& part : round.parts)
+        if (part.last) norm_rows(part.begin + part.count - 1, 1, to, slot++);
+      mark("final_norm");
+      if (options.output == OutputKind::LogitsLast && slot > 0) {
+        vulkan::record_matmul(seq, {s.normed.get(), 0, d, slot, lm_head_.get(), 0, head_dtype, vocab, d, nullptr, 0,
+                                    s.out.get(), 0, vocab, false, false});  // [finishing, d] -> [finishing, vocab]
+        mark("lm_head");
+      }
+      break;
+    }
+    case OutputKind::HiddenAll:
+    case OutputKind::HiddenMean:
+      norm_rows(0, m, s.out.get(), 0);
+      mark("final_norm");
+      break;
+    case OutputKind::LogitsAll:
+      norm_rows(0, m, s.normed.get(), 0);
+      mark("final_norm");
+      vulkan::record_matmul(seq, {s.normed.get(), 0, d, m, lm_head_.get(), 0, head_dtype, vocab, d, nullptr, 0,
+                                  s.out.get(), 0, vocab, false, false});  // [m, d] -> [m, vocab]
+      mark("lm_head");
+      break;
+  }
+  seq.end();
+}
+
+void VulkanMamba1::forward(std::span<const SequenceInput> batch, std::span<const int64_t> totals,
+                           const ForwardOptions& options, Workspace& workspace,
+                           std::vector<std::vector<float>>& outputs) const {
+  const ModelConfig& c = model_.config();
+  const int64_t d = c.d_model, D = c.d_inner, xdbl_width = c.dt_rank + 2 * c.d_state;
+  const int64_t n_seq = static_cast<int64_t>(batch.size());
+  const std::lock_guard lock(shared_->mutex);
+  std::vector<Buffer*> states(n_seq);
+  for (int64_t i = 0; i < n_seq; ++i) states[i] = &state_buffer(*batch[i].state);
+  Scratch& s = scratch_of(workspace);
+  s.timings.clear();
+  outputs.resize(n_seq);
+  for (auto& out : outputs) out.clear();
+  s.consumed.assign(n_seq, 0);
+  if (options.output == OutputKind::HiddenMean) s.pooled.assign(n_seq * d, 0.0);
+  const int64_t in_dim = model_.input_dim();
+
+  Round round;
+  for (;;) {
+    round.parts.clear();
+    round.m = 0;
+    round.finishing = 0;
+    for (int64_t i = 0; i < n_seq; ++i) {
+      const int64_t left = totals[i] - s.consumed[i];
+      if (left == 0) continue;
+      const int64_t count = options.chunk > 0 && options.chunk < left ? options.chunk : left;
+      const bool last = count == left;
+      round.parts.push_back({i, states[i], round.m, count, s.consumed[i], last, !batch[i].tokens.empty()});
+      round.m += count;
+      round.finishing += last;
+    }
+    if (round.parts.empty()) break;
+    const int64_t m = round.m;
+
+    // Grow the scratch to this round; every buffer of a round is [m, width] floats.
+    if (m > s.rows) {
+      auto rows_of = [&](int64_t width, vulkan::Memory memory = vulkan::Memory::DeviceLocal) {
+        return std::make_unique<Buffer>(shared_->context, static_cast<uint64_t>(m * width) * 4, memory);
+      };
+      s.tokens_in = rows_of(d, vulkan::Memory::HostVisible);
+      if (in_dim > 0) s.features_in = rows_of(in_dim, vulkan::Memory::HostVisible);
+      s.hidden = rows_of(d);
+      s.xn = rows_of(d);
+      s.xz = rows_of(2 * D);
+      s.u = rows_of(D);
+      s.xdbl = rows_of(xdbl_width);
+      s.dt = rows_of(D);
+      s.y = rows_of(D);
+      s.normed = rows_of(d);
+      s.rows = m;
+      s.recorded = false;
+    }
+    uint64_t out_floats = 0;
+    switch (options.output) {
+      case OutputKind::None:
+        break;
+      case OutputKind::LogitsLast:
+        out_floats = round.finishing * c.vocab_size;
+        break;
+      case OutputKind::HiddenLast:
+        out_floats = round.finishing * d;
+        break;
+      case OutputKind::LogitsAll:
+        out_floats = m * c.vocab_size;
+        break;
+      case OutputKind::HiddenAll:
+      case OutputKind::HiddenMean:
+        out_floats = m * d;
+        break;
+    }
+    if (out_floats > s.out_floats || !s.out) {
+      s.out = std::make_unique<Buffer>(shared_->context, std::max<uint64_t>(out_floats, 1) * 4,
+                                       vulkan::Memory::HostVisible);
+      s.out_floats = std::max<uint64_t>(out_floats, 1);
+      s.recorded = false;
+    }
+
+    // The round's inputs: embedding rows gathered on the host (the CPU's own lookup, so the
+    // same floats), feature rows as given.
+    auto* tokens_in = static_cast<float*>(s.tokens_in->mapped());
+    for (const Round::Part& part : round.parts) {
+      const SequenceInput& in = batch[part.sequence];
+      if (part.tokens) {
+        const StoredTensor& embedding = model_.embedding();
+        const DType dtype = *embedding.dtype;
+        const size_t row_bytes = dtype_row_bytes(dtype, d);
+        for (int64_t t = 0; t < part.count; ++t)
+          dequantize_row(dtype, embedding.data + in.tokens[part.start + t] * row_bytes, d,
+                         tokens_in + (part.begin + t) * d);
+      } else {
+        std::memcpy(static_cast<float*>(s.features_in->mapped()) + part.begin * in_dim,
+                    in.features.data() + part.start * in_dim, part.count * in_dim * sizeof(float));
+      }
+    }
+    s.tokens_in->flush();
+    if (s.features_in) s.features_in->flush();
+
+    // Replay the last recording when this round has its shape; record otherwise.
+    std::vector<uint64_t> key = {static_cast<uint64_t>(m), static_cast<uint64_t>(options.output)};
+    for (const Round::Part& part : round.parts) {
+      key.insert(key.end(), {reinterpret_cast<uint64_t>(part.state->handle()), static_cast<uint64_t>(part.begin),
+                             static_cast<uint64_t>(part.count), static_cast<uint64_t>(part.last),
+                             static_cast<uint64_t>(part.tokens)});
+    }
+    if (!s.recorded || key != s.recorded_key) {
+      s.recorded = false;
+      record_round(s, round, options);
+      s.recorded_key = std::move(key);
+      s.recorded = true;
+      ++s.recordings;
+    }
+    s.sequence->run();
+    const std::vector<vulkan::DispatchTime> times = s.sequence->last_timings();
+    for (size_t i = 0; i < times.size() && i < s.phases.size(); ++i)
+      accumulate_time(s.timings, s.phases[i], times[i].milliseconds);
+
+    // Outputs, copied out of the host-visible buffer as the CPU path lays them out.
+    s.out->invalidate();
+    const float* out = static_cast<const float*>(s.out->mapped());
+    int64_t slot = 0;
+    for (const Round::Part& part : round.parts) {
+      std::vector<float>& dest = outputs[part.sequence];
+      switch (options.output) {
+        case OutputKind::None:
+          break;
+        case OutputKind::LogitsLast:
+        case OutputKind::HiddenLast: {
+          if (!part.last) break;
+          const int64_t width = model_.output_width(options.output);
+          dest.assign(out + slot * width, out + (slot + 1) * width);
+          ++slot;
+          break;
+        }
+        case OutputKind::LogitsAll:
+          dest.insert(dest.end(), out + part.begin * c.vocab_size, out + (part.begin + part.count) * c.vocab_size);
+          break;
+        case OutputKind::HiddenAll:
+          dest.insert(dest.end(), out + part.begin * d, out + (part.begin + part.count) * d);
+          break;
+        case OutputKind::HiddenMean: {
+          // Summed on the host in double, in the CPU path's order.
+          double* sum = s.pooled.data() + part.sequence * d;
+          for (int64_t t = 0; t < part.count; ++t)
+            for (int64_t k = 0; k < d; ++k) sum[k] += out[(part.begin + t) * d + k];
+          if (part.last) {
+            dest.resize(d);
+            for (int64_t k = 0; k < d; ++k) dest[k] = static_cast<float>(sum[k] / totals[part.sequence]);
+          }
+          break;
+        }
+      }
+    }
+    for (const Round::Part& part : round.parts) {
+      s.consumed[part.sequence] += part.count;
+      batch[part.sequence].state->position += part.count;
+    }
+  }
+}
+
+}  // namespace mb
