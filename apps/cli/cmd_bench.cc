@@ -82,9 +82,17 @@ void add_bench(CLI::App& app) {
         phases[time.phase] = {{"ms", time.milliseconds}, {"dispatches", time.dispatches}};
       return phases;
     };
-    if (!r.device_prefill.empty() || !r.device_decode_step.empty())
+    if (!r.device_prefill.empty() || !r.device_decode_step.empty()) {
       out["device_phases"] = {{"prefill", device_phases(r.device_prefill)},
                               {"decode_step", device_phases(r.device_decode_step)}};
+      if (!args->json) {
+        for (const auto& [call, times] :
+             {std::pair{"prefill", &r.device_prefill}, std::pair{"decode step", &r.device_decode_step}})
+          for (const DevicePhaseTime& time : *times)
+            std::printf("  device %-12s %-12s %9.3f ms  %4lld dispatches\n", call, time.phase.c_str(),
+                        time.milliseconds, static_cast<long long>(time.dispatches));
+      }
+    }
     if (args->options.profile) {
       nlohmann::json phases = nlohmann::json::object();
       const double total = r.prefill_phases.total();

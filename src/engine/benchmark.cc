@@ -54,7 +54,8 @@ BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const B
       model.forward(prefill_ctx, std::span(&input, 1), {OutputKind::LogitsLast, o.chunk, o.scan, o.ssd_chunk},
                     ws, out);
     });
-    if (model.device() != nullptr && run == o.repeats) result.device_prefill = model.device()->last_timings(ws);
+    if (model.device() != nullptr && run == o.repeats)
+      result.device_prefill = model.device()->last_timings(ws);
     // The other sequences of a decode batch are prefilled untimed, as one batch, so that their
     // states are where the first one's is (on the device, for a device model).
     std::vector<SequenceState> states(o.batch);
@@ -65,7 +66,8 @@ BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const B
       batch.push_back({&states[b], prompt, {}});
     }
     std::vector<std::vector<float>> others;
-    if (!batch.empty()) model.forward(ctx, batch, {OutputKind::LogitsLast, o.chunk, o.scan, o.ssd_chunk}, ws, others);
+    if (!batch.empty())
+      model.forward(ctx, batch, {OutputKind::LogitsLast, o.chunk, o.scan, o.ssd_chunk}, ws, others);
     std::vector<int32_t> tokens(o.batch, argmax(out[0]));
     batch.resize(o.batch);
     const double decode_s = time_seconds([&] {

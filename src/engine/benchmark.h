@@ -19,7 +19,7 @@ struct BenchOptions {
   int repeats = 3;
   int64_t step_tokens = 0;  // prompt tokens fed through the step loop; 0 = min(prompt_len, 128)
   uint64_t seed = 1;
-  bool profile = false;     // time the phases of the prefill runs (a clock read per phase)
+  bool profile = false;                  // time the phases of the prefill runs (a clock read per phase)
   ScanForm scan = ScanForm::Sequential;  // the prefill's form (Mamba-2 and Mamba-3)
   int64_t ssd_chunk = 0;                 // SSD chunk of the chunked form; 0 = the config's
   int64_t batch = 1;                     // sequences decoded together (each prefilled with the prompt)

@@ -20,10 +20,12 @@ DeviceSpec parse_device(const std::string& text) {
       const char* last = text.data() + text.size();
       int index = -1;
       const auto [end, error] = std::from_chars(first, last, index);
-      if (first != last && error == std::errc() && end == last && index >= 0) return {DeviceKind::Vulkan, index};
+      if (first != last && error == std::errc() && end == last && index >= 0)
+        return {DeviceKind::Vulkan, index};
     }
   }
-  throw Error("unknown device '" + text + "': expected cpu, vulkan or vulkan:N (`mambacpp devices` lists them)");
+  throw Error("unknown device '" + text +
+              "': expected cpu, vulkan or vulkan:N (`mambacpp devices` lists them)");
 }
 
 }  // namespace mb

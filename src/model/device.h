@@ -28,7 +28,7 @@ enum class DeviceKind { Cpu, Vulkan };
 
 struct DeviceSpec {
   DeviceKind kind = DeviceKind::Cpu;
-  int index = 0;  // among the backend's devices (`mambacpp devices` lists them)
+  int index = 0;             // among the backend's devices (`mambacpp devices` lists them)
   std::string text() const;  // "cpu", "vulkan:0"
 };
 

@@ -160,7 +160,8 @@ void make_model(const std::string& out_dir, const MakeModelOptions& options) {
   if (options.shards < 1)
     throw Error("make_model: shards must be >= 1, got " + std::to_string(options.shards));
   if (dtype_is_quantized(options.dtype))
-    throw Error("make_model: checkpoints are stored as f32, bf16 or f16, not " + std::string(dtype_name(options.dtype)) +
+    throw Error("make_model: checkpoints are stored as f32, bf16 or f16, not " +
+                std::string(dtype_name(options.dtype)) +
                 " (quantize at load instead: LoadOptions::weight_dtype, the CLI's --dtype)");
   if (options.input_dim < 0)
     throw Error("make_model: input_dim must be >= 0, got " + std::to_string(options.input_dim));

@@ -133,7 +133,8 @@ WeightBinder& Model::bind_common(const ModelConfig& config, std::shared_ptr<cons
       binder.first_present({"backbone.embeddings.weight", "backbone.embedding.weight"});
   // With a quantized matrix dtype the embedding is quantized too: lookups dequantize its rows,
   // and a tied LM head packs the same blocks.
-  embedding_ = &binder.quantized_rows(binder.tensor_rows_in(embedding_name, {c.vocab_rows, c.vocab_size}, c.d_model));
+  embedding_ =
+      &binder.quantized_rows(binder.tensor_rows_in(embedding_name, {c.vocab_rows, c.vocab_size}, c.d_model));
   // Padded vocabulary rows are never produced: the head only holds the real rows.
   if (c.tie_embeddings) {
     lm_head_ = binder.packed_rows(*embedding_, c.vocab_size);

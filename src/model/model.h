@@ -112,7 +112,7 @@ struct Workspace {
   std::vector<SelectiveScanArgs> scan_args;
   std::vector<Mamba2ScanSequence> mamba2_args;
   std::vector<Mamba3ScanSequence> mamba3_args;
-  ForwardOptions options;  // the options of the forward call in progress, for forward_layers
+  ForwardOptions options;                   // the options of the forward call in progress, for forward_layers
   std::unique_ptr<DeviceWorkspace> device;  // a device executor's buffers and recorded steps
   float* reserve(size_t floats) {
     if (arena.size() < floats) arena.resize(floats);
@@ -193,7 +193,8 @@ class Model {
   void validate_batch(const ComputeContext& ctx, std::span<const SequenceInput> batch,
                       const ForwardOptions& options, Workspace& ws) const;
   void forward_cpu(const ComputeContext& ctx, std::span<const SequenceInput> batch,
-                   const ForwardOptions& options, Workspace& ws, std::vector<std::vector<float>>& outputs) const;
+                   const ForwardOptions& options, Workspace& ws,
+                   std::vector<std::vector<float>>& outputs) const;
 };
 
 }  // namespace mb

@@ -51,6 +51,7 @@ class VulkanModel : public test::VulkanTest, public ::testing::WithParamInterfac
     test::VulkanTest::SetUp();
     if (IsSkipped()) return;
     models_ = &loaded(GetParam());
+    ASSERT_EQ(executor().context().validation_enabled(), test::vulkan_test_context()->validation_enabled());
     executor().context().clear_validation_errors();
   }
   void TearDown() override {
@@ -128,7 +129,8 @@ TEST_P(VulkanModel, PrefillEqualsDecodeSteps) {
     const auto logits = run(gpu(), stepped, {token}, OutputKind::LogitsLast);
     steps.insert(steps.end(), logits.begin(), logits.end());
   }
-  EXPECT_TRUE(test::same_bits(all, steps)) << "first difference at " << test::first_bit_difference(all, steps);
+  EXPECT_TRUE(test::same_bits(all, steps))
+      << "first difference at " << test::first_bit_difference(all, steps);
   EXPECT_TRUE(test::same_bits(prefilled.host_values(), stepped.host_values()));
 }
 
@@ -190,6 +192,14 @@ TEST_P(VulkanModel, DecodeRecordsOnceAndReplays) {
   }
   EXPECT_EQ(executor().recordings(ws), after_first) << "a steady decode loop should replay its recording";
   EXPECT_EQ(state.position, 6);
+  // A new state (whose buffer may reuse the freed one's handle) is a new shape: recorded anew,
+  // and its first step equals a fresh state's first step in another workspace.
+  state = gpu().new_state();
+  token = 3;
+  gpu().forward(kCpu, std::span(&input, 1), {OutputKind::LogitsLast, 0}, ws, out);
+  EXPECT_EQ(executor().recordings(ws), after_first + 1);
+  SequenceState fresh = gpu().new_state();
+  EXPECT_TRUE(test::same_bits(out[0], run(gpu(), fresh, {3}, OutputKind::LogitsLast)));
 }
 
 TEST_P(VulkanModel, ForkedStateContinuesOnTheCpu) {
@@ -207,6 +217,44 @@ TEST_P(VulkanModel, ForkedStateContinuesOnTheCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, VulkanModel, ::testing::Values(DType::F32, DType::BF16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+class VulkanModelVariants : public test::VulkanTest {};
+
+TEST_F(VulkanModelVariants, FalconMambaWithFeatureInputsEqualsTheCpu) {
+  // FalconMamba's mixer norms and an input projection of feature rows, in one batch with a
+  // token sequence: the remaining paths of the executor.
+  MakeModelOptions options;
+  options.config = test::small_config(32, 2, 61);
+  options.config.mixer_rms_norm = true;
+  options.input_dim = 5;
+  options.seed = 11;
+  const std::string dir = test::write_model(options, "vulkan_falcon");
+  setenv("MB_VULKAN_VALIDATION", "1", 1);
+  auto cpu = Model::load(dir);
+  LoadOptions on_gpu;
+  on_gpu.device = {DeviceKind::Vulkan, ctx().info().index};
+  auto gpu = Model::load(dir, on_gpu);
+  const auto features = test::random_floats(6 * 5, 12);
+  const auto tokens = test::random_tokens(4, 61, 13);
+  std::vector<std::vector<float>> expected, got;
+  for (const Model* model : {cpu.get(), gpu.get()}) {
+    SequenceState a = model->new_state(), b = model->new_state();
+    const SequenceInput batch[] = {{&a, {}, features}, {&b, tokens, {}}};
+    Workspace ws;
+    model->forward(ComputeContext{2}, batch, {OutputKind::LogitsAll, 4}, ws,
+                   model == cpu.get() ? expected : got);
+  }
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_LE(test::nmse(got[i], expected[i]), kMaxNmse) << "sequence " << i;
+    if (ctx().exact_fma()) {
+      EXPECT_TRUE(test::same_bits(got[i], expected[i])) << "sequence " << i;
+    }
+  }
+  for (const std::string& error :
+       dynamic_cast<const VulkanMamba1&>(*gpu->device()).context().validation_errors())
+    ADD_FAILURE() << "Vulkan validation error: " << error;
+}
 
 class VulkanModelErrors : public test::VulkanTest {};
 

@@ -134,8 +134,8 @@ Buffer::Buffer(Context& context, uint64_t bytes, Memory memory) : context_(&cont
                 " bytes one storage binding may span on " + context.info().name);
   // Vulkan has no empty buffers; an empty one is given one word nobody reads.
   const uint64_t size = bytes > 0 ? (bytes + 3) / 4 * 4 : 4;
-  const VkBufferUsageFlags usage =
-      VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  const VkBufferUsageFlags usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                   VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   if (memory == Memory::DeviceLocal) {
     create_buffer(context, size, usage, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0, "a device buffer", buffer_,
                   memory_);
@@ -143,8 +143,8 @@ Buffer::Buffer(Context& context, uint64_t bytes, Memory memory) : context_(&cont
   }
   // Cached memory makes host reads of results fast; coherent memory makes flushes free.
   create_buffer(context, size, usage, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT,
-                VK_MEMORY_PROPERTY_HOST_COHERENT_BIT | VK_MEMORY_PROPERTY_HOST_CACHED_BIT, "a host-visible buffer",
-                buffer_, memory_);
+                VK_MEMORY_PROPERTY_HOST_COHERENT_BIT | VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
+                "a host-visible buffer", buffer_, memory_);
   const VkResult result = vkMapMemory(context.device(), memory_, 0, VK_WHOLE_SIZE, 0, &mapped_);
   if (result != VK_SUCCESS) {
     release();

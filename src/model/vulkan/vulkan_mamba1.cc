@@ -23,12 +23,13 @@ struct VulkanMamba1::Layer {
 // One round: which rows of the round's buffers belong to which sequence (as in model.cc).
 struct VulkanMamba1::Round {
   struct Part {
-    int64_t sequence;  // index into the batch
-    Buffer* state;     // that sequence's device state
+    int64_t sequence;   // index into the batch
+    Buffer* state;      // that sequence's device state
+    uint64_t state_id;  // VulkanMamba1::State::id, for the replay key
     int64_t begin, count;
-    int64_t start;     // positions of the sequence consumed before this round
-    bool last;         // the sequence's final round
-    bool tokens;       // token ids (else feature rows)
+    int64_t start;  // positions of the sequence consumed before this round
+    bool last;      // the sequence's final round
+    bool tokens;    // token ids (else feature rows)
   };
   std::vector<Part> parts;
   int64_t m = 0;
@@ -40,7 +41,9 @@ struct VulkanMamba1::Round {
 class VulkanMamba1::State final : public DeviceState {
  public:
   State(std::shared_ptr<Shared> shared, std::span<const float> values)
-      : shared_(std::move(shared)), buffer_(shared_->context, values.size_bytes()) {
+      : shared_(std::move(shared)),
+        buffer_(shared_->context, values.size_bytes()),
+        id_(++shared_->states_made) {
     buffer_.upload(values.data(), values.size_bytes());
   }
   void download(std::span<float> values) const override {
@@ -49,10 +52,15 @@ class VulkanMamba1::State final : public DeviceState {
   }
   const Shared* shared() const { return shared_.get(); }
   Buffer& buffer() { return buffer_; }
+  // Unique among the states of one context. A recording names its states by id, not by buffer
+  // handle: a freed buffer's handle may come back for a new state, which must not replay
+  // descriptors that named the old one.
+  uint64_t id() const { return id_; }
 
  private:
   std::shared_ptr<Shared> shared_;
   Buffer buffer_;
+  uint64_t id_;
 };
 
 // A caller's activations, I/O buffers and last recording. Buffers grow to the largest round
@@ -140,8 +148,8 @@ VulkanMamba1::BufferPtr VulkanMamba1::upload_matrix(const WeightMatrix& matrix) 
     throw Error("the Vulkan backend computes with f32, bf16 or f16 weights, not " +
                 std::string(dtype_name(matrix.dtype)) + " (load with --dtype f32, bf16 or f16)");
   // The packed panels exactly as the CPU kernels read them: [panels][cols][64] in the dtype.
-  const uint64_t bytes =
-      static_cast<uint64_t>(matrix.panels() * matrix.cols * kPanelWidth) * (matrix.dtype == DType::F32 ? 4 : 2);
+  const uint64_t bytes = static_cast<uint64_t>(matrix.panels() * matrix.cols * kPanelWidth) *
+                         (matrix.dtype == DType::F32 ? 4 : 2);
   auto buffer = std::make_unique<Buffer>(shared_->context, bytes);
   buffer->upload(matrix.data, bytes);
   return buffer;
@@ -161,18 +169,18 @@ VulkanMamba1::Scratch& VulkanMamba1::scratch_of(Workspace& workspace) const {
   return *scratch;
 }
 
-Buffer& VulkanMamba1::state_buffer(SequenceState& state) const {
+VulkanMamba1::State& VulkanMamba1::device_state(SequenceState& state) const {
   auto* held = dynamic_cast<State*>(state.device.get());
-  if (held != nullptr && held->shared() == shared_.get()) return held->buffer();
+  if (held != nullptr && held->shared() == shared_.get()) return *held;
   // A state from the host, or from another device, moves here once and then stays.
   if (state.device) {
     state.device->download(state.values);
     state.device.reset();
   }
   auto created = std::make_unique<State>(shared_, state.values);
-  Buffer& buffer = created->buffer();
+  State& made = *created;
   state.device = std::move(created);
-  return buffer;
+  return made;
 }
 
 int64_t VulkanMamba1::recordings(const Workspace& workspace) const {
@@ -213,9 +221,10 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
       mark("embed");
     } else {
       const WeightMatrix& w = model_.input_proj();
-      vulkan::record_matmul(seq, {s.features_in.get(), static_cast<uint64_t>(part.begin * w.cols), w.cols,
-                                  part.count, input_proj_.get(), 0, w.dtype, d, w.cols, input_proj_bias_.get(), 0,
-                                  s.hidden.get(), static_cast<uint64_t>(part.begin * d), d, false, false});
+      vulkan::record_matmul(
+          seq, {s.features_in.get(), static_cast<uint64_t>(part.begin * w.cols), w.cols, part.count,
+                input_proj_.get(), 0, w.dtype, d, w.cols, input_proj_bias_.get(), 0, s.hidden.get(),
+                static_cast<uint64_t>(part.begin * d), d, false, false});
       mark("input_proj");
     }
   }
@@ -224,8 +233,8 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
     const Layer& layer = layers_[l];
     const Mamba1Layer& host = model_.layers()[l];
     const uint64_t state_at = static_cast<uint64_t>(l * layer_state);
-    vulkan::record_rms_norm(seq, {s.hidden.get(), 0, d, m, d, layer.norm.get(), 0, static_cast<float>(c.norm_eps),
-                                  s.xn.get(), 0, d});  // [m, d]
+    vulkan::record_rms_norm(seq, {s.hidden.get(), 0, d, m, d, layer.norm.get(), 0,
+                                  static_cast<float>(c.norm_eps), s.xn.get(), 0, d});  // [m, d]
     mark("norm");
     vulkan::record_matmul(seq, {s.xn.get(), 0, d, m, layer.in_proj.get(), 0, host.in_proj.dtype, 2 * D, d,
                                 layer.in_proj_bias.get(), 0, s.xz.get(), 0, 2 * D, false,
@@ -249,21 +258,22 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
       vulkan::record_causal_conv_silu(seq, conv);  // x half of xz -> u [count, D]
     }
     mark("conv");
-    vulkan::record_matmul(seq, {s.u.get(), 0, D, m, layer.x_proj.get(), 0, host.x_proj.dtype, xw, D, nullptr, 0,
-                                s.xdbl.get(), 0, xw, false, false});  // [m, D] -> [m, R + 2N]
+    vulkan::record_matmul(seq, {s.u.get(), 0, D, m, layer.x_proj.get(), 0, host.x_proj.dtype, xw, D, nullptr,
+                                0, s.xdbl.get(), 0, xw, false, false});  // [m, D] -> [m, R + 2N]
     mark("x_proj");
     if (c.mixer_rms_norm) {
       // FalconMamba normalizes dt_low, B and C each over its own width, in place, per row.
       const float eps = static_cast<float>(c.mixer_rms_eps);
       const std::pair<int64_t, int64_t> pieces[] = {{0, R}, {R, N}, {R + N, N}};  // (offset, width)
       for (const auto& [offset, width] : pieces)
-        vulkan::record_rms_norm(seq, {s.xdbl.get(), static_cast<uint64_t>(offset), xw, m, width,
-                                      mixer_norm_ones_.get(), 0, eps, s.xdbl.get(), static_cast<uint64_t>(offset),
-                                      xw});
+        vulkan::record_rms_norm(
+            seq, {s.xdbl.get(), static_cast<uint64_t>(offset), xw, m, width, mixer_norm_ones_.get(), 0, eps,
+                  s.xdbl.get(), static_cast<uint64_t>(offset), xw});
       mark("norm");
     }
-    vulkan::record_matmul(seq, {s.xdbl.get(), 0, xw, m, layer.dt_proj.get(), 0, host.dt_proj.dtype, D, R,
-                                layer.dt_bias.get(), 0, s.dt.get(), 0, D, false, true});  // softplus -> [m, D]
+    vulkan::record_matmul(
+        seq, {s.xdbl.get(), 0, xw, m, layer.dt_proj.get(), 0, host.dt_proj.dtype, D, R, layer.dt_bias.get(),
+              0, s.dt.get(), 0, D, false, true});  // softplus -> [m, D]
     mark("dt_proj");
     for (const Round::Part& part : round.parts) {
       vulkan::GpuSelectiveScanArgs scan;
@@ -303,8 +313,8 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
   // share a dispatch), then the LM head over the rows that need logits.
   const float eps = static_cast<float>(c.norm_eps);
   auto norm_rows = [&](int64_t from, int64_t rows, Buffer* to, int64_t to_row) {
-    vulkan::record_rms_norm(seq, {s.hidden.get(), static_cast<uint64_t>(from * d), d, rows, d, norm_f_.get(), 0,
-                                  eps, to, static_cast<uint64_t>(to_row * d), d});
+    vulkan::record_rms_norm(seq, {s.hidden.get(), static_cast<uint64_t>(from * d), d, rows, d, norm_f_.get(),
+                                  0, eps, to, static_cast<uint64_t>(to_row * d), d});
   };
   switch (options.output) {
     case OutputKind::None:
@@ -317,8 +327,9 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
         if (part.last) norm_rows(part.begin + part.count - 1, 1, to, slot++);
       mark("final_norm");
       if (options.output == OutputKind::LogitsLast && slot > 0) {
-        vulkan::record_matmul(seq, {s.normed.get(), 0, d, slot, lm_head_.get(), 0, head_dtype, vocab, d, nullptr, 0,
-                                    s.out.get(), 0, vocab, false, false});  // [finishing, d] -> [finishing, vocab]
+        vulkan::record_matmul(
+            seq, {s.normed.get(), 0, d, slot, lm_head_.get(), 0, head_dtype, vocab, d, nullptr, 0,
+                  s.out.get(), 0, vocab, false, false});  // [finishing, d] -> [finishing, vocab]
         mark("lm_head");
       }
       break;
@@ -331,8 +342,8 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
     case OutputKind::LogitsAll:
       norm_rows(0, m, s.normed.get(), 0);
       mark("final_norm");
-      vulkan::record_matmul(seq, {s.normed.get(), 0, d, m, lm_head_.get(), 0, head_dtype, vocab, d, nullptr, 0,
-                                  s.out.get(), 0, vocab, false, false});  // [m, d] -> [m, vocab]
+      vulkan::record_matmul(seq, {s.normed.get(), 0, d, m, lm_head_.get(), 0, head_dtype, vocab, d, nullptr,
+                                  0, s.out.get(), 0, vocab, false, false});  // [m, d] -> [m, vocab]
       mark("lm_head");
       break;
   }
@@ -346,8 +357,8 @@ void VulkanMamba1::forward(std::span<const SequenceInput> batch, std::span<const
   const int64_t d = c.d_model, D = c.d_inner, xdbl_width = c.dt_rank + 2 * c.d_state;
   const int64_t n_seq = static_cast<int64_t>(batch.size());
   const std::lock_guard lock(shared_->mutex);
-  std::vector<Buffer*> states(n_seq);
-  for (int64_t i = 0; i < n_seq; ++i) states[i] = &state_buffer(*batch[i].state);
+  std::vector<State*> states(n_seq);
+  for (int64_t i = 0; i < n_seq; ++i) states[i] = &device_state(*batch[i].state);
   Scratch& s = scratch_of(workspace);
   s.timings.clear();
   outputs.resize(n_seq);
@@ -366,7 +377,8 @@ void VulkanMamba1::forward(std::span<const SequenceInput> batch, std::span<const
       if (left == 0) continue;
       const int64_t count = options.chunk > 0 && options.chunk < left ? options.chunk : left;
       const bool last = count == left;
-      round.parts.push_back({i, states[i], round.m, count, s.consumed[i], last, !batch[i].tokens.empty()});
+      round.parts.push_back({i, &states[i]->buffer(), states[i]->id(), round.m, count, s.consumed[i], last,
+                             !batch[i].tokens.empty()});
       round.m += count;
       round.finishing += last;
     }
@@ -439,9 +451,9 @@ void VulkanMamba1::forward(std::span<const SequenceInput> batch, std::span<const
     // Replay the last recording when this round has its shape; record otherwise.
     std::vector<uint64_t> key = {static_cast<uint64_t>(m), static_cast<uint64_t>(options.output)};
     for (const Round::Part& part : round.parts) {
-      key.insert(key.end(), {reinterpret_cast<uint64_t>(part.state->handle()), static_cast<uint64_t>(part.begin),
-                             static_cast<uint64_t>(part.count), static_cast<uint64_t>(part.last),
-                             static_cast<uint64_t>(part.tokens)});
+      key.insert(key.end(),
+                 {part.state_id, static_cast<uint64_t>(part.begin), static_cast<uint64_t>(part.count),
+                  static_cast<uint64_t>(part.last), static_cast<uint64_t>(part.tokens)});
     }
     if (!s.recorded || key != s.recorded_key) {
       s.recorded = false;
@@ -473,7 +485,8 @@ void VulkanMamba1::forward(std::span<const SequenceInput> batch, std::span<const
           break;
         }
         case OutputKind::LogitsAll:
-          dest.insert(dest.end(), out + part.begin * c.vocab_size, out + (part.begin + part.count) * c.vocab_size);
+          dest.insert(dest.end(), out + part.begin * c.vocab_size,
+                      out + (part.begin + part.count) * c.vocab_size);
           break;
         case OutputKind::HiddenAll:
           dest.insert(dest.end(), out + part.begin * d, out + (part.begin + part.count) * d);

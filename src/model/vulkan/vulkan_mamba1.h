@@ -51,6 +51,7 @@ class VulkanMamba1 final : public DeviceExecutor {
     explicit Shared(const vulkan::ContextOptions& options) : context(options) {}
     vulkan::Context context;
     std::mutex mutex;
+    uint64_t states_made = 0;  // guarded by mutex
   };
   struct Layer;
   struct Round;
@@ -62,7 +63,8 @@ class VulkanMamba1 final : public DeviceExecutor {
   BufferPtr upload_floats(const float* values, int64_t count) const;
   BufferPtr upload_matrix(const WeightMatrix& matrix) const;
   Scratch& scratch_of(Workspace& workspace) const;
-  vulkan::Buffer& state_buffer(SequenceState& state) const;
+  // The device copy of a sequence's state, made (uploaded) on its first use here.
+  State& device_state(SequenceState& state) const;
   void record_round(Scratch& scratch, const Round& round, const ForwardOptions& options) const;
 
   const Mamba1Model& model_;
