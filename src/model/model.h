@@ -155,6 +155,8 @@ class Model {
   const DeviceExecutor* device() const { return device_.get(); }
   // Moves forward onto `spec`'s device (uploading the weights) or back to the CPU.
   void set_device(const DeviceSpec& spec);
+  // Runs forward through `executor` (null: on the CPU); for executors made with options of their own.
+  void set_executor(std::unique_ptr<DeviceExecutor> executor) { device_ = std::move(executor); }
 
   // The weights shared by every architecture, for device executors to upload.
   const StoredTensor& embedding() const { return *embedding_; }

@@ -16,8 +16,8 @@ using vulkan::Buffer;
 using vulkan::CommandSequence;
 
 struct VulkanMamba1::Layer {
-  BufferPtr norm, in_proj, in_proj_bias, conv_weight, conv_bias, x_proj, dt_proj, dt_bias, a_base2, d_skip,
-      out_proj, out_proj_bias;
+  BufferPtr norm, in_proj_bias, conv_weight, conv_bias, dt_bias, a_base2, d_skip, out_proj_bias;
+  DeviceMatrix in_proj, x_proj, dt_proj, out_proj;
 };
 
 // One round: which rows of the round's buffers belong to which sequence (as in model.cc).
@@ -98,8 +98,11 @@ void accumulate_time(std::vector<DevicePhaseTime>& times, const std::string& pha
 
 }  // namespace
 
-VulkanMamba1::VulkanMamba1(const Mamba1Model& model, const vulkan::ContextOptions& options)
+VulkanMamba1::VulkanMamba1(const Mamba1Model& model, const vulkan::ContextOptions& options,
+                           uint64_t max_piece_bytes)
     : model_(model), shared_(std::make_shared<Shared>(options)) {
+  max_piece_bytes_ = shared_->context.info().max_storage_buffer_bytes;
+  if (max_piece_bytes > 0) max_piece_bytes_ = std::min(max_piece_bytes_, max_piece_bytes);
   const ModelConfig& c = model.config();
   for (const WeightMatrix* matrix : {&model.lm_head(), &model.input_proj()}) {
     if (matrix->data != nullptr && matrix->dtype != DType::F32 && matrix->dtype != DType::BF16 &&
@@ -142,17 +145,48 @@ VulkanMamba1::BufferPtr VulkanMamba1::upload_floats(const float* values, int64_t
   return buffer;
 }
 
-VulkanMamba1::BufferPtr VulkanMamba1::upload_matrix(const WeightMatrix& matrix) const {
-  if (matrix.data == nullptr) return nullptr;
+VulkanMamba1::DeviceMatrix VulkanMamba1::upload_matrix(const WeightMatrix& matrix) const {
+  DeviceMatrix uploaded;
+  if (matrix.data == nullptr) return uploaded;
   if (matrix.dtype != DType::F32 && matrix.dtype != DType::BF16 && matrix.dtype != DType::F16)
     throw Error("the Vulkan backend computes with f32, bf16 or f16 weights, not " +
                 std::string(dtype_name(matrix.dtype)) + " (load with --dtype f32, bf16 or f16)");
-  // The packed panels exactly as the CPU kernels read them: [panels][cols][64] in the dtype.
-  const uint64_t bytes = static_cast<uint64_t>(matrix.panels() * matrix.cols * kPanelWidth) *
-                         (matrix.dtype == DType::F32 ? 4 : 2);
-  auto buffer = std::make_unique<Buffer>(shared_->context, bytes);
-  buffer->upload(matrix.data, bytes);
-  return buffer;
+  uploaded.dtype = matrix.dtype;
+  uploaded.cols = matrix.cols;
+  // The packed panels exactly as the CPU kernels read them, [panels][cols][64] in the dtype, cut
+  // into runs of whole panels that one storage binding can span. Each output's chain lives in
+  // one panel, so the cut changes no bit.
+  const uint64_t panel_bytes =
+      static_cast<uint64_t>(matrix.cols * kPanelWidth) * (matrix.dtype == DType::F32 ? 4 : 2);
+  const uint64_t limit = max_piece_bytes_;
+  if (panel_bytes > limit)
+    throw Error("one 64-row panel of a " + std::to_string(matrix.cols) +
+                "-column matrix exceeds what a storage " + "binding may span on " +
+                shared_->context.info().name);
+  const int64_t panels_per_piece = static_cast<int64_t>(limit / panel_bytes);
+  for (int64_t panel = 0; panel < matrix.panels(); panel += panels_per_piece) {
+    const int64_t panels = std::min(panels_per_piece, matrix.panels() - panel);
+    DeviceMatrix::Piece piece;
+    piece.first_row = panel * kPanelWidth;
+    piece.rows = std::min(panels * kPanelWidth, matrix.rows - piece.first_row);
+    piece.buffer = std::make_unique<Buffer>(shared_->context, panels * panel_bytes);
+    piece.buffer->upload(static_cast<const uint8_t*>(matrix.data) + panel * panel_bytes,
+                         panels * panel_bytes);
+    uploaded.pieces.push_back(std::move(piece));
+  }
+  return uploaded;
+}
+
+void VulkanMamba1::record_product(vulkan::CommandSequence& seq, const DeviceMatrix& w, const Buffer* x,
+                                  int64_t x_offset, int64_t ldx, int64_t m, const Buffer* bias,
+                                  const Buffer* y, int64_t y_offset, int64_t ldy, bool accumulate,
+                                  bool softplus) {
+  for (const DeviceMatrix::Piece& piece : w.pieces) {
+    vulkan::record_matmul(
+        seq, {x, static_cast<uint64_t>(x_offset), ldx, m, piece.buffer.get(), 0, w.dtype, piece.rows, w.cols,
+              bias, static_cast<uint64_t>(bias != nullptr ? piece.first_row : 0), y,
+              static_cast<uint64_t>(y_offset + piece.first_row), ldy, accumulate, softplus});
+  }
 }
 
 std::string VulkanMamba1::description() const {
@@ -213,32 +247,28 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
   auto mark = [&](const char* phase) {
     while (s.phases.size() < seq.dispatch_count()) s.phases.emplace_back(phase);
   };
-  const DType head_dtype = model_.lm_head().dtype;
 
   for (const Round::Part& part : round.parts) {
     if (part.tokens) {
       seq.copy(*s.tokens_in, part.begin * d * 4, *s.hidden, part.begin * d * 4, part.count * d * 4, "embed");
       mark("embed");
     } else {
-      const WeightMatrix& w = model_.input_proj();
-      vulkan::record_matmul(
-          seq, {s.features_in.get(), static_cast<uint64_t>(part.begin * w.cols), w.cols, part.count,
-                input_proj_.get(), 0, w.dtype, d, w.cols, input_proj_bias_.get(), 0, s.hidden.get(),
-                static_cast<uint64_t>(part.begin * d), d, false, false});
+      const int64_t in_dim = input_proj_.cols;
+      record_product(seq, input_proj_, s.features_in.get(), part.begin * in_dim, in_dim, part.count,
+                     input_proj_bias_.get(), s.hidden.get(), part.begin * d, d, false,
+                     false);  // -> [count, d]
       mark("input_proj");
     }
   }
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const Layer& layer = layers_[l];
-    const Mamba1Layer& host = model_.layers()[l];
     const uint64_t state_at = static_cast<uint64_t>(l * layer_state);
     vulkan::record_rms_norm(seq, {s.hidden.get(), 0, d, m, d, layer.norm.get(), 0,
                                   static_cast<float>(c.norm_eps), s.xn.get(), 0, d});  // [m, d]
     mark("norm");
-    vulkan::record_matmul(seq, {s.xn.get(), 0, d, m, layer.in_proj.get(), 0, host.in_proj.dtype, 2 * D, d,
-                                layer.in_proj_bias.get(), 0, s.xz.get(), 0, 2 * D, false,
-                                false});  // [m, d] x [2D, d]^T -> [m, 2D]
+    record_product(seq, layer.in_proj, s.xn.get(), 0, d, m, layer.in_proj_bias.get(), s.xz.get(), 0, 2 * D,
+                   false, false);  // [m, d] x [2D, d]^T -> [m, 2D]
     mark("in_proj");
     for (const Round::Part& part : round.parts) {
       vulkan::GpuCausalConvArgs conv;
@@ -258,8 +288,8 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
       vulkan::record_causal_conv_silu(seq, conv);  // x half of xz -> u [count, D]
     }
     mark("conv");
-    vulkan::record_matmul(seq, {s.u.get(), 0, D, m, layer.x_proj.get(), 0, host.x_proj.dtype, xw, D, nullptr,
-                                0, s.xdbl.get(), 0, xw, false, false});  // [m, D] -> [m, R + 2N]
+    record_product(seq, layer.x_proj, s.u.get(), 0, D, m, nullptr, s.xdbl.get(), 0, xw, false,
+                   false);  // [m, D] -> [m, R + 2N]
     mark("x_proj");
     if (c.mixer_rms_norm) {
       // FalconMamba normalizes dt_low, B and C each over its own width, in place, per row.
@@ -271,9 +301,8 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
                   s.xdbl.get(), static_cast<uint64_t>(offset), xw});
       mark("norm");
     }
-    vulkan::record_matmul(
-        seq, {s.xdbl.get(), 0, xw, m, layer.dt_proj.get(), 0, host.dt_proj.dtype, D, R, layer.dt_bias.get(),
-              0, s.dt.get(), 0, D, false, true});  // softplus -> [m, D]
+    record_product(seq, layer.dt_proj, s.xdbl.get(), 0, xw, m, layer.dt_bias.get(), s.dt.get(), 0, D, false,
+                   true);  // softplus, [m, R] -> [m, D]
     mark("dt_proj");
     for (const Round::Part& part : round.parts) {
       vulkan::GpuSelectiveScanArgs scan;
@@ -303,9 +332,8 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
       vulkan::record_selective_scan(seq, scan);  // -> gated y [count, D]
     }
     mark("scan");
-    vulkan::record_matmul(seq, {s.y.get(), 0, D, m, layer.out_proj.get(), 0, host.out_proj.dtype, d, D,
-                                layer.out_proj_bias.get(), 0, s.hidden.get(), 0, d, true,
-                                false});  // residual += [m, D] -> [m, d]
+    record_product(seq, layer.out_proj, s.y.get(), 0, D, m, layer.out_proj_bias.get(), s.hidden.get(), 0, d,
+                   true, false);  // residual += [m, D] -> [m, d]
     mark("out_proj");
   }
 
@@ -327,9 +355,8 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
         if (part.last) norm_rows(part.begin + part.count - 1, 1, to, slot++);
       mark("final_norm");
       if (options.output == OutputKind::LogitsLast && slot > 0) {
-        vulkan::record_matmul(
-            seq, {s.normed.get(), 0, d, slot, lm_head_.get(), 0, head_dtype, vocab, d, nullptr, 0,
-                  s.out.get(), 0, vocab, false, false});  // [finishing, d] -> [finishing, vocab]
+        record_product(seq, lm_head_, s.normed.get(), 0, d, slot, nullptr, s.out.get(), 0, vocab, false,
+                       false);  // [finishing, d] -> [finishing, vocab]
         mark("lm_head");
       }
       break;
@@ -342,8 +369,8 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
     case OutputKind::LogitsAll:
       norm_rows(0, m, s.normed.get(), 0);
       mark("final_norm");
-      vulkan::record_matmul(seq, {s.normed.get(), 0, d, m, lm_head_.get(), 0, head_dtype, vocab, d, nullptr,
-                                  0, s.out.get(), 0, vocab, false, false});  // [m, d] -> [m, vocab]
+      record_product(seq, lm_head_, s.normed.get(), 0, d, m, nullptr, s.out.get(), 0, vocab, false,
+                     false);  // [m, d] -> [m, vocab]
       mark("lm_head");
       break;
   }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backends/vulkan/vulkan_buffer.h"
+#include "backends/vulkan/vulkan_commands.h"
 #include "backends/vulkan/vulkan_context.h"
 #include "model/device.h"
 #include "model/mamba1.h"
@@ -30,7 +31,9 @@ namespace mb {
 
 class VulkanMamba1 final : public DeviceExecutor {
  public:
-  VulkanMamba1(const Mamba1Model& model, const vulkan::ContextOptions& options);
+  // `max_piece_bytes` (0 = the device's binding limit) caps the pieces weight matrices are cut
+  // into; tests lower it to cut small matrices.
+  VulkanMamba1(const Mamba1Model& model, const vulkan::ContextOptions& options, uint64_t max_piece_bytes = 0);
   ~VulkanMamba1() override;
 
   std::string description() const override;
@@ -60,8 +63,25 @@ class VulkanMamba1 final : public DeviceExecutor {
   friend class State;
 
   using BufferPtr = std::unique_ptr<vulkan::Buffer>;
+  // A packed weight matrix on the device, in pieces of whole 64-row panels, each no larger than
+  // one storage binding may span (lavapipe allows 128 MiB; an f32 130m LM head is 154 MB).
+  struct DeviceMatrix {
+    struct Piece {
+      BufferPtr buffer;
+      int64_t first_row = 0, rows = 0;
+    };
+    std::vector<Piece> pieces;
+    DType dtype = DType::F32;
+    int64_t cols = 0;
+  };
   BufferPtr upload_floats(const float* values, int64_t count) const;
-  BufferPtr upload_matrix(const WeightMatrix& matrix) const;
+  DeviceMatrix upload_matrix(const WeightMatrix& matrix) const;
+  // y[:, rows] (+)= x W^T (+ bias) over every piece of W: one matmul dispatch per piece, writing
+  // the piece's columns of y. Offsets are in floats.
+  static void record_product(vulkan::CommandSequence& seq, const DeviceMatrix& w, const vulkan::Buffer* x,
+                             int64_t x_offset, int64_t ldx, int64_t m, const vulkan::Buffer* bias,
+                             const vulkan::Buffer* y, int64_t y_offset, int64_t ldy, bool accumulate,
+                             bool softplus);
   Scratch& scratch_of(Workspace& workspace) const;
   // The device copy of a sequence's state, made (uploaded) on its first use here.
   State& device_state(SequenceState& state) const;
@@ -69,8 +89,10 @@ class VulkanMamba1 final : public DeviceExecutor {
 
   const Mamba1Model& model_;
   std::shared_ptr<Shared> shared_;
+  uint64_t max_piece_bytes_ = 0;
   std::vector<Layer> layers_;
-  BufferPtr lm_head_, norm_f_, input_proj_, input_proj_bias_, mixer_norm_ones_;
+  DeviceMatrix lm_head_, input_proj_;
+  BufferPtr norm_f_, input_proj_bias_, mixer_norm_ones_;
 };
 
 }  // namespace mb
