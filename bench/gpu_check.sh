@@ -9,8 +9,9 @@
 #                         no 370m model (a CPU device would need an hour for the full sizes)
 #   MB_GPU_CHECK_DEVICE   the device flag (default vulkan:0)
 #   MB_GPU_CHECK_SKIP_BUILD=1  use an existing build
-# Bounded at 10 minutes: each step has its own timeout, and a step that times out is reported
-# as such and does not stop the later ones.
+# Bounded at 10 minutes: each step has its own timeout, never past the overall deadline, and a
+# step that times out or fails is reported as such and does not stop the later ones. The report
+# ends with a table of the benchmark figures.
 set -uo pipefail
 build=${1:-build-gpu}
 report=${2:-gpu_check_report.txt}
@@ -21,10 +22,15 @@ cli=$build/mambacpp
 start=$(date +%s)
 exec > >(tee "$report") 2>&1
 
+deadline=$(( start + ${MB_GPU_CHECK_SECONDS:-580} ))
 step() { echo; echo "## $*  (t=$(( $(date +%s) - start )) s)"; }
-# Runs a command under a timeout; reports a timeout or a failure instead of stopping the script.
+# Runs a command under a timeout (cut to what is left before the deadline); reports a timeout or
+# a failure instead of stopping the script.
 bounded() {
   local seconds=$1; shift
+  local left=$(( deadline - $(date +%s) ))
+  [ "$left" -lt "$seconds" ] && seconds=$left
+  if [ "$seconds" -le 0 ]; then echo "SKIPPED (out of time): $*"; return 0; fi
   timeout "$seconds" "$@"
   local rc=$?
   if [ $rc -eq 124 ]; then echo "TIMEOUT after ${seconds}s: $*"; elif [ $rc -ne 0 ]; then echo "FAILED (rc=$rc): $*"; fi
@@ -53,10 +59,11 @@ step "devices"
 step "Vulkan test suite (validation layer on where installed)"
 bounded 240 "$build/tests/test_vulkan" --gtest_brief=1
 
+# Decode at batch 1 and 8 after the short prompt; prefill at the short and the long prompt.
 if [ "$small" = 1 ]; then
-  presets="tiny"; lengths="64 128"; gen=8; repeats=1
+  presets="tiny"; short=64; long=128; gen=8; repeats=1
 else
-  presets="130m 370m"; lengths="512 4096"; gen=64; repeats=3
+  presets="130m 370m"; short=512; long=4096; gen=64; repeats=3
 fi
 mkdir -p "$models"
 for preset in $presets; do
@@ -64,14 +71,32 @@ for preset in $presets; do
     dir=$models/$preset-$dtype
     [ -f "$dir/config.json" ] || bounded 120 "$cli" make-model --out "$dir" --preset "$preset" --dtype "$dtype"
     step "bench $preset $dtype on $device"
-    for T in $lengths; do
-      for batch in 1 8; do
-        echo -n "$preset $dtype T=$T batch=$batch: "
-        bounded 120 "$cli" bench -m "$dir" --device "$device" --prompt-len "$T" --gen-len "$gen" --batch "$batch" \
-          --repeats "$repeats" --step-tokens 16 --json
-      done
+    for run in "$short 1 $gen" "$short 8 $gen" "$long 1 4"; do
+      set -- $run
+      echo -n "RESULT $preset $dtype T=$1 batch=$2: "
+      bounded 150 "$cli" bench -m "$dir" --device "$device" --prompt-len "$1" --batch "$2" --gen-len "$3" \
+        --repeats "$repeats" --step-tokens 16 --json
     done
   done
 done
+
+step "summary"
+if command -v python3 >/dev/null; then
+  python3 - "$report" <<'PY'
+import json, sys
+print(f"{'model':<6} {'dtype':<5} {'T':>5} {'batch':>5} {'prefill tok/s':>14} {'us/token':>9} {'decode tok/s':>13}")
+for line in open(sys.argv[1]):
+    if not line.startswith("RESULT ") or "{" not in line:
+        continue
+    head, body = line.split(": ", 1)
+    _, preset, dtype, t, batch = head.split()
+    try:
+        r = json.loads(body)
+    except ValueError:
+        continue
+    prefill = r["prefill_tok_s"]
+    print(f"{preset:<6} {dtype:<5} {t[2:]:>5} {batch[6:]:>5} {prefill:>14.1f} {1e6 / prefill:>9.1f} {r['decode_tok_s']:>13.1f}")
+PY
+fi
 
 step "done in $(( $(date +%s) - start )) s; report: $report"

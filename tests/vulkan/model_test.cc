@@ -176,6 +176,26 @@ TEST_P(VulkanModel, BatchEqualsEachSequenceAlone) {
   }
 }
 
+TEST_P(VulkanModel, LastRowOutputsOfABatchEqualEachSequenceAlone) {
+  // With chunk 4 the first round holds rows 0-1 (finishing), 2-5 (not) and 6-8 (finishing): the
+  // finishing rows are not adjacent, and their outputs fill slots 0 and 1.
+  const std::vector<std::vector<int32_t>> prompts = {
+      test::random_tokens(2, 97, 31), test::random_tokens(6, 97, 32), test::random_tokens(3, 97, 33)};
+  for (OutputKind kind : {OutputKind::LogitsLast, OutputKind::HiddenLast}) {
+    std::vector<SequenceState> states;
+    for (size_t i = 0; i < prompts.size(); ++i) states.push_back(gpu().new_state());
+    std::vector<SequenceInput> batch;
+    for (size_t i = 0; i < prompts.size(); ++i) batch.push_back({&states[i], prompts[i], {}});
+    std::vector<std::vector<float>> out;
+    gpu().forward(kCpu, batch, {kind, 4}, ws_, out);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      SequenceState alone = cpu().new_state();
+      const auto expected = run(cpu(), alone, prompts[i], kind);
+      expect_cpu_equal(out[i], expected, "sequence " + std::to_string(i));
+    }
+  }
+}
+
 TEST_P(VulkanModel, DecodeRecordsOnceAndReplays) {
   SequenceState state = gpu().new_state();
   Workspace ws;

@@ -248,10 +248,17 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
     while (s.phases.size() < seq.dispatch_count()) s.phases.emplace_back(phase);
   };
 
-  for (const Round::Part& part : round.parts) {
+  // Embedding rows: one copy per run of token sequences (their rows are adjacent in the round).
+  for (size_t p = 0; p < round.parts.size(); ++p) {
+    const Round::Part& part = round.parts[p];
     if (part.tokens) {
-      seq.copy(*s.tokens_in, part.begin * d * 4, *s.hidden, part.begin * d * 4, part.count * d * 4, "embed");
+      size_t end = p + 1;
+      while (end < round.parts.size() && round.parts[end].tokens) ++end;
+      const Round::Part& last = round.parts[end - 1];
+      const uint64_t rows = static_cast<uint64_t>(last.begin + last.count - part.begin);
+      seq.copy(*s.tokens_in, part.begin * d * 4, *s.hidden, part.begin * d * 4, rows * d * 4, "embed");
       mark("embed");
+      p = end - 1;
     } else {
       const int64_t in_dim = input_proj_.cols;
       record_product(seq, input_proj_, s.features_in.get(), part.begin * in_dim, in_dim, part.count,
@@ -349,10 +356,23 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
       break;
     case OutputKind::LogitsLast:
     case OutputKind::HiddenLast: {
-      int64_t slot = 0;
+      // The last row of each finishing sequence goes to the next slot; runs of adjacent rows (every
+      // row of a decode step) take one dispatch.
+      int64_t slot = 0, run_from = -1, run_rows = 0;
       Buffer* to = options.output == OutputKind::HiddenLast ? s.out.get() : s.normed.get();
-      for (const Round::Part& part : round.parts)
-        if (part.last) norm_rows(part.begin + part.count - 1, 1, to, slot++);
+      for (const Round::Part& part : round.parts) {
+        if (!part.last) continue;
+        const int64_t row = part.begin + part.count - 1;
+        if (run_rows > 0 && row == run_from + run_rows) {
+          ++run_rows;
+        } else {
+          if (run_rows > 0) norm_rows(run_from, run_rows, to, slot - run_rows);
+          run_from = row;
+          run_rows = 1;
+        }
+        ++slot;
+      }
+      if (run_rows > 0) norm_rows(run_from, run_rows, to, slot - run_rows);
       mark("final_norm");
       if (options.output == OutputKind::LogitsLast && slot > 0) {
         record_product(seq, lm_head_, s.normed.get(), 0, d, slot, nullptr, s.out.get(), 0, vocab, false,
