@@ -233,6 +233,11 @@ TEST_P(VulkanModel, ForkedStateContinuesOnTheCpu) {
   const auto on_cpu = run(cpu(), fork, {17}, OutputKind::LogitsLast);
   const auto on_gpu = run(gpu(), state, {17}, OutputKind::LogitsLast);
   expect_cpu_equal(on_gpu, on_cpu, "continued logits");
+  // The device-held state itself, given to the CPU model, is downloaded and continues there.
+  const auto from_device = run(cpu(), state, {18}, OutputKind::LogitsLast);
+  EXPECT_EQ(state.device, nullptr);
+  expect_cpu_equal(from_device, run(cpu(), fork, {18}, OutputKind::LogitsLast),
+                   "the device state on the CPU");
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, VulkanModel, ::testing::Values(DType::F32, DType::BF16),

@@ -231,7 +231,8 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
   const ModelConfig& c = model_.config();
   const int64_t d = c.d_model, D = c.d_inner, N = c.d_state, R = c.dt_rank, K = c.d_conv;
   const int64_t xw = R + 2 * N, m = round.m, vocab = c.vocab_size;
-  const int64_t layer_state = (K - 1 + N) * D;  // Mamba1Model::layer_state_floats
+  // The device state has the host layout: per layer, conv history [K-1, D] then SSM state [N, D].
+  const int64_t layer_state = static_cast<int64_t>(model_.layer_state_floats());
   const int64_t parts = static_cast<int64_t>(round.parts.size());
   // Per layer: norm, in_proj, x_proj, dt_proj, out_proj, FalconMamba's three norms, and a conv
   // and a scan per sequence; around the layers: one input op and two output ops per sequence.
