@@ -9,6 +9,11 @@
 #                         no 370m model (a CPU device would need an hour for the full sizes)
 #   MB_GPU_CHECK_DEVICE   the device flag (default vulkan:0)
 #   MB_GPU_CHECK_SKIP_BUILD=1  use an existing build
+# On a lent machine without the build packages: build here (`cmake -B build-gpu -DMB_VULKAN=ON
+# -DMB_SERVER=OFF -DMB_BUILD_BENCH=OFF`, targets mambacpp and test_vulkan), copy build-gpu/mambacpp
+# and build-gpu/tests/test_vulkan into a git-ignored folder of the same shape, carry it with the
+# Vulkan loader's and libutf8proc's .deb files, unpack those there (dpkg -x, ldconfig), and run
+# with MB_GPU_CHECK_SKIP_BUILD=1 and that folder as build-dir.
 # Bounded at 10 minutes: each step has its own timeout, never past the overall deadline, and a
 # step that times out or fails is reported as such and does not stop the later ones. The report
 # ends with a table of the benchmark figures.
@@ -57,6 +62,7 @@ step "devices"
 "$cli" devices
 
 step "Vulkan test suite (validation layer on where installed)"
+export MB_CLI="$(realpath "$cli")"  # the CLI tests find the CLI here even in a copied build
 bounded 240 "$build/tests/test_vulkan" --gtest_brief=1
 
 # Decode at batch 1 and 8 after the short prompt; prefill at the short and the long prompt.

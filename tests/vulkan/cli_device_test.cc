@@ -21,8 +21,10 @@ class VulkanCli : public test::VulkanTest {
   };
   Output cli(const std::string& arguments) {
     const std::string dir = test::make_temp_dir("vulkan_cli_run");
-    const std::string command =
-        std::string(MB_CLI_PATH) + " " + arguments + " >" + dir + "/out.txt 2>" + dir + "/err.txt";
+    // MB_CLI overrides the build's path, for a copied build on another machine (gpu_check.sh).
+    const char* override_path = std::getenv("MB_CLI");
+    const std::string command = std::string(override_path != nullptr ? override_path : MB_CLI_PATH) + " " +
+                                arguments + " >" + dir + "/out.txt 2>" + dir + "/err.txt";
     const int status = std::system(command.c_str());
     return {status, read_text_file(dir + "/out.txt"), read_text_file(dir + "/err.txt")};
   }
