@@ -197,7 +197,6 @@ void Model::validate_batch(const ComputeContext& ctx, std::span<const SequenceIn
   if (options.chunk < 0) throw Error("chunk size must be >= 0");
   if (options.ssd_chunk < 0) throw Error("SSD chunk size must be >= 0");
   check_thread_count(ctx.n_threads);
-  ws.options = options;
   // Validate everything before any state changes, so a bad request leaves every sequence intact.
   std::vector<int64_t>& total = ws.total;
   total.assign(n_seq, 0);
@@ -303,7 +302,7 @@ void Model::forward_cpu(const ComputeContext& ctx, std::span<const SequenceInput
       }
     }
 
-    forward_layers(ctx, rows, hidden, m, ws, scratch);
+    forward_layers(ctx, rows, hidden, m, options, ws, scratch);
 
     // Outputs. The scratch area is free again and holds the normalized rows.
     float* normed = scratch;

@@ -100,6 +100,13 @@ struct RowRange {
   int64_t begin, count;
 };
 
+// An architecture's own reusable scratch (its per-sequence op arguments), kept in
+// Workspace::layers so that Workspace names no architecture.
+class LayerScratch {
+ public:
+  virtual ~LayerScratch() = default;
+};
+
 // Reusable scratch for forward calls; grows to the largest round seen and is then reused,
 // so steady-state calls allocate nothing. One per concurrent caller.
 struct Workspace {
@@ -108,15 +115,22 @@ struct Workspace {
   std::vector<RowRange> rows;
   std::vector<double> pooled;
   std::vector<const SequenceState*> sorted_states;  // the batch's states, sorted to find repeats
-  std::vector<CausalConvArgs> conv_args;            // per-sequence op arguments, reused across calls
-  std::vector<SelectiveScanArgs> scan_args;
-  std::vector<Mamba2ScanSequence> mamba2_args;
-  std::vector<Mamba3ScanSequence> mamba3_args;
-  ForwardOptions options;                   // the options of the forward call in progress, for forward_layers
-  std::unique_ptr<DeviceWorkspace> device;  // a device executor's buffers and recorded steps
+  std::unique_ptr<LayerScratch> layers;             // the architecture's, made on first use
+  std::unique_ptr<DeviceWorkspace> device;          // a device executor's buffers and recorded steps
   float* reserve(size_t floats) {
     if (arena.size() < floats) arena.resize(floats);
     return arena.data();
+  }
+  // The architecture's scratch of type T, made on first use (and again when a workspace moves
+  // between models of different architectures).
+  template <class T>
+  T& layer_scratch() {
+    auto* held = dynamic_cast<T*>(layers.get());
+    if (held == nullptr) {
+      layers = std::make_unique<T>();
+      held = static_cast<T*>(layers.get());
+    }
+    return *held;
   }
 };
 
@@ -169,7 +183,7 @@ class Model {
   using Rows = RowRange;
   // The architecture's layer stack over one round: hidden [M, d_model] in, residual stream out.
   virtual void forward_layers(const ComputeContext& ctx, std::span<const Rows> rows, float* hidden, int64_t m,
-                              Workspace& workspace, float* scratch) const = 0;
+                              const ForwardOptions& options, Workspace& workspace, float* scratch) const = 0;
   // Scratch floats forward_layers needs per row.
   virtual size_t scratch_floats_per_row() const = 0;
 
