@@ -73,8 +73,9 @@ BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const B
     const double decode_s = time_seconds([&] {
       for (int64_t i = 0; i < o.gen_len; ++i) {
         for (int64_t b = 0; b < o.batch; ++b) batch[b] = {&states[b], std::span(&tokens[b], 1), {}};
-        model.forward(ctx, batch, {OutputKind::LogitsLast, 0}, ws, out);
-        for (int64_t b = 0; b < o.batch; ++b) tokens[b] = argmax(out[b]);
+        // Greedy decode asks for the argmax alone: on a device only the chosen ids come back.
+        model.forward(ctx, batch, {OutputKind::ArgmaxLast, 0}, ws, out);
+        for (int64_t b = 0; b < o.batch; ++b) tokens[b] = static_cast<int32_t>(out[b][0]);
       }
     });
     if (model.device() != nullptr && run == o.repeats)

@@ -12,6 +12,7 @@
 #include "model/mamba2.h"
 #include "model/mamba3.h"
 #include "model/weight_binder.h"
+#include "ops/argmax.h"
 #include "ops/quant.h"
 #include "ops/rms_norm.h"
 
@@ -165,6 +166,8 @@ int64_t Model::output_width(OutputKind kind) const {
   switch (kind) {
     case OutputKind::None:
       return 0;
+    case OutputKind::ArgmaxLast:
+      return 1;
     case OutputKind::LogitsLast:
     case OutputKind::LogitsAll:
       return config_.vocab_size;
@@ -269,7 +272,9 @@ void Model::forward_cpu(const ComputeContext& ctx, std::span<const SequenceInput
 
     const size_t per_row = static_cast<size_t>(d) + scratch_floats_per_row();
     const size_t logits_floats =
-        options.output == OutputKind::LogitsLast ? rows.size() * config_.vocab_size : 0;
+        options.output == OutputKind::LogitsLast || options.output == OutputKind::ArgmaxLast
+            ? rows.size() * config_.vocab_size
+            : 0;
     float* base = ws.reserve(m * per_row + logits_floats);
     float* hidden = base;                     // [m, d]
     float* scratch = base + m * d;            // [m, scratch_floats_per_row]
@@ -319,6 +324,7 @@ void Model::forward_cpu(const ComputeContext& ctx, std::span<const SequenceInput
           case OutputKind::None:
             break;
           case OutputKind::LogitsLast:
+          case OutputKind::ArgmaxLast:
           case OutputKind::HiddenLast:
             if (!last_round) break;
             norm.x = hidden + (part.begin + part.count - 1) * d;
@@ -373,8 +379,11 @@ void Model::forward_cpu(const ComputeContext& ctx, std::span<const SequenceInput
       for (size_t r = 0; r < rows.size(); ++r) {
         const int64_t i = owner[r];
         if (ws.consumed[i] + rows[r].count != total[i]) continue;
-        outputs[i].assign(last_logits + slot * config_.vocab_size,
-                          last_logits + (slot + 1) * config_.vocab_size);
+        const float* logits = last_logits + slot * config_.vocab_size;
+        if (options.output == OutputKind::ArgmaxLast)
+          outputs[i].assign(1, static_cast<float>(greedy_index(logits, config_.vocab_size)));
+        else
+          outputs[i].assign(logits, logits + config_.vocab_size);
         ++slot;
       }
     }

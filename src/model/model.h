@@ -67,6 +67,7 @@ enum class OutputKind {
   HiddenLast,  // [1, d_model] after norm_f
   HiddenAll,   // [T, d_model] after norm_f
   HiddenMean,  // [1, d_model]: norm_f output averaged over the new positions
+  ArgmaxLast,  // [1]: ops/argmax.h's greedy index of the LogitsLast row, as a float (exact)
 };
 
 // One sequence of a batch: its state and its new positions, as token ids or as raw feature

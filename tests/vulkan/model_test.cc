@@ -111,7 +111,7 @@ TEST_P(VulkanModel, LogitsAndStateEqualTheCpu) {
 TEST_P(VulkanModel, EveryOutputKindEqualsTheCpu) {
   const auto tokens = test::random_tokens(7, 97, 3);
   for (OutputKind kind : {OutputKind::LogitsLast, OutputKind::HiddenLast, OutputKind::HiddenAll,
-                          OutputKind::HiddenMean, OutputKind::None}) {
+                          OutputKind::HiddenMean, OutputKind::ArgmaxLast, OutputKind::None}) {
     SequenceState cpu_state = cpu().new_state(), gpu_state = gpu().new_state();
     const auto expected = run(cpu(), cpu_state, tokens, kind, 3);
     const auto got = run(gpu(), gpu_state, tokens, kind, 3);
@@ -181,7 +181,7 @@ TEST_P(VulkanModel, LastRowOutputsOfABatchEqualEachSequenceAlone) {
   // finishing rows are not adjacent, and their outputs fill slots 0 and 1.
   const std::vector<std::vector<int32_t>> prompts = {
       test::random_tokens(2, 97, 31), test::random_tokens(6, 97, 32), test::random_tokens(3, 97, 33)};
-  for (OutputKind kind : {OutputKind::LogitsLast, OutputKind::HiddenLast}) {
+  for (OutputKind kind : {OutputKind::LogitsLast, OutputKind::HiddenLast, OutputKind::ArgmaxLast}) {
     std::vector<SequenceState> states;
     for (size_t i = 0; i < prompts.size(); ++i) states.push_back(gpu().new_state());
     std::vector<SequenceInput> batch;

@@ -71,8 +71,9 @@ class VulkanMamba1::Scratch final : public DeviceWorkspace {
 
   std::shared_ptr<Shared> shared;  // declared first: destroyed after every buffer
   int64_t rows = 0;
-  uint64_t out_floats = 0;
-  BufferPtr tokens_in, features_in, hidden, xn, xz, u, xdbl, dt, y, normed, out;
+  uint64_t out_floats = 0, logits_floats = 0;
+  // `logits` holds ArgmaxLast's logits on the device; only the chosen ids reach `out`.
+  BufferPtr tokens_in, features_in, hidden, xn, xz, u, xdbl, dt, y, normed, out, logits;
   std::unique_ptr<CommandSequence> sequence;
   uint32_t sequence_capacity = 0;
   bool recorded = false;
@@ -234,9 +235,17 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
   // The device state has the host layout: per layer, conv history [K-1, D] then SSM state [N, D].
   const int64_t layer_state = static_cast<int64_t>(model_.layer_state_floats());
   const int64_t parts = static_cast<int64_t>(round.parts.size());
-  // Per layer: norm, in_proj, x_proj, dt_proj, out_proj, FalconMamba's three norms, and a conv
-  // and a scan per sequence; around the layers: one input op and two output ops per sequence.
-  const uint32_t needed = static_cast<uint32_t>(c.n_layer * (8 + 2 * parts) + 3 * parts + 2);
+  // An upper bound on the dispatches: per layer a norm, FalconMamba's three norms, a dispatch per
+  // matrix piece, and a conv and a scan per sequence; around the layers an input op per sequence
+  // (a copy or the input projection's pieces), a final norm per sequence, the LM head's pieces
+  // and the argmax.
+  int64_t layer_pieces = 0;
+  for (const Layer& layer : layers_)
+    layer_pieces += static_cast<int64_t>(layer.in_proj.pieces.size() + layer.x_proj.pieces.size() +
+                                         layer.dt_proj.pieces.size() + layer.out_proj.pieces.size());
+  const int64_t input_ops = parts * std::max<int64_t>(1, static_cast<int64_t>(input_proj_.pieces.size()));
+  const uint32_t needed = static_cast<uint32_t>(layer_pieces + c.n_layer * (4 + 2 * parts) + input_ops +
+                                                parts + static_cast<int64_t>(lm_head_.pieces.size()) + 1);
   if (!s.sequence || s.sequence_capacity < needed) {
     s.sequence.reset();
     s.sequence = std::make_unique<CommandSequence>(shared_->context, needed);
@@ -356,6 +365,7 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
     case OutputKind::None:
       break;
     case OutputKind::LogitsLast:
+    case OutputKind::ArgmaxLast:
     case OutputKind::HiddenLast: {
       // The last row of each finishing sequence goes to the next slot; runs of adjacent rows (every
       // row of a decode step) take one dispatch.
@@ -375,10 +385,17 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
       }
       if (run_rows > 0) norm_rows(run_from, run_rows, to, slot - run_rows);
       mark("final_norm");
-      if (options.output == OutputKind::LogitsLast && slot > 0) {
-        record_product(seq, lm_head_, s.normed.get(), 0, d, slot, nullptr, s.out.get(), 0, vocab, false,
+      if (options.output != OutputKind::HiddenLast && slot > 0) {
+        const bool argmax = options.output == OutputKind::ArgmaxLast;
+        record_product(seq, lm_head_, s.normed.get(), 0, d, slot, nullptr,
+                       argmax ? s.logits.get() : s.out.get(), 0, vocab, false,
                        false);  // [finishing, d] -> [finishing, vocab]
         mark("lm_head");
+        if (argmax) {
+          vulkan::record_argmax(seq,
+                                {s.logits.get(), 0, vocab, slot, vocab, s.out.get(), 0});  // -> [finishing]
+          mark("argmax");
+        }
       }
       break;
     }
@@ -458,6 +475,9 @@ void VulkanMamba1::forward(std::span<const SequenceInput> batch, std::span<const
       case OutputKind::LogitsLast:
         out_floats = round.finishing * c.vocab_size;
         break;
+      case OutputKind::ArgmaxLast:
+        out_floats = round.finishing;
+        break;
       case OutputKind::HiddenLast:
         out_floats = round.finishing * d;
         break;
@@ -473,6 +493,13 @@ void VulkanMamba1::forward(std::span<const SequenceInput> batch, std::span<const
       s.out = std::make_unique<Buffer>(shared_->context, std::max<uint64_t>(out_floats, 1) * 4,
                                        vulkan::Memory::HostVisible);
       s.out_floats = std::max<uint64_t>(out_floats, 1);
+      s.recorded = false;
+    }
+    const uint64_t logits_floats =
+        options.output == OutputKind::ArgmaxLast ? static_cast<uint64_t>(round.finishing * c.vocab_size) : 0;
+    if (logits_floats > s.logits_floats) {
+      s.logits = std::make_unique<Buffer>(shared_->context, logits_floats * 4);
+      s.logits_floats = logits_floats;
       s.recorded = false;
     }
 
@@ -525,6 +552,7 @@ void VulkanMamba1::forward(std::span<const SequenceInput> batch, std::span<const
         case OutputKind::None:
           break;
         case OutputKind::LogitsLast:
+        case OutputKind::ArgmaxLast:
         case OutputKind::HiddenLast: {
           if (!part.last) break;
           const int64_t width = model_.output_width(options.output);
