@@ -10,7 +10,7 @@ namespace mb::cli {
 
 void add_bench(CLI::App& app) {
   struct Args {
-    std::string model, dtype, scan = "sequential";
+    std::string model, dtype, scan = "sequential", device = "cpu";
     BenchOptions options;
     int threads = 0;
     bool json = false;
@@ -21,6 +21,7 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--prompt-len", args->options.prompt_len, "Prompt length")->capture_default_str();
   cmd->add_option("--gen-len", args->options.gen_len, "Tokens to decode")->capture_default_str();
   cmd->add_option("-t,--threads", args->threads, "Threads (0 = all cores)");
+  add_device_option(cmd, args->device);
   cmd->add_option("--dtype", args->dtype,
                   "Weight storage: f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q6_k (default: as stored)");
   cmd->add_option("--chunk", args->options.chunk, "Prefill chunk (0 = whole prompt)")->capture_default_str();
@@ -32,6 +33,8 @@ void add_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--ssd-chunk", args->options.ssd_chunk,
                   "Chunked-scan (SSD) chunk length (0 = the config's)");
+  cmd->add_option("--batch", args->options.batch, "Sequences decoded together (decode tok/s counts all)")
+      ->capture_default_str();
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->add_flag("--profile", args->options.profile, "Break prefill time down by phase");
   cmd->callback([args] {
@@ -41,6 +44,7 @@ void add_bench(CLI::App& app) {
     const BenchOptions& o = args->options;
     check_flag_range("--prompt-len", o.prompt_len, 1, kMaxLength);
     check_flag_range("--gen-len", o.gen_len, 1, kMaxLength);
+    check_flag_range("--batch", o.batch, 1, 4096);
     check_flag_range("--repeats", o.repeats, 1, 1000);
     check_flag_range("--chunk", o.chunk, 0, INT64_MAX, "0 = the whole prompt");
     check_flag_range("--step-tokens", o.step_tokens, 0, INT64_MAX, "0 = min(prompt-len, 128)");
@@ -49,7 +53,7 @@ void add_bench(CLI::App& app) {
     const auto ctx = make_context(args->threads);
     // Load time includes quantizing the matrices when --dtype asks for a quantized type.
     const auto load_start = std::chrono::steady_clock::now();
-    auto model = Model::load(args->model, make_load_options(args->dtype));
+    auto model = Model::load(args->model, make_load_options(args->dtype, args->device));
     const double load_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
     const BenchResult r = run_benchmark(*model, ctx, args->options);
@@ -68,7 +72,27 @@ void add_bench(CLI::App& app) {
                           {"step_tokens", r.step_tokens},
                           {"prefill_speedup_vs_step", r.prefill_speedup},
                           {"load_s", load_s},
-                          {"weight_bytes_per_token", model->matrix_bytes()}};
+                          {"weight_bytes_per_token", model->matrix_bytes()},
+                          {"batch", args->options.batch},
+                          {"device", model->device() != nullptr ? model->device()->description() : "cpu"}};
+    // Device time per phase (from timestamp queries) of one prefill call and one decode step.
+    auto device_phases = [](const std::vector<DevicePhaseTime>& times) {
+      nlohmann::json phases = nlohmann::json::object();
+      for (const DevicePhaseTime& time : times)
+        phases[time.phase] = {{"ms", time.milliseconds}, {"dispatches", time.dispatches}};
+      return phases;
+    };
+    if (!r.device_prefill.empty() || !r.device_decode_step.empty()) {
+      out["device_phases"] = {{"prefill", device_phases(r.device_prefill)},
+                              {"decode_step", device_phases(r.device_decode_step)}};
+      if (!args->json) {
+        for (const auto& [call, times] :
+             {std::pair{"prefill", &r.device_prefill}, std::pair{"decode step", &r.device_decode_step}})
+          for (const DevicePhaseTime& time : *times)
+            std::printf("  device %-12s %-12s %9.3f ms  %4lld dispatches\n", call, time.phase.c_str(),
+                        time.milliseconds, static_cast<long long>(time.dispatches));
+      }
+    }
     if (args->options.profile) {
       nlohmann::json phases = nlohmann::json::object();
       const double total = r.prefill_phases.total();

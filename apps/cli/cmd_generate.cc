@@ -66,7 +66,7 @@ SamplingParams resolve_sampling(const SamplingFlags& f) {
 
 void add_generate(CLI::App& app) {
   struct Args {
-    std::string model, tokens, dtype;
+    std::string model, tokens, dtype, device = "cpu";
     int n = 16, threads = 0;
     SamplingFlags sampling;
   };
@@ -78,6 +78,7 @@ void add_generate(CLI::App& app) {
   cmd->add_option("--tokens", args->tokens, "Comma-separated prompt token ids")->required();
   cmd->add_option("-n,--n-predict", args->n, "Tokens to generate")->capture_default_str();
   cmd->add_option("-t,--threads", args->threads, "Threads (0 = all cores)");
+  add_device_option(cmd, args->device);
   cmd->add_option("--dtype", args->dtype,
                   "Weight storage: f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q6_k (default: as stored)");
   add_sampling_flags(*cmd, args->sampling);
@@ -89,7 +90,7 @@ void add_generate(CLI::App& app) {
     request.sampling = resolve_sampling(args->sampling);
     request.stop_at_eos = !args->sampling.ignore_eos;
     const auto ctx = make_context(args->threads);
-    auto model = Model::load(args->model, make_load_options(args->dtype));
+    auto model = Model::load(args->model, make_load_options(args->dtype, args->device));
     std::optional<Tokenizer> tokenizer;
     if (!args->sampling.stops.empty()) {
       tokenizer = load_tokenizer(args->model);
@@ -106,7 +107,7 @@ void add_generate(CLI::App& app) {
 
 void add_run(CLI::App& app) {
   struct Args {
-    std::string model, prompt, prompt_file, dtype;
+    std::string model, prompt, prompt_file, dtype, device = "cpu";
     int n = 128, threads = 0;
     SamplingFlags sampling;
   };
@@ -120,6 +121,7 @@ void add_run(CLI::App& app) {
   prompt->excludes(prompt_file);
   cmd->add_option("-n,--n-predict", args->n, "Maximum tokens to generate")->capture_default_str();
   cmd->add_option("-t,--threads", args->threads, "Threads (0 = all cores)");
+  add_device_option(cmd, args->device);
   cmd->add_option("--dtype", args->dtype,
                   "Weight storage: f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q6_k (default: as stored)");
   add_sampling_flags(*cmd, args->sampling);
@@ -140,7 +142,7 @@ void add_run(CLI::App& app) {
     std::string text = args->prompt;
     if (!args->prompt_file.empty()) text = read_text_file(args->prompt_file);
     if (text.empty()) throw Error("give a prompt with -p/--prompt TEXT or -f/--file FILE");
-    auto model = Model::load(model_dir, make_load_options(args->dtype));
+    auto model = Model::load(model_dir, make_load_options(args->dtype, args->device));
     const Tokenizer tokenizer = load_tokenizer(model_dir);
     GenerateRequest request;
     request.prompt = tokenizer.encode(text);

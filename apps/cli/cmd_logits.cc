@@ -8,7 +8,7 @@ namespace mb::cli {
 
 void add_logits(CLI::App& app) {
   struct Args {
-    std::string model, tokens, out, dtype, mode = "prefill", scan = "sequential";
+    std::string model, tokens, out, dtype, mode = "prefill", scan = "sequential", device = "cpu";
     bool all_positions = false;
     int threads = 0;
     int64_t chunk = 0, ssd_chunk = 0;
@@ -20,6 +20,7 @@ void add_logits(CLI::App& app) {
   cmd->add_option("--out", args->out, "Output .npy (float32 [T, vocab] or [1, vocab])")->required();
   cmd->add_flag("--all-positions", args->all_positions, "Logits at every position instead of the last");
   cmd->add_option("-t,--threads", args->threads, "Threads (0 = all cores)");
+  add_device_option(cmd, args->device);
   cmd->add_option("--dtype", args->dtype,
                   "Weight storage: f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q6_k (default: as stored)");
   cmd->add_option("--mode", args->mode, "prefill (one batched pass) | step (one decode step per token)")
@@ -37,7 +38,7 @@ void add_logits(CLI::App& app) {
     const ScanForm scan = parse_scan_form(args->scan);
     const auto tokens = parse_token_list(args->tokens);
     const auto ctx = make_context(args->threads);
-    auto model = Model::load(args->model, make_load_options(args->dtype));
+    auto model = Model::load(args->model, make_load_options(args->dtype, args->device));
     const int64_t vocab = model->config().vocab_size;
     SequenceState state = model->new_state();
     Workspace ws;

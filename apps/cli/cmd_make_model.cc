@@ -53,7 +53,7 @@ void add_make_model(CLI::App& app) {
     (*sizes)[flag] = cmd->add_option(flag, value, help);
   };
   cmd->add_option("--out", args->out, "Output folder")->required();
-  cmd->add_option("--preset", args->preset, "tiny | 130m")->capture_default_str();
+  cmd->add_option("--preset", args->preset, "tiny | 130m | 370m")->capture_default_str();
   size_option("--d-model", args->d_model, "Model width");
   size_option("--n-layer", args->n_layer, "Number of layers");
   size_option("--vocab", args->vocab, "Vocabulary size");
@@ -153,10 +153,10 @@ void add_make_model(CLI::App& app) {
     const bool gguf = args->format == "gguf";
     const GgufFileType gguf_type = gguf ? parse_gguf_file_type(args->dtype) : GgufFileType::F32;
     // A quantized GGUF is made from f32 weights; a float one from weights already in its dtype.
-    o.dtype = !gguf                                    ? parse_dtype(args->dtype)
-              : gguf_type == GgufFileType::F16         ? DType::F16
-              : gguf_type == GgufFileType::BF16        ? DType::BF16
-                                                       : DType::F32;
+    o.dtype = !gguf                             ? parse_dtype(args->dtype)
+              : gguf_type == GgufFileType::F16  ? DType::F16
+              : gguf_type == GgufFileType::BF16 ? DType::BF16
+                                                : DType::F32;
     check_flag_range("--seed", args->seed, 0, INT64_MAX);
     o.seed = static_cast<uint64_t>(args->seed);
     o.shards = args->shards;

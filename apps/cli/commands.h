@@ -38,7 +38,11 @@ ComputeContext make_context(int threads);
 // `note` (may be empty) says what the special values mean, e.g. "0 = the whole prompt".
 void check_flag_range(const std::string& flag, int64_t value, int64_t min, int64_t max,
                       const std::string& note = "");
-LoadOptions make_load_options(const std::string& dtype);
+// The load options of --dtype and --device ("cpu", "vulkan", "vulkan:N"); throws mb::Error for
+// an unknown device (an index out of range, or Vulkan in a build without it, fail at load).
+LoadOptions make_load_options(const std::string& dtype, const std::string& device = "cpu");
+// Registers --device on a subcommand that loads a model.
+void add_device_option(CLI::App* cmd, std::string& device);
 // "sequential" | "chunked" | "auto" of --scan; throws mb::Error naming the flag.
 ScanForm parse_scan_form(const std::string& text);
 

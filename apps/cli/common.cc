@@ -58,8 +58,14 @@ ScanForm parse_scan_form(const std::string& text) {
   throw Error("--scan must be sequential, chunked or auto, got '" + text + "'");
 }
 
-LoadOptions make_load_options(const std::string& dtype) {
+void add_device_option(CLI::App* cmd, std::string& device) {
+  cmd->add_option("--device", device, "Where to run: cpu | vulkan | vulkan:N (`mambacpp devices` lists them)")
+      ->capture_default_str();
+}
+
+LoadOptions make_load_options(const std::string& dtype, const std::string& device) {
   LoadOptions options;
+  options.device = parse_device(device);
   if (!dtype.empty() && dtype != "auto") options.weight_dtype = parse_dtype(dtype);
   return options;
 }

@@ -32,6 +32,7 @@ BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const B
   if (o.prompt_len < 1 || o.gen_len < 1 || o.repeats < 1)
     throw Error("bench: prompt_len, gen_len and repeats must be positive");
   if (o.step_tokens < 0) throw Error("bench: step_tokens must be >= 0 (0 = min(prompt_len, 128))");
+  if (o.batch < 1) throw Error("bench: the decode batch must be >= 1");
   std::vector<int32_t> prompt(o.prompt_len);
   uint64_t x = o.seed * 0x9e3779b97f4a7c15ull + 1;
   for (auto& token : prompt) {
@@ -53,14 +54,32 @@ BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const B
       model.forward(prefill_ctx, std::span(&input, 1), {OutputKind::LogitsLast, o.chunk, o.scan, o.ssd_chunk},
                     ws, out);
     });
-    int32_t token = argmax(out[0]);
+    if (model.device() != nullptr && run == o.repeats)
+      result.device_prefill = model.device()->last_timings(ws);
+    // The other sequences of a decode batch are prefilled untimed, as one batch, so that their
+    // states are where the first one's is (on the device, for a device model).
+    std::vector<SequenceState> states(o.batch);
+    states[0] = std::move(state);
+    std::vector<SequenceInput> batch;
+    for (int64_t b = 1; b < o.batch; ++b) {
+      states[b] = model.new_state();
+      batch.push_back({&states[b], prompt, {}});
+    }
+    std::vector<std::vector<float>> others;
+    if (!batch.empty())
+      model.forward(ctx, batch, {OutputKind::LogitsLast, o.chunk, o.scan, o.ssd_chunk}, ws, others);
+    std::vector<int32_t> tokens(o.batch, argmax(out[0]));
+    batch.resize(o.batch);
     const double decode_s = time_seconds([&] {
       for (int64_t i = 0; i < o.gen_len; ++i) {
-        SequenceInput next{&state, std::span(&token, 1), {}};
-        model.forward(ctx, std::span(&next, 1), {OutputKind::LogitsLast, 0}, ws, out);
-        token = argmax(out[0]);
+        for (int64_t b = 0; b < o.batch; ++b) batch[b] = {&states[b], std::span(&tokens[b], 1), {}};
+        // Greedy decode asks for the argmax alone: on a device only the chosen ids come back.
+        model.forward(ctx, batch, {OutputKind::ArgmaxLast, 0}, ws, out);
+        for (int64_t b = 0; b < o.batch; ++b) tokens[b] = static_cast<int32_t>(out[b][0]);
       }
     });
+    if (model.device() != nullptr && run == o.repeats)
+      result.device_decode_step = model.device()->last_timings(ws);
     SequenceState step_state = model.new_state();
     const double step_s = time_seconds([&] {
       for (int64_t i = 0; i < result.step_tokens; ++i) {
@@ -70,7 +89,7 @@ BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const B
     });
     if (run == 0) continue;
     prefill.push_back(o.prompt_len / prefill_s);
-    decode.push_back(o.gen_len / decode_s);
+    decode.push_back(o.batch * o.gen_len / decode_s);
     step.push_back(result.step_tokens / step_s);
     speedup.push_back(prefill.back() / step.back());
   }

@@ -31,8 +31,10 @@ std::vector<uint8_t> serialize_state(const Model& model, const SequenceState& st
   put<uint64_t>(out, model.fingerprint());
   put<uint64_t>(out, state.values.size());
   put<int64_t>(out, state.position);
-  const auto* values = reinterpret_cast<const uint8_t*>(state.values.data());
-  out.insert(out.end(), values, values + state.values.size() * 4);
+  // A state held by a device is downloaded here: saving is one of the times the caller asks.
+  const std::vector<float> current = state.host_values();
+  const auto* values = reinterpret_cast<const uint8_t*>(current.data());
+  out.insert(out.end(), values, values + current.size() * 4);
   put<uint64_t>(out, checksum(out.data(), out.size()));
   return out;
 }

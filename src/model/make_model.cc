@@ -119,8 +119,13 @@ ModelConfig preset_config(const std::string& name) {
     c.d_model = 768;
     c.n_layer = 24;
     c.vocab_size = 50280;
+  } else if (name == "370m") {
+    // mamba-370m's shape, for the GPU benchmarks' larger model.
+    c.d_model = 1024;
+    c.n_layer = 48;
+    c.vocab_size = 50280;
   } else {
-    throw Error("unknown preset '" + name + "' (expected tiny or 130m)");
+    throw Error("unknown preset '" + name + "' (expected tiny, 130m or 370m)");
   }
   c.d_state = 16;
   c.d_conv = 4;
@@ -155,7 +160,8 @@ void make_model(const std::string& out_dir, const MakeModelOptions& options) {
   if (options.shards < 1)
     throw Error("make_model: shards must be >= 1, got " + std::to_string(options.shards));
   if (dtype_is_quantized(options.dtype))
-    throw Error("make_model: checkpoints are stored as f32, bf16 or f16, not " + std::string(dtype_name(options.dtype)) +
+    throw Error("make_model: checkpoints are stored as f32, bf16 or f16, not " +
+                std::string(dtype_name(options.dtype)) +
                 " (quantize at load instead: LoadOptions::weight_dtype, the CLI's --dtype)");
   if (options.input_dim < 0)
     throw Error("make_model: input_dim must be >= 0, got " + std::to_string(options.input_dim));

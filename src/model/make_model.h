@@ -28,7 +28,8 @@ struct MakeModelOptions {
   CheckpointFormat format = CheckpointFormat::Safetensors;  // TorchBin needs shards == 1
 };
 
-// Preset configs: "tiny" (d_model 64, 2 layers, vocab 512) and "130m" (mamba-130m's shape).
+// Preset configs: "tiny" (d_model 64, 2 layers, vocab 512), "130m" and "370m" (the shapes of
+// mamba-130m and mamba-370m).
 ModelConfig preset_config(const std::string& name);
 
 // make_model holds every weight as f32 in memory before writing, so it refuses configurations of

@@ -14,6 +14,15 @@
 #include "ops/rms_norm.h"
 
 namespace mb {
+namespace {
+
+// Per-sequence op arguments of a round, reused across calls.
+struct Mamba1Scratch final : LayerScratch {
+  std::vector<CausalConvArgs> conv;
+  std::vector<SelectiveScanArgs> scan;
+};
+
+}  // namespace
 
 Mamba1Model::Mamba1Model(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors,
                          const LoadOptions& options) {
@@ -68,7 +77,9 @@ size_t Mamba1Model::scratch_floats_per_row() const {
 }
 
 void Mamba1Model::forward_layers(const ComputeContext& ctx, std::span<const Rows> rows, float* hidden,
-                                 int64_t m, Workspace& ws, float* scratch) const {
+                                 int64_t m, [[maybe_unused]] const ForwardOptions& options, Workspace& ws,
+                                 float* scratch) const {
+  // Mamba-1 has one scan form, so no option changes its layers.
   const ModelConfig& c = config_;
   const int64_t d = c.d_model, D = c.d_inner, N = c.d_state, R = c.dt_rank, K = c.d_conv;
   const int64_t xdbl_width = R + 2 * N;
@@ -79,8 +90,9 @@ void Mamba1Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
   float* dt = xdbl + m * xdbl_width;  // [m, D]
   float* y = dt + m * D;              // [m, D]
 
-  ws.conv_args.resize(rows.size());
-  ws.scan_args.resize(rows.size());
+  Mamba1Scratch& args = ws.layer_scratch<Mamba1Scratch>();
+  args.conv.resize(rows.size());
+  args.scan.resize(rows.size());
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const Mamba1Layer& layer = layers_[l];
     const size_t state_offset = l * layer_state_floats();
@@ -97,7 +109,7 @@ void Mamba1Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
 
     for (size_t s = 0; s < rows.size(); ++s) {
       float* state = rows[s].state->values.data() + state_offset;
-      CausalConvArgs& conv = ws.conv_args[s];
+      CausalConvArgs& conv = args.conv[s];
       conv = {xz + rows[s].begin * 2 * D,
               2 * D,
               rows[s].count,
@@ -111,7 +123,7 @@ void Mamba1Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
     }
     {
       ScopedPhase timer(ctx.profile, Phase::Conv);
-      causal_conv_silu(ctx, ws.conv_args);  // x half of xz -> u [m, D]
+      causal_conv_silu(ctx, args.conv);  // x half of xz -> u [m, D]
     }
     {
       ScopedPhase timer(ctx.profile, Phase::XProj);
@@ -134,7 +146,7 @@ void Mamba1Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
 
     for (size_t s = 0; s < rows.size(); ++s) {
       const int64_t begin = rows[s].begin;
-      SelectiveScanArgs& scan = ws.scan_args[s];
+      SelectiveScanArgs& scan = args.scan[s];
       scan.length = rows[s].count;
       scan.channels = D;
       scan.d_state = N;
@@ -155,7 +167,7 @@ void Mamba1Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
     }
     {
       ScopedPhase timer(ctx.profile, Phase::Scan);
-      selective_scan(ctx, ws.scan_args);  // -> gated y [m, D]
+      selective_scan(ctx, args.scan);  // -> gated y [m, D]
     }
     {
       ScopedPhase timer(ctx.profile, Phase::OutProj);

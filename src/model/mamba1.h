@@ -33,10 +33,12 @@ class Mamba1Model : public Model {
   size_t state_floats() const override { return config_.n_layer * layer_state_floats(); }
   size_t layer_state_floats() const { return (config_.d_conv - 1 + config_.d_state) * config_.d_inner; }
   const std::vector<Mamba1Layer>& layers() const { return layers_; }
+  // FalconMamba's weightless mixer norm multiplies by these ones; null for plain Mamba-1.
+  const float* mixer_norm_ones() const { return mixer_norm_ones_; }
 
  protected:
   void forward_layers(const ComputeContext& ctx, std::span<const Rows> rows, float* hidden, int64_t m,
-                      Workspace& workspace, float* scratch) const override;
+                      const ForwardOptions& options, Workspace& workspace, float* scratch) const override;
   size_t scratch_floats_per_row() const override;
 
  private:

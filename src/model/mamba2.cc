@@ -12,6 +12,15 @@
 #include "ops/rms_norm.h"
 
 namespace mb {
+namespace {
+
+// Per-sequence op arguments of a round, reused across calls.
+struct Mamba2Scratch final : LayerScratch {
+  std::vector<CausalConvArgs> conv;
+  std::vector<Mamba2ScanSequence> scan;
+};
+
+}  // namespace
 
 Mamba2Model::Mamba2Model(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors,
                          const LoadOptions& options) {
@@ -73,22 +82,25 @@ size_t Mamba2Model::scratch_floats_per_row() const {
 }
 
 void Mamba2Model::forward_layers(const ComputeContext& ctx, std::span<const Rows> rows, float* hidden,
-                                 int64_t m, Workspace& ws, float* scratch) const {
+                                 int64_t m, const ForwardOptions& options, Workspace& ws,
+                                 float* scratch) const {
   const ModelConfig& c = config_;
   const int64_t d = c.d_model, di = c.d_inner, W = conv_width(), ip = in_proj_dim();
   const size_t conv_floats = (c.d_conv - 1) * W;
-  const int64_t ssd_chunk = ws.options.ssd_chunk > 0 ? ws.options.ssd_chunk : c.chunk_size;
+  const int64_t ssd_chunk = options.ssd_chunk > 0 ? options.ssd_chunk : c.chunk_size;
   // On CPUs the sequential recurrence is as fast as the chunked form or faster at every shape
   // measured (bench/mamba2_op_bench: d_state 16 to 128, chunks of 16 to 256, up to 1024
   // positions; BENCHMARKS.md), so Auto picks it: the chunked form only adds work here.
-  const bool chunked = ws.options.scan == ScanForm::Chunked;
+  const bool chunked = options.scan == ScanForm::Chunked;
   float* xn = scratch;         // [m, d]
   float* proj = xn + m * d;    // [m, in_proj_dim]: z | xBC | dt
   float* xbc = proj + m * ip;  // [m, conv_width] conv + SiLU outputs
   float* y = xbc + m * W;      // [m, d_inner]
 
-  ws.conv_args.resize(rows.size());
-  std::vector<Mamba2ScanSequence>& args = ws.mamba2_args;
+  Mamba2Scratch& scratch_args = ws.layer_scratch<Mamba2Scratch>();
+  std::vector<CausalConvArgs>& conv_args = scratch_args.conv;
+  conv_args.resize(rows.size());
+  std::vector<Mamba2ScanSequence>& args = scratch_args.scan;
   args.resize(rows.size());
   for (size_t s = 0; s < rows.size(); ++s) args[s].chunked = chunked;
   for (int64_t l = 0; l < c.n_layer; ++l) {
@@ -105,16 +117,16 @@ void Mamba2Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
     }
     for (size_t s = 0; s < rows.size(); ++s) {
       float* state = rows[s].state->values.data() + state_offset;
-      ws.conv_args[s] = {proj + rows[s].begin * ip + di,
-                         ip,
-                         rows[s].count,
-                         W,
-                         static_cast<int>(c.d_conv),
-                         layer.conv_weight,
-                         layer.conv_bias,
-                         state,
-                         xbc + rows[s].begin * W,
-                         W};
+      conv_args[s] = {proj + rows[s].begin * ip + di,
+                      ip,
+                      rows[s].count,
+                      W,
+                      static_cast<int>(c.d_conv),
+                      layer.conv_weight,
+                      layer.conv_bias,
+                      state,
+                      xbc + rows[s].begin * W,
+                      W};
       Mamba2ScanSequence& a = args[s];
       a.length = rows[s].count;
       a.xbc = xbc + rows[s].begin * W;
@@ -127,7 +139,7 @@ void Mamba2Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
     }
     {
       ScopedPhase timer(ctx.profile, Phase::Conv);
-      causal_conv_silu(ctx, ws.conv_args);  // xBC of proj -> xbc [m, conv_width]
+      causal_conv_silu(ctx, conv_args);  // xBC of proj -> xbc [m, conv_width]
     }
     {
       ScopedPhase timer(ctx.profile, Phase::Scan);

@@ -41,7 +41,7 @@ class Mamba2Model : public Model {
 
  protected:
   void forward_layers(const ComputeContext& ctx, std::span<const Rows> rows, float* hidden, int64_t m,
-                      Workspace& workspace, float* scratch) const override;
+                      const ForwardOptions& options, Workspace& workspace, float* scratch) const override;
   size_t scratch_floats_per_row() const override;
 
  private:

@@ -9,6 +9,14 @@
 #include "ops/rms_norm.h"
 
 namespace mb {
+namespace {
+
+// Per-sequence scan arguments of a round, reused across calls.
+struct Mamba3Scratch final : LayerScratch {
+  std::vector<Mamba3ScanSequence> scan;
+};
+
+}  // namespace
 int64_t mamba3_rope_angles(int64_t d_state, double rope_fraction) {
   return static_cast<int64_t>(static_cast<float>(d_state) * static_cast<float>(rope_fraction)) / 2;
 }
@@ -66,20 +74,21 @@ size_t Mamba3Model::scratch_floats_per_row() const {
 }
 
 void Mamba3Model::forward_layers(const ComputeContext& ctx, std::span<const Rows> rows, float* hidden,
-                                 int64_t m, Workspace& ws, float* scratch) const {
+                                 int64_t m, const ForwardOptions& options, Workspace& ws,
+                                 float* scratch) const {
   const ModelConfig& c = config_;
   const int64_t d = c.d_model, di = c.d_inner, ip = in_proj_dim();
-  const int64_t ssd_chunk = ws.options.ssd_chunk > 0 ? ws.options.ssd_chunk : c.chunk_size;
+  const int64_t ssd_chunk = options.ssd_chunk > 0 ? options.ssd_chunk : c.chunk_size;
   float* xn = scratch;       // [m, d]
   float* proj = xn + m * d;  // [m, in_proj_dim]
   float* y = proj + m * ip;  // [m, d_inner]
 
-  std::vector<Mamba3ScanSequence>& args = ws.mamba3_args;
+  std::vector<Mamba3ScanSequence>& args = ws.layer_scratch<Mamba3Scratch>().scan;
   args.resize(rows.size());
   for (size_t s = 0; s < rows.size(); ++s) {
     // The choice depends only on this sequence's own positions in the round, so a sequence
     // computes the same bits in any batch.
-    switch (ws.options.scan) {
+    switch (options.scan) {
       case ScanForm::Sequential:
         args[s].chunked = false;
         break;

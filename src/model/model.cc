@@ -12,6 +12,7 @@
 #include "model/mamba2.h"
 #include "model/mamba3.h"
 #include "model/weight_binder.h"
+#include "ops/argmax.h"
 #include "ops/quant.h"
 #include "ops/rms_norm.h"
 
@@ -31,15 +32,50 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
     config = load_model_config(dir);
     tensors = std::make_shared<const TensorSet>(TensorSet::open_dir(dir));
   }
+  std::unique_ptr<Model> model;
   switch (config.arch) {
     case Architecture::Mamba1:
-      return std::make_unique<Mamba1Model>(config, tensors, options);
+      model = std::make_unique<Mamba1Model>(config, tensors, options);
+      break;
     case Architecture::Mamba2:
-      return std::make_unique<Mamba2Model>(config, tensors, options);
+      model = std::make_unique<Mamba2Model>(config, tensors, options);
+      break;
     case Architecture::Mamba3:
-      return std::make_unique<Mamba3Model>(config, tensors, options);
+      model = std::make_unique<Mamba3Model>(config, tensors, options);
+      break;
   }
-  throw Error("'" + dir + "': unknown architecture");
+  if (!model) throw Error("'" + dir + "': unknown architecture");
+  model->set_device(options.device);
+  return model;
+}
+
+void Model::set_device(const DeviceSpec& spec) {
+  device_.reset();
+  if (spec.kind != DeviceKind::Cpu) device_ = make_device_executor(*this, spec);
+}
+
+SequenceState::SequenceState(const SequenceState& other) : values(other.values), position(other.position) {
+  if (other.device) other.device->download(values);
+}
+
+SequenceState& SequenceState::operator=(const SequenceState& other) {
+  if (this != &other) {
+    values = other.values;
+    position = other.position;
+    if (other.device) other.device->download(values);
+    device.reset();
+  }
+  return *this;
+}
+
+void SequenceState::sync_to_host() {
+  if (device) device->download(values);
+}
+
+std::vector<float> SequenceState::host_values() const {
+  std::vector<float> copy = values;
+  if (device) device->download(copy);
+  return copy;
 }
 
 namespace {
@@ -98,7 +134,8 @@ WeightBinder& Model::bind_common(const ModelConfig& config, std::shared_ptr<cons
       binder.first_present({"backbone.embeddings.weight", "backbone.embedding.weight"});
   // With a quantized matrix dtype the embedding is quantized too: lookups dequantize its rows,
   // and a tied LM head packs the same blocks.
-  embedding_ = &binder.quantized_rows(binder.tensor_rows_in(embedding_name, {c.vocab_rows, c.vocab_size}, c.d_model));
+  embedding_ =
+      &binder.quantized_rows(binder.tensor_rows_in(embedding_name, {c.vocab_rows, c.vocab_size}, c.d_model));
   // Padded vocabulary rows are never produced: the head only holds the real rows.
   if (c.tie_embeddings) {
     lm_head_ = binder.packed_rows(*embedding_, c.vocab_size);
@@ -129,6 +166,8 @@ int64_t Model::output_width(OutputKind kind) const {
   switch (kind) {
     case OutputKind::None:
       return 0;
+    case OutputKind::ArgmaxLast:
+      return 1;
     case OutputKind::LogitsLast:
     case OutputKind::LogitsAll:
       return config_.vocab_size;
@@ -140,12 +179,27 @@ int64_t Model::output_width(OutputKind kind) const {
 void Model::forward(const ComputeContext& ctx, std::span<const SequenceInput> batch,
                     const ForwardOptions& options, Workspace& ws,
                     std::vector<std::vector<float>>& outputs) const {
-  const int64_t d = config_.d_model;
+  validate_batch(ctx, batch, options, ws);
+  if (device_) {
+    device_->forward(batch, ws.total, options, ws, outputs);
+    return;
+  }
+  // A state a device advanced last holds its values there; the CPU continues from them.
+  for (const SequenceInput& in : batch) {
+    if (in.state->device) {
+      in.state->sync_to_host();
+      in.state->device.reset();
+    }
+  }
+  forward_cpu(ctx, batch, options, ws, outputs);
+}
+
+void Model::validate_batch(const ComputeContext& ctx, std::span<const SequenceInput> batch,
+                           const ForwardOptions& options, Workspace& ws) const {
   const int64_t n_seq = static_cast<int64_t>(batch.size());
   if (options.chunk < 0) throw Error("chunk size must be >= 0");
   if (options.ssd_chunk < 0) throw Error("SSD chunk size must be >= 0");
   check_thread_count(ctx.n_threads);
-  ws.options = options;
   // Validate everything before any state changes, so a bad request leaves every sequence intact.
   std::vector<int64_t>& total = ws.total;
   total.assign(n_seq, 0);
@@ -186,6 +240,14 @@ void Model::forward(const ComputeContext& ctx, std::span<const SequenceInput> ba
     throw Error("sequences " + std::to_string(first) + " and " + std::to_string(second) +
                 " of the batch share one SequenceState; each state may appear once per forward call");
   }
+}
+
+void Model::forward_cpu(const ComputeContext& ctx, std::span<const SequenceInput> batch,
+                        const ForwardOptions& options, Workspace& ws,
+                        std::vector<std::vector<float>>& outputs) const {
+  const int64_t d = config_.d_model;
+  const int64_t n_seq = static_cast<int64_t>(batch.size());
+  const std::vector<int64_t>& total = ws.total;
 
   outputs.resize(n_seq);
   for (auto& out : outputs) out.clear();
@@ -210,7 +272,9 @@ void Model::forward(const ComputeContext& ctx, std::span<const SequenceInput> ba
 
     const size_t per_row = static_cast<size_t>(d) + scratch_floats_per_row();
     const size_t logits_floats =
-        options.output == OutputKind::LogitsLast ? rows.size() * config_.vocab_size : 0;
+        options.output == OutputKind::LogitsLast || options.output == OutputKind::ArgmaxLast
+            ? rows.size() * config_.vocab_size
+            : 0;
     float* base = ws.reserve(m * per_row + logits_floats);
     float* hidden = base;                     // [m, d]
     float* scratch = base + m * d;            // [m, scratch_floats_per_row]
@@ -243,7 +307,7 @@ void Model::forward(const ComputeContext& ctx, std::span<const SequenceInput> ba
       }
     }
 
-    forward_layers(ctx, rows, hidden, m, ws, scratch);
+    forward_layers(ctx, rows, hidden, m, options, ws, scratch);
 
     // Outputs. The scratch area is free again and holds the normalized rows.
     float* normed = scratch;
@@ -260,6 +324,7 @@ void Model::forward(const ComputeContext& ctx, std::span<const SequenceInput> ba
           case OutputKind::None:
             break;
           case OutputKind::LogitsLast:
+          case OutputKind::ArgmaxLast:
           case OutputKind::HiddenLast:
             if (!last_round) break;
             norm.x = hidden + (part.begin + part.count - 1) * d;
@@ -314,8 +379,11 @@ void Model::forward(const ComputeContext& ctx, std::span<const SequenceInput> ba
       for (size_t r = 0; r < rows.size(); ++r) {
         const int64_t i = owner[r];
         if (ws.consumed[i] + rows[r].count != total[i]) continue;
-        outputs[i].assign(last_logits + slot * config_.vocab_size,
-                          last_logits + (slot + 1) * config_.vocab_size);
+        const float* logits = last_logits + slot * config_.vocab_size;
+        if (options.output == OutputKind::ArgmaxLast)
+          outputs[i].assign(1, static_cast<float>(greedy_index(logits, config_.vocab_size)));
+        else
+          outputs[i].assign(logits, logits + config_.vocab_size);
         ++slot;
       }
     }

@@ -22,6 +22,7 @@
 #include "core/dtype.h"
 #include "core/threading.h"
 #include "model/config.h"
+#include "model/device.h"
 #include "ops/causal_conv.h"
 #include "ops/mamba2_scan.h"
 #include "ops/mamba3_scan.h"
@@ -36,9 +37,27 @@ struct StoredTensor;
 
 // Recurrent state of one sequence: all layers' buffers in one flat f32 array, so that a fork
 // is a copy and a snapshot is a write of `values`.
+//
+// A model running on a device keeps the state there between calls (`device`), and `values`
+// is then only as new as the last sync_to_host(). Copying a state downloads the device copy
+// into the new state's values (a fork on the device is rare; a fork on the host is exact), and
+// to replace a state's contents, assign a new SequenceState (which drops the device copy).
 struct SequenceState {
   std::vector<float> values;
-  int64_t position = 0;  // positions consumed so far
+  int64_t position = 0;                 // positions consumed so far
+  std::unique_ptr<DeviceState> device;  // the current values when set, else null
+
+  SequenceState() = default;
+  SequenceState(std::vector<float> initial, int64_t at) : values(std::move(initial)), position(at) {}
+  SequenceState(const SequenceState& other);
+  SequenceState& operator=(const SequenceState& other);
+  SequenceState(SequenceState&&) noexcept = default;
+  SequenceState& operator=(SequenceState&&) noexcept = default;
+
+  // Makes `values` current (downloads the device copy, which stays the one forward calls use).
+  void sync_to_host();
+  // The current values, downloaded when the device holds them.
+  std::vector<float> host_values() const;
 };
 
 enum class OutputKind {
@@ -48,6 +67,7 @@ enum class OutputKind {
   HiddenLast,  // [1, d_model] after norm_f
   HiddenAll,   // [T, d_model] after norm_f
   HiddenMean,  // [1, d_model]: norm_f output averaged over the new positions
+  ArgmaxLast,  // [1]: ops/argmax.h's greedy index of the LogitsLast row, as a float (exact)
 };
 
 // One sequence of a batch: its state and its new positions, as token ids or as raw feature
@@ -81,6 +101,13 @@ struct RowRange {
   int64_t begin, count;
 };
 
+// An architecture's own reusable scratch (its per-sequence op arguments), kept in
+// Workspace::layers so that Workspace names no architecture.
+class LayerScratch {
+ public:
+  virtual ~LayerScratch() = default;
+};
+
 // Reusable scratch for forward calls; grows to the largest round seen and is then reused,
 // so steady-state calls allocate nothing. One per concurrent caller.
 struct Workspace {
@@ -89,19 +116,28 @@ struct Workspace {
   std::vector<RowRange> rows;
   std::vector<double> pooled;
   std::vector<const SequenceState*> sorted_states;  // the batch's states, sorted to find repeats
-  std::vector<CausalConvArgs> conv_args;            // per-sequence op arguments, reused across calls
-  std::vector<SelectiveScanArgs> scan_args;
-  std::vector<Mamba2ScanSequence> mamba2_args;
-  std::vector<Mamba3ScanSequence> mamba3_args;
-  ForwardOptions options;  // the options of the forward call in progress, for forward_layers
+  std::unique_ptr<LayerScratch> layers;             // the architecture's, made on first use
+  std::unique_ptr<DeviceWorkspace> device;          // a device executor's buffers and recorded steps
   float* reserve(size_t floats) {
     if (arena.size() < floats) arena.resize(floats);
     return arena.data();
+  }
+  // The architecture's scratch of type T, made on first use (and again when a workspace moves
+  // between models of different architectures).
+  template <class T>
+  T& layer_scratch() {
+    auto* held = dynamic_cast<T*>(layers.get());
+    if (held == nullptr) {
+      layers = std::make_unique<T>();
+      held = static_cast<T*>(layers.get());
+    }
+    return *held;
   }
 };
 
 struct LoadOptions {
   std::optional<DType> weight_dtype;  // empty = as stored
+  DeviceSpec device;                  // where forward runs (weights are uploaded there at load)
 };
 
 class Model {
@@ -118,7 +154,7 @@ class Model {
   // Identifies the checkpoint (config and stored weight bytes, independent of the load dtype),
   // so saved states are never restored into a different model.
   uint64_t fingerprint() const { return fingerprint_; }
-  SequenceState new_state() const { return {std::vector<float>(state_floats(), 0.0f), 0}; }
+  SequenceState new_state() const { return SequenceState(std::vector<float>(state_floats(), 0.0f), 0); }
 
   // Runs every sequence's new positions; `outputs[i]` receives sequence i's output rows
   // (resized as needed). Throws mb::Error for out-of-range token ids, malformed inputs, a state
@@ -130,11 +166,25 @@ class Model {
   // Width of one output row for `kind`.
   int64_t output_width(OutputKind kind) const;
 
+  // The device forward runs on; null on the CPU.
+  const DeviceExecutor* device() const { return device_.get(); }
+  // Moves forward onto `spec`'s device (uploading the weights) or back to the CPU.
+  void set_device(const DeviceSpec& spec);
+  // Runs forward through `executor` (null: on the CPU); for executors made with options of their own.
+  void set_executor(std::unique_ptr<DeviceExecutor> executor) { device_ = std::move(executor); }
+
+  // The weights shared by every architecture, for device executors to upload.
+  const StoredTensor& embedding() const { return *embedding_; }
+  const WeightMatrix& lm_head() const { return lm_head_; }
+  const float* norm_f() const { return norm_f_; }
+  const WeightMatrix& input_proj() const { return input_proj_; }
+  const float* input_proj_bias() const { return input_proj_bias_; }
+
  protected:
   using Rows = RowRange;
   // The architecture's layer stack over one round: hidden [M, d_model] in, residual stream out.
   virtual void forward_layers(const ComputeContext& ctx, std::span<const Rows> rows, float* hidden, int64_t m,
-                              Workspace& workspace, float* scratch) const = 0;
+                              const ForwardOptions& options, Workspace& workspace, float* scratch) const = 0;
   // Scratch floats forward_layers needs per row.
   virtual size_t scratch_floats_per_row() const = 0;
 
@@ -153,6 +203,15 @@ class Model {
   std::shared_ptr<const TensorSet> tensors_;
   std::shared_ptr<WeightBinder> binder_;  // owns converted weight storage
   uint64_t fingerprint_ = 0;
+  std::unique_ptr<DeviceExecutor> device_;  // null: forward runs on the CPU
+
+ private:
+  // Throws for a malformed batch before any state changes; fills ws.total.
+  void validate_batch(const ComputeContext& ctx, std::span<const SequenceInput> batch,
+                      const ForwardOptions& options, Workspace& ws) const;
+  void forward_cpu(const ComputeContext& ctx, std::span<const SequenceInput> batch,
+                   const ForwardOptions& options, Workspace& ws,
+                   std::vector<std::vector<float>>& outputs) const;
 };
 
 }  // namespace mb

@@ -83,6 +83,10 @@ TEST(Cli, BadInputsGiveOneLineErrorsAndNonZeroExit) {
       {"logits -m " + cli_model() + " --tokens 1 --out /tmp/x.npy --dtype int4", "unknown dtype"},
       {"run -m " + cli_model() + " -p hi --temp -1", "--temp"},
       {"run -m " + cli_model() + " -p hi --state-in /nonexistent.state", "cannot open"},
+      {"logits -m " + cli_model() + " --tokens 1 --out /tmp/x.npy --device gpu", "unknown device 'gpu'"},
+      {"generate -m " + cli_model() + " --tokens 1 -n 2 --device vulkan:x", "unknown device 'vulkan:x'"},
+      // Out of range with the backend, or no backend at all: either way the device is named.
+      {"bench -m " + cli_model() + " --prompt-len 2 --gen-len 1 --device vulkan:99", "device 'vulkan:99'"},
   };
   for (const auto& [arguments, fragment] : cases) {
     const Output out = run_cli(arguments);
@@ -251,7 +255,8 @@ TEST(Cli, GgufFilesWorkWithEveryCommand) {
       run_cli("make-model --format gguf --out " + made + " --d-model 32 --n-layer 2 --vocab 301 --seed 3");
   ASSERT_EQ(direct.status, 0) << direct.err;
   EXPECT_FALSE(std::filesystem::exists(made + ".parts"));
-  const Output made_quantized = run_cli("make-model --format gguf --dtype q8_0 --out " + dir + "/made_q8.gguf");
+  const Output made_quantized =
+      run_cli("make-model --format gguf --dtype q8_0 --out " + dir + "/made_q8.gguf");
   ASSERT_EQ(made_quantized.status, 0) << made_quantized.err;
 
   const std::string tokens = " --tokens 5,6,7,8,9 --all-positions --out ";

@@ -73,7 +73,7 @@ class Mamba1Parity : public ::testing::TestWithParam<ParityCase> {};
 TEST_P(Mamba1Parity, LogitsMatchDoubleReferenceOver64Steps) {
   const ParityCase& pc = GetParam();
   const std::string dir = test::write_model(pc.options, "parity_" + pc.name);
-  auto model = Model::load(dir, {pc.load_dtype});
+  auto model = Model::load(dir, {pc.load_dtype, {}});
   const DType* round_to = pc.load_dtype ? &*pc.load_dtype : nullptr;
   test::Mamba1Reference reference(dir, round_to);
   ASSERT_EQ(model->config().vocab_size, reference.vocab_size());

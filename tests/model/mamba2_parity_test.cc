@@ -66,7 +66,7 @@ struct ParityResult {
 };
 
 ParityResult parity(const std::string& dir, std::optional<DType> load_dtype) {
-  auto model = Model::load(dir, {load_dtype});
+  auto model = Model::load(dir, {load_dtype, {}});
   const DType* round_to = load_dtype ? &*load_dtype : nullptr;
   test::Mamba2Reference reference(dir, round_to);
   EXPECT_EQ(model->config().vocab_size, reference.vocab_size());

@@ -68,7 +68,7 @@ class Mamba3Parity : public ::testing::TestWithParam<ParityCase> {};
 TEST_P(Mamba3Parity, LogitsMatchDoubleReferenceOver32Positions) {
   const ParityCase& pc = GetParam();
   const std::string dir = test::write_model(pc.options, "m3parity_" + pc.name);
-  auto model = Model::load(dir, {pc.load_dtype});
+  auto model = Model::load(dir, {pc.load_dtype, {}});
   const DType* round_to = pc.load_dtype ? &*pc.load_dtype : nullptr;
   test::Mamba3Reference reference(dir, round_to);
   const int64_t V = model->config().vocab_size;

@@ -4,12 +4,14 @@
 // tolerance tier runs, and the test says so.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <span>
 
 #include "backends/vulkan/vulkan_ops.h"
 #include "common/test_util.h"
 #include "io/safetensors.h"
 #include "ops/activations.h"
+#include "ops/argmax.h"
 #include "ops/causal_conv.h"
 #include "ops/matmul.h"
 #include "ops/rms_norm.h"
@@ -313,6 +315,34 @@ TEST_F(VulkanOps, ElementwiseAddAndGateEqualCpu) {
       vulkan::record_elementwise(s, {op, rows, cols, &a_buffer, 0, ld, &b_buffer, 0, ld, &y_buffer, 0, cols});
     });
     expect_matches(y_buffer.to_floats(), cpu, reference, op == vulkan::ElementwiseOp::Add ? "add" : "gate");
+  }
+}
+
+TEST_F(VulkanOps, ArgmaxEqualsTheGreedyIndex) {
+  // Rows shorter and longer than a workgroup, ties (the lowest index wins), NaNs (skipped), a
+  // row of NaNs (0), -0 against +0 (equal: the first), at an offset with a row stride.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t cols : {1, 5, 64, 65, 1000}) {
+    const int64_t rows = 6, ld = cols + 3, x_at = 2, y_at = 1;
+    std::vector<float> x = random_floats(x_at + rows * ld, static_cast<uint64_t>(cols));
+    for (float& v : x) v = std::round(v * 3.0f);  // many ties
+    float* r = x.data() + x_at;
+    r[1 * ld + cols / 2] = nan;
+    for (int64_t c = 0; c < cols; ++c) r[2 * ld + c] = nan;
+    for (int64_t c = 0; c < cols; ++c) r[3 * ld + c] = (c % 2) ? 0.0f : -0.0f;
+    r[4 * ld + cols - 1] = 100.0f;
+    r[5 * ld] = 100.0f;
+    if (cols > 1) r[5 * ld + cols - 1] = 100.0f;
+    Buffer x_buffer = Buffer::from_floats(ctx(), x),
+           y_buffer = Buffer::from_floats(ctx(), std::vector<float>(y_at + rows, -1.0f));
+    run([&](vulkan::CommandSequence& s) {
+      vulkan::record_argmax(s, {&x_buffer, x_at, ld, rows, cols, &y_buffer, y_at});
+    });
+    const std::vector<float> got = y_buffer.to_floats();
+    for (int64_t row = 0; row < rows; ++row)
+      EXPECT_EQ(got[y_at + row], static_cast<float>(greedy_index(r + row * ld, cols)))
+          << "cols " << cols << " row " << row;
+    EXPECT_EQ(got[0], -1.0f) << "wrote outside its view";
   }
 }
 

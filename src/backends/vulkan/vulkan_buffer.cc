@@ -127,17 +127,46 @@ void copy_and_wait(Context& context, VkBuffer from, uint64_t from_offset, VkBuff
 
 }  // namespace
 
-Buffer::Buffer(Context& context, uint64_t bytes) : context_(&context), bytes_(bytes) {
+Buffer::Buffer(Context& context, uint64_t bytes, Memory memory) : context_(&context), bytes_(bytes) {
   if (bytes > context.info().max_storage_buffer_bytes)
     throw Error("a Vulkan buffer of " + std::to_string(bytes) + " bytes exceeds the " +
                 std::to_string(context.info().max_storage_buffer_bytes) +
                 " bytes one storage binding may span on " + context.info().name);
   // Vulkan has no empty buffers; an empty one is given one word nobody reads.
   const uint64_t size = bytes > 0 ? (bytes + 3) / 4 * 4 : 4;
-  create_buffer(context, size,
-                VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                    VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-                VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0, "a device buffer", buffer_, memory_);
+  const VkBufferUsageFlags usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                   VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  if (memory == Memory::DeviceLocal) {
+    create_buffer(context, size, usage, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0, "a device buffer", buffer_,
+                  memory_);
+    return;
+  }
+  // Cached memory makes host reads of results fast; coherent memory makes flushes free.
+  create_buffer(context, size, usage, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT,
+                VK_MEMORY_PROPERTY_HOST_COHERENT_BIT | VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
+                "a host-visible buffer", buffer_, memory_);
+  const VkResult result = vkMapMemory(context.device(), memory_, 0, VK_WHOLE_SIZE, 0, &mapped_);
+  if (result != VK_SUCCESS) {
+    release();
+    context.check(result, "mapping a host-visible buffer");
+  }
+}
+
+void Buffer::flush() const {
+  if (mapped_ == nullptr) return;
+  VkMappedMemoryRange range{VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE};
+  range.memory = memory_;
+  range.size = VK_WHOLE_SIZE;
+  context_->check(vkFlushMappedMemoryRanges(context_->device(), 1, &range), "flushing a host-visible buffer");
+}
+
+void Buffer::invalidate() const {
+  if (mapped_ == nullptr) return;
+  VkMappedMemoryRange range{VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE};
+  range.memory = memory_;
+  range.size = VK_WHOLE_SIZE;
+  context_->check(vkInvalidateMappedMemoryRanges(context_->device(), 1, &range),
+                  "invalidating a host-visible buffer");
 }
 
 Buffer::~Buffer() {
@@ -148,7 +177,8 @@ Buffer::Buffer(Buffer&& other) noexcept
     : context_(other.context_),
       buffer_(std::exchange(other.buffer_, VK_NULL_HANDLE)),
       memory_(std::exchange(other.memory_, VK_NULL_HANDLE)),
-      bytes_(std::exchange(other.bytes_, 0)) {}
+      bytes_(std::exchange(other.bytes_, 0)),
+      mapped_(std::exchange(other.mapped_, nullptr)) {}
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
@@ -157,11 +187,14 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     buffer_ = std::exchange(other.buffer_, VK_NULL_HANDLE);
     memory_ = std::exchange(other.memory_, VK_NULL_HANDLE);
     bytes_ = std::exchange(other.bytes_, 0);
+    mapped_ = std::exchange(other.mapped_, nullptr);
   }
   return *this;
 }
 
 void Buffer::release() {
+  if (mapped_ != nullptr) vkUnmapMemory(context_->device(), memory_);
+  mapped_ = nullptr;
   if (buffer_ != VK_NULL_HANDLE) vkDestroyBuffer(context_->device(), buffer_, nullptr);
   if (memory_ != VK_NULL_HANDLE) vkFreeMemory(context_->device(), memory_, nullptr);
   buffer_ = VK_NULL_HANDLE;
@@ -173,6 +206,11 @@ void Buffer::upload(const void* data, uint64_t bytes, uint64_t offset) {
     throw Error("Vulkan upload of " + std::to_string(bytes) + " bytes at " + std::to_string(offset) +
                 " overruns a buffer of " + std::to_string(bytes_));
   if (bytes == 0) return;
+  if (mapped_ != nullptr) {
+    std::memcpy(static_cast<uint8_t*>(mapped_) + offset, data, bytes);
+    flush();
+    return;
+  }
   Staging staging(*context_, bytes, false);
   std::memcpy(staging.data(), data, bytes);
   staging.flush();
@@ -184,6 +222,11 @@ void Buffer::download(void* data, uint64_t bytes, uint64_t offset) const {
     throw Error("Vulkan download of " + std::to_string(bytes) + " bytes at " + std::to_string(offset) +
                 " overruns a buffer of " + std::to_string(bytes_));
   if (bytes == 0) return;
+  if (mapped_ != nullptr) {
+    invalidate();
+    std::memcpy(data, static_cast<const uint8_t*>(mapped_) + offset, bytes);
+    return;
+  }
   Staging staging(*context_, bytes, true);
   copy_and_wait(*context_, buffer_, offset, staging.buffer(), 0, bytes);
   staging.invalidate();

@@ -117,6 +117,27 @@ void CommandSequence::dispatch(const KernelSpec& kernel, std::span<const Buffer*
   labels_.push_back(std::move(label));
 }
 
+void CommandSequence::copy(const Buffer& from, uint64_t from_offset, const Buffer& to, uint64_t to_offset,
+                           uint64_t bytes, std::string label) {
+  MB_CHECK(recording_);
+  if (labels_.size() >= max_dispatches_)
+    throw Error("a Vulkan command sequence holds at most " + std::to_string(max_dispatches_) + " dispatches");
+  if (from_offset > from.bytes() || bytes > from.bytes() - from_offset || to_offset > to.bytes() ||
+      bytes > to.bytes() - to_offset)
+    throw Error("Vulkan copy '" + label + "' of " + std::to_string(bytes) + " bytes overruns a buffer");
+  const uint32_t index = static_cast<uint32_t>(labels_.size());
+  full_barrier(command_buffer_);
+  if (query_pool_ != VK_NULL_HANDLE)
+    vkCmdWriteTimestamp(command_buffer_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, query_pool_, 2 * index);
+  if (bytes > 0) {
+    const VkBufferCopy region{from_offset, to_offset, bytes};
+    vkCmdCopyBuffer(command_buffer_, from.handle(), to.handle(), 1, &region);
+  }
+  if (query_pool_ != VK_NULL_HANDLE)
+    vkCmdWriteTimestamp(command_buffer_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, query_pool_, 2 * index + 1);
+  labels_.push_back(std::move(label));
+}
+
 void CommandSequence::end() {
   MB_CHECK(recording_);
   full_barrier(command_buffer_);

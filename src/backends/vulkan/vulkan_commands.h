@@ -42,6 +42,10 @@ class CommandSequence {
   // device limit throw.
   void dispatch(const KernelSpec& kernel, std::span<const Buffer* const> buffers, const void* push_constants,
                 uint32_t push_constant_bytes, const uint32_t (&groups)[3], std::string label);
+  // Records a copy of `bytes` bytes between two buffers, ordered after the earlier dispatches and
+  // before the later ones like a dispatch (and timed like one).
+  void copy(const Buffer& from, uint64_t from_offset, const Buffer& to, uint64_t to_offset, uint64_t bytes,
+            std::string label);
   void end();
   // Submits the recording and waits for it; may be called again and again.
   void run();

@@ -202,6 +202,26 @@ void record_selective_scan(CommandSequence& sequence, const GpuSelectiveScanArgs
                         std::to_string(a.d_state));
 }
 
+void record_argmax(CommandSequence& sequence, const GpuArgmaxArgs& a) {
+  const char* op = "vulkan argmax";
+  if (a.rows <= 0) return;
+  if (a.cols <= 0 || a.cols >= (int64_t{1} << 24))
+    throw Error(std::string(op) + ": " + std::to_string(a.cols) + " columns; 1 to 2^24 - 1 are supported");
+  require_view(a.x, a.x_offset, a.rows, a.cols, a.ldx, 4, op, "x");
+  require_view(a.y, a.y_offset, 1, a.rows, 0, 4, op, "y");
+  const struct {
+    uint32_t rows, cols, ldx, x_offset, y_offset;
+  } push{u32(a.rows, op, "rows"), u32(a.cols, op, "cols"), u32(a.ldx, op, "ldx"),
+         u32(static_cast<int64_t>(a.x_offset), op, "x_offset"),
+         u32(static_cast<int64_t>(a.y_offset), op, "y_offset")};
+  static const KernelSpec kernel{"argmax", 2, sizeof push, {}};
+  const Buffer* buffers[] = {a.x, a.y};
+  uint32_t groups[3];
+  spread_groups(sequence, static_cast<uint64_t>(a.rows), groups);
+  sequence.dispatch(kernel, buffers, &push, sizeof push, groups,
+                    "argmax " + std::to_string(a.rows) + "x" + std::to_string(a.cols));
+}
+
 void record_elementwise(CommandSequence& sequence, const GpuElementwiseArgs& a) {
   const char* op = "vulkan elementwise";
   if (a.rows <= 0 || a.cols <= 0) return;

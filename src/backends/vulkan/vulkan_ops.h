@@ -120,7 +120,20 @@ struct GpuElementwiseArgs {
   int64_t ldy = 0;
 };
 
+// Per row of x: the lowest index of the largest value, NaNs skipped (0 for a row of NaNs), as a
+// float in y[row]. Equals std::max_element's index on rows without NaNs (see greedy_index).
+struct GpuArgmaxArgs {
+  const Buffer* x = nullptr;  // [rows, ldx]
+  uint64_t x_offset = 0;
+  int64_t ldx = 0;
+  int64_t rows = 0;
+  int64_t cols = 0;           // below 2^24, so every index is exact as a float
+  const Buffer* y = nullptr;  // [rows]
+  uint64_t y_offset = 0;
+};
+
 void record_matmul(CommandSequence& sequence, const GpuMatmulArgs& args);
+void record_argmax(CommandSequence& sequence, const GpuArgmaxArgs& args);
 void record_rms_norm(CommandSequence& sequence, const GpuRmsNormArgs& args);
 void record_causal_conv_silu(CommandSequence& sequence, const GpuCausalConvArgs& args);
 void record_selective_scan(CommandSequence& sequence, const GpuSelectiveScanArgs& args);

@@ -1,0 +1,86 @@
+// `--device vulkan` end to end through the CLI: logits files byte-identical to the CPU's (on a
+// device with an exact fma), the same greedy ids from generate, and bench's JSON with the CPU
+// fields plus the device's phase timings.
+#include <cstdlib>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/test_util.h"
+#include "io/mapped_file.h"
+#include "vulkan/vulkan_test_util.h"
+
+namespace mb {
+namespace {
+
+class VulkanCli : public test::VulkanTest {
+ protected:
+  struct Output {
+    int status;
+    std::string out, err;
+  };
+  Output cli(const std::string& arguments) {
+    const std::string dir = test::make_temp_dir("vulkan_cli_run");
+    // MB_CLI overrides the build's path, for a copied build on another machine (gpu_check.sh).
+    const char* override_path = std::getenv("MB_CLI");
+    const std::string command = std::string(override_path != nullptr ? override_path : MB_CLI_PATH) + " " +
+                                arguments + " >" + dir + "/out.txt 2>" + dir + "/err.txt";
+    const int status = std::system(command.c_str());
+    return {status, read_text_file(dir + "/out.txt"), read_text_file(dir + "/err.txt")};
+  }
+  const std::string& model() {
+    static const std::string dir = [this] {
+      const std::string d = test::make_temp_dir("vulkan_cli_model") + "/model";
+      const Output made =
+          cli("make-model --out " + d + " --d-model 32 --n-layer 2 --vocab 301 --seed 5 --dtype bf16");
+      EXPECT_EQ(made.status, 0) << made.err;
+      return d;
+    }();
+    return dir;
+  }
+  std::string device() { return "vulkan:" + std::to_string(ctx().info().index); }
+};
+
+TEST_F(VulkanCli, LogitsAndGenerateEqualTheCpu) {
+  const std::string dir = test::make_temp_dir("vulkan_cli_logits");
+  const std::string base = "logits -m " + model() + " --tokens 5,6,7,8,9 --all-positions --chunk 2 --out ";
+  ASSERT_EQ(cli(base + dir + "/cpu.npy").status, 0);
+  const Output gpu = cli(base + dir + "/gpu.npy --device " + device());
+  ASSERT_EQ(gpu.status, 0) << gpu.err;
+  const std::string cpu_bytes = read_text_file(dir + "/cpu.npy"),
+                    gpu_bytes = read_text_file(dir + "/gpu.npy");
+  ASSERT_EQ(cpu_bytes.size(), gpu_bytes.size());
+  if (ctx().exact_fma()) {
+    EXPECT_TRUE(cpu_bytes == gpu_bytes) << "the .npy files differ";
+  }
+
+  const std::string generate = "generate -m " + model() + " --tokens 1,2,3 -n 8 --ignore-eos";
+  const Output cpu_ids = cli(generate), gpu_ids = cli(generate + " --device " + device());
+  ASSERT_EQ(gpu_ids.status, 0) << gpu_ids.err;
+  if (ctx().exact_fma()) {
+    EXPECT_EQ(gpu_ids.out, cpu_ids.out);
+  }
+}
+
+TEST_F(VulkanCli, BenchReportsTheCpuFieldsAndDeviceTimings) {
+  const Output cpu = cli("bench -m " + model() + " --prompt-len 6 --gen-len 2 --repeats 1 --json");
+  const Output gpu = cli("bench -m " + model() +
+                         " --prompt-len 6 --gen-len 2 --repeats 1 --batch 2 --json --device " + device());
+  ASSERT_EQ(cpu.status, 0) << cpu.err;
+  ASSERT_EQ(gpu.status, 0) << gpu.err;
+  const auto cpu_json = nlohmann::json::parse(cpu.out), gpu_json = nlohmann::json::parse(gpu.out);
+  for (const auto& [key, value] : cpu_json.items()) EXPECT_TRUE(gpu_json.contains(key)) << key;
+  EXPECT_GT(gpu_json["decode_tok_s"].get<double>(), 0.0);
+  EXPECT_EQ(gpu_json["batch"].get<int>(), 2);
+  EXPECT_NE(gpu_json["device"].get<std::string>().find("vulkan:"), std::string::npos);
+  if (ctx().info().timestamps) {
+    ASSERT_TRUE(gpu_json.contains("device_phases")) << gpu.out;
+    const auto& step = gpu_json["device_phases"]["decode_step"];
+    ASSERT_TRUE(step.contains("in_proj")) << gpu.out;
+    EXPECT_EQ(step["in_proj"]["dispatches"].get<int>(), 2);  // one per layer
+    EXPECT_TRUE(gpu_json["device_phases"]["prefill"].contains("scan")) << gpu.out;
+  }
+}
+
+}  // namespace
+}  // namespace mb

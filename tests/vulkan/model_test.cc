@@ -1,0 +1,346 @@
+// Mamba-1 on the Vulkan device against the CPU model, compared with memcmp: logits and states
+// equal the CPU's bits (f32 and bf16 weights), a prefill equals its decode steps, a batch equals
+// its sequences alone, and the chunk size changes no bit. The bitwise CPU comparison needs an
+// exact fma on the device (Context::exact_fma); without one it falls back to NMSE <= 1e-7 and
+// says so. The device-internal invariants (prefill == steps, batch == solo, chunks) hold on
+// any device, since they compare the device with itself.
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "common/model_fixture.h"
+#include "common/test_util.h"
+#include "core/error.h"
+#include "model/vulkan/vulkan_mamba1.h"
+#include "vulkan/vulkan_test_util.h"
+
+namespace mb {
+namespace {
+
+const ComputeContext kCpu{2};
+constexpr double kMaxNmse = 1e-7;
+
+struct Loaded {
+  std::unique_ptr<Model> cpu, gpu;
+};
+
+// One CPU and one Vulkan model per weight dtype for the whole binary: each Vulkan model opens a
+// context and compiles its pipelines, which is slow on lavapipe.
+Loaded& loaded(DType dtype) {
+  static Loaded models[2];
+  Loaded& slot = models[dtype == DType::BF16 ? 1 : 0];
+  if (!slot.cpu) {
+    MakeModelOptions options;
+    options.config = test::small_config(32, 2, 97);
+    options.dtype = dtype;
+    options.seed = 7;
+    const std::string dir = test::write_model(options, "vulkan_model");
+    // Every device model runs under the validation layer, as the op tests do.
+    setenv("MB_VULKAN_VALIDATION", "1", 1);
+    slot.cpu = Model::load(dir);
+    LoadOptions on_gpu;
+    on_gpu.device = {DeviceKind::Vulkan, test::vulkan_test_context()->info().index};
+    slot.gpu = Model::load(dir, on_gpu);
+  }
+  return slot;
+}
+
+class VulkanModel : public test::VulkanTest, public ::testing::WithParamInterface<DType> {
+ protected:
+  void SetUp() override {
+    test::VulkanTest::SetUp();
+    if (IsSkipped()) return;
+    models_ = &loaded(GetParam());
+    ASSERT_EQ(executor().context().validation_enabled(), test::vulkan_test_context()->validation_enabled());
+    executor().context().clear_validation_errors();
+  }
+  void TearDown() override {
+    if (models_ != nullptr) {
+      for (const std::string& error : executor().context().validation_errors())
+        ADD_FAILURE() << "Vulkan validation error: " << error;
+    }
+    test::VulkanTest::TearDown();
+  }
+  const Model& cpu() { return *models_->cpu; }
+  const Model& gpu() { return *models_->gpu; }
+  const VulkanMamba1& executor() { return dynamic_cast<const VulkanMamba1&>(*models_->gpu->device()); }
+  bool bitwise() { return executor().context().exact_fma(); }
+
+  // One forward call of one sequence from `state`.
+  std::vector<float> run(const Model& model, SequenceState& state, const std::vector<int32_t>& tokens,
+                         OutputKind output, int64_t chunk = 0) {
+    SequenceInput input{&state, tokens, {}};
+    std::vector<std::vector<float>> out;
+    model.forward(kCpu, std::span(&input, 1), {output, chunk}, ws_, out);
+    return out[0];
+  }
+  void expect_cpu_equal(const std::vector<float>& gpu_values, const std::vector<float>& cpu_values,
+                        const std::string& what) {
+    ASSERT_EQ(gpu_values.size(), cpu_values.size()) << what;
+    EXPECT_LE(test::nmse(gpu_values, cpu_values), kMaxNmse) << what;
+    if (bitwise()) {
+      const long diff = test::first_bit_difference(gpu_values, cpu_values);
+      EXPECT_EQ(diff, -1) << what << ": element " << diff;
+    }
+  }
+
+  Loaded* models_ = nullptr;
+  Workspace ws_;
+};
+
+TEST_P(VulkanModel, LogitsAndStateEqualTheCpu) {
+  if (!bitwise()) std::printf("[vulkan] no exact fma: comparing with the CPU within NMSE only\n");
+  const auto tokens = test::random_tokens(11, 97, 1);
+  SequenceState cpu_state = cpu().new_state(), gpu_state = gpu().new_state();
+  const auto cpu_logits = run(cpu(), cpu_state, tokens, OutputKind::LogitsAll);
+  const auto gpu_logits = run(gpu(), gpu_state, tokens, OutputKind::LogitsAll);
+  ASSERT_EQ(gpu_logits.size(), 11u * 97u);
+  expect_cpu_equal(gpu_logits, cpu_logits, "prefill logits");
+  ASSERT_NE(gpu_state.device, nullptr) << "the state should stay on the device";
+  expect_cpu_equal(gpu_state.host_values(), cpu_state.values, "state after the prefill");
+  EXPECT_EQ(gpu_state.position, 11);
+  // Decode steps continue from the device state and still equal the CPU.
+  for (int32_t token : test::random_tokens(4, 97, 2)) {
+    const auto cpu_step = run(cpu(), cpu_state, {token}, OutputKind::LogitsLast);
+    const auto gpu_step = run(gpu(), gpu_state, {token}, OutputKind::LogitsLast);
+    expect_cpu_equal(gpu_step, cpu_step, "decode logits");
+  }
+  expect_cpu_equal(gpu_state.host_values(), cpu_state.values, "state after the steps");
+}
+
+TEST_P(VulkanModel, EveryOutputKindEqualsTheCpu) {
+  const auto tokens = test::random_tokens(7, 97, 3);
+  for (OutputKind kind : {OutputKind::LogitsLast, OutputKind::HiddenLast, OutputKind::HiddenAll,
+                          OutputKind::HiddenMean, OutputKind::ArgmaxLast, OutputKind::None}) {
+    SequenceState cpu_state = cpu().new_state(), gpu_state = gpu().new_state();
+    const auto expected = run(cpu(), cpu_state, tokens, kind, 3);
+    const auto got = run(gpu(), gpu_state, tokens, kind, 3);
+    expect_cpu_equal(got, expected, "output kind " + std::to_string(static_cast<int>(kind)));
+    expect_cpu_equal(gpu_state.host_values(), cpu_state.values, "state");
+  }
+}
+
+TEST_P(VulkanModel, PrefillEqualsDecodeSteps) {
+  const auto tokens = test::random_tokens(13, 97, 4);
+  SequenceState prefilled = gpu().new_state(), stepped = gpu().new_state();
+  const auto all = run(gpu(), prefilled, tokens, OutputKind::LogitsAll);
+  std::vector<float> steps;
+  for (int32_t token : tokens) {
+    const auto logits = run(gpu(), stepped, {token}, OutputKind::LogitsLast);
+    steps.insert(steps.end(), logits.begin(), logits.end());
+  }
+  EXPECT_TRUE(test::same_bits(all, steps))
+      << "first difference at " << test::first_bit_difference(all, steps);
+  EXPECT_TRUE(test::same_bits(prefilled.host_values(), stepped.host_values()));
+}
+
+TEST_P(VulkanModel, ChunkSizeChangesNoBit) {
+  const auto tokens = test::random_tokens(10, 97, 5);
+  SequenceState whole_state = gpu().new_state();
+  const auto whole = run(gpu(), whole_state, tokens, OutputKind::LogitsAll, 0);
+  for (int64_t chunk : {1, 3, 4}) {
+    SequenceState state = gpu().new_state();
+    const auto chunked = run(gpu(), state, tokens, OutputKind::LogitsAll, chunk);
+    EXPECT_TRUE(test::same_bits(chunked, whole)) << "chunk " << chunk;
+    EXPECT_TRUE(test::same_bits(state.host_values(), whole_state.host_values())) << "chunk " << chunk;
+  }
+}
+
+TEST_P(VulkanModel, BatchEqualsEachSequenceAlone) {
+  // Sequences of different lengths, one in a round of its own after the others finish.
+  const std::vector<std::vector<int32_t>> prompts = {
+      test::random_tokens(5, 97, 6), test::random_tokens(1, 97, 7), test::random_tokens(9, 97, 8)};
+  std::vector<SequenceState> states;
+  for (size_t i = 0; i < prompts.size(); ++i) states.push_back(gpu().new_state());
+  std::vector<SequenceInput> batch;
+  for (size_t i = 0; i < prompts.size(); ++i) batch.push_back({&states[i], prompts[i], {}});
+  std::vector<std::vector<float>> out;
+  gpu().forward(kCpu, batch, {OutputKind::LogitsAll, 4}, ws_, out);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SequenceState alone = gpu().new_state();
+    const auto expected = run(gpu(), alone, prompts[i], OutputKind::LogitsAll);
+    EXPECT_TRUE(test::same_bits(out[i], expected)) << "sequence " << i;
+    EXPECT_TRUE(test::same_bits(states[i].host_values(), alone.host_values())) << "sequence " << i;
+  }
+  // Batched decode steps equal solo steps too.
+  for (int step = 0; step < 3; ++step) {
+    std::vector<int32_t> next = {static_cast<int32_t>(step), 50, 96};
+    std::vector<SequenceState> solo;
+    for (auto& state : states) solo.push_back(state);  // forks: downloaded copies
+    for (size_t i = 0; i < states.size(); ++i) batch[i] = {&states[i], std::span(&next[i], 1), {}};
+    gpu().forward(kCpu, batch, {OutputKind::LogitsLast, 0}, ws_, out);
+    for (size_t i = 0; i < states.size(); ++i) {
+      const auto expected = run(gpu(), solo[i], {next[i]}, OutputKind::LogitsLast);
+      EXPECT_TRUE(test::same_bits(out[i], expected)) << "step " << step << " sequence " << i;
+    }
+  }
+}
+
+TEST_P(VulkanModel, LastRowOutputsOfABatchEqualEachSequenceAlone) {
+  // With chunk 4 the first round holds rows 0-1 (finishing), 2-5 (not) and 6-8 (finishing): the
+  // finishing rows are not adjacent, and their outputs fill slots 0 and 1.
+  const std::vector<std::vector<int32_t>> prompts = {
+      test::random_tokens(2, 97, 31), test::random_tokens(6, 97, 32), test::random_tokens(3, 97, 33)};
+  for (OutputKind kind : {OutputKind::LogitsLast, OutputKind::HiddenLast, OutputKind::ArgmaxLast}) {
+    std::vector<SequenceState> states;
+    for (size_t i = 0; i < prompts.size(); ++i) states.push_back(gpu().new_state());
+    std::vector<SequenceInput> batch;
+    for (size_t i = 0; i < prompts.size(); ++i) batch.push_back({&states[i], prompts[i], {}});
+    std::vector<std::vector<float>> out;
+    gpu().forward(kCpu, batch, {kind, 4}, ws_, out);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      SequenceState alone = cpu().new_state();
+      const auto expected = run(cpu(), alone, prompts[i], kind);
+      expect_cpu_equal(out[i], expected, "sequence " + std::to_string(i));
+    }
+  }
+}
+
+TEST_P(VulkanModel, DecodeRecordsOnceAndReplays) {
+  SequenceState state = gpu().new_state();
+  Workspace ws;
+  SequenceInput input{&state, {}, {}};
+  std::vector<std::vector<float>> out;
+  int32_t token = 3;
+  input.tokens = std::span(&token, 1);
+  gpu().forward(kCpu, std::span(&input, 1), {OutputKind::LogitsLast, 0}, ws, out);
+  const int64_t after_first = executor().recordings(ws);
+  EXPECT_EQ(after_first, 1);
+  for (int step = 0; step < 5; ++step) {
+    token = static_cast<int32_t>(std::max_element(out[0].begin(), out[0].end()) - out[0].begin());
+    gpu().forward(kCpu, std::span(&input, 1), {OutputKind::LogitsLast, 0}, ws, out);
+  }
+  EXPECT_EQ(executor().recordings(ws), after_first) << "a steady decode loop should replay its recording";
+  EXPECT_EQ(state.position, 6);
+  // A new state (whose buffer may reuse the freed one's handle) is a new shape: recorded anew,
+  // and its first step equals a fresh state's first step in another workspace.
+  state = gpu().new_state();
+  token = 3;
+  gpu().forward(kCpu, std::span(&input, 1), {OutputKind::LogitsLast, 0}, ws, out);
+  EXPECT_EQ(executor().recordings(ws), after_first + 1);
+  SequenceState fresh = gpu().new_state();
+  EXPECT_TRUE(test::same_bits(out[0], run(gpu(), fresh, {3}, OutputKind::LogitsLast)));
+}
+
+TEST_P(VulkanModel, ForkedStateContinuesOnTheCpu) {
+  // A state advanced on the device, copied (downloaded) and continued on the CPU, equals the
+  // device continuing it: the state layout is the same on both sides.
+  const auto tokens = test::random_tokens(6, 97, 9);
+  SequenceState state = gpu().new_state();
+  run(gpu(), state, tokens, OutputKind::None);
+  SequenceState fork = state;
+  EXPECT_EQ(fork.device, nullptr);
+  const auto on_cpu = run(cpu(), fork, {17}, OutputKind::LogitsLast);
+  const auto on_gpu = run(gpu(), state, {17}, OutputKind::LogitsLast);
+  expect_cpu_equal(on_gpu, on_cpu, "continued logits");
+  // The device-held state itself, given to the CPU model, is downloaded and continues there.
+  const auto from_device = run(cpu(), state, {18}, OutputKind::LogitsLast);
+  EXPECT_EQ(state.device, nullptr);
+  expect_cpu_equal(from_device, run(cpu(), fork, {18}, OutputKind::LogitsLast),
+                   "the device state on the CPU");
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, VulkanModel, ::testing::Values(DType::F32, DType::BF16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+class VulkanModelVariants : public test::VulkanTest {};
+
+TEST_F(VulkanModelVariants, FalconMambaWithFeatureInputsEqualsTheCpu) {
+  // FalconMamba's mixer norms and an input projection of feature rows, in one batch with a
+  // token sequence: the remaining paths of the executor.
+  MakeModelOptions options;
+  options.config = test::small_config(32, 2, 61);
+  options.config.mixer_rms_norm = true;
+  options.input_dim = 5;
+  options.seed = 11;
+  const std::string dir = test::write_model(options, "vulkan_falcon");
+  setenv("MB_VULKAN_VALIDATION", "1", 1);
+  auto cpu = Model::load(dir);
+  LoadOptions on_gpu;
+  on_gpu.device = {DeviceKind::Vulkan, ctx().info().index};
+  auto gpu = Model::load(dir, on_gpu);
+  const auto features = test::random_floats(6 * 5, 12);
+  const auto tokens = test::random_tokens(4, 61, 13);
+  std::vector<std::vector<float>> expected, got;
+  for (const Model* model : {cpu.get(), gpu.get()}) {
+    SequenceState a = model->new_state(), b = model->new_state();
+    const SequenceInput batch[] = {{&a, {}, features}, {&b, tokens, {}}};
+    Workspace ws;
+    model->forward(ComputeContext{2}, batch, {OutputKind::LogitsAll, 4}, ws,
+                   model == cpu.get() ? expected : got);
+  }
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_LE(test::nmse(got[i], expected[i]), kMaxNmse) << "sequence " << i;
+    if (ctx().exact_fma()) {
+      EXPECT_TRUE(test::same_bits(got[i], expected[i])) << "sequence " << i;
+    }
+  }
+  for (const std::string& error :
+       dynamic_cast<const VulkanMamba1&>(*gpu->device()).context().validation_errors())
+    ADD_FAILURE() << "Vulkan validation error: " << error;
+}
+
+TEST_F(VulkanModelVariants, MatricesCutIntoPiecesGiveTheSameBits) {
+  // Matrices larger than one storage binding (lavapipe: 128 MiB, less than an f32 130m LM head)
+  // are uploaded in runs of whole panels, one dispatch per run. Cut here at 16 KiB: one panel of
+  // the 64-column matrices, two of the 32-column LM head.
+  MakeModelOptions options;
+  options.config = test::small_config(32, 1, 200);
+  options.seed = 21;
+  const std::string dir = test::write_model(options, "vulkan_pieces");
+  auto whole = Model::load(dir), cut = Model::load(dir);
+  setenv("MB_VULKAN_VALIDATION", "1", 1);
+  vulkan::ContextOptions context;
+  context.device_index = ctx().info().index;
+  whole->set_executor(std::make_unique<VulkanMamba1>(dynamic_cast<const Mamba1Model&>(*whole), context));
+  cut->set_executor(
+      std::make_unique<VulkanMamba1>(dynamic_cast<const Mamba1Model&>(*cut), context, 64 * kPanelWidth * 4));
+  const auto tokens = test::random_tokens(5, 200, 22);
+  std::vector<std::vector<float>> expected, got;
+  for (auto* model : {whole.get(), cut.get()}) {
+    SequenceState state = model->new_state();
+    const SequenceInput input{&state, tokens, {}};
+    Workspace ws;
+    model->forward(ComputeContext{1}, std::span(&input, 1), {OutputKind::LogitsAll, 0}, ws,
+                   model == whole.get() ? expected : got);
+    if (model == cut.get()) {
+      // The LM head of 200 rows (four panels) is two pieces: rows 0..127 and 128..199.
+      for (const DevicePhaseTime& time : cut->device()->last_timings(ws)) {
+        if (time.phase == "lm_head") {
+          EXPECT_EQ(time.dispatches, 2);
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(test::same_bits(got[0], expected[0]));
+}
+
+class VulkanModelErrors : public test::VulkanTest {};
+
+TEST_F(VulkanModelErrors, DeviceIndexOutOfRangeIsAnError) {
+  MakeModelOptions options;
+  options.config = test::small_config(16, 1, 37);
+  const std::string dir = test::write_model(options, "vulkan_model_errors");
+  LoadOptions load;
+  load.device = {DeviceKind::Vulkan, 99};
+  try {
+    Model::load(dir, load);
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("out of range"), std::string::npos) << error.what();
+  }
+}
+
+TEST_F(VulkanModelErrors, QuantizedWeightsAreRefused) {
+  MakeModelOptions options;
+  options.config = test::small_config(32, 1, 37);
+  const std::string dir = test::write_model(options, "vulkan_model_q8");
+  LoadOptions load;
+  load.device = {DeviceKind::Vulkan, 0};
+  load.weight_dtype = DType::Q8_0;
+  EXPECT_THROW(Model::load(dir, load), Error);
+}
+
+}  // namespace
+}  // namespace mb
