@@ -92,6 +92,21 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     throw Error("Sampler: logits has " + std::to_string(logits.size()) +
                 " entries, fewer than the valid vocabulary size " + std::to_string(n_valid_vocab_));
   }
+  if (params_.temperature == 0.0f && (params_.repeat_penalty == 1.0f || params_.repeat_last_n == 0)) {
+    // Greedy without penalties needs no candidate list (a vocabulary-sized copy per token): the
+    // answer is the first maximum of the logits, NaN counting as -inf, as sample_greedy finds it.
+    int32_t best = 0;
+    float best_logit = kNegativeInfinity;
+    for (int32_t id = 0; id < n_valid_vocab_; ++id) {
+      const float logit = logits[static_cast<size_t>(id)];
+      if (logit > best_logit) {
+        best = id;
+        best_logit = logit;
+      }
+    }
+    candidates_.assign(1, {best, best_logit, 1.0});
+    return best;
+  }
   load_penalised_logits(logits, history);
   if (params_.temperature == 0.0f) return sample_greedy();
 

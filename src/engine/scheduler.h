@@ -52,7 +52,10 @@ struct ServeRequest {
   SamplingParams sampling;        // engine/sampler.h; seed is per request
   std::vector<std::string> stop;  // stop strings (need a tokenizer)
   bool stop_at_eos = true;
-  int n_probs = 0;  // top candidates reported with each token, 0..kMaxProbs
+  // Whether Token events carry the chosen token's log-probability. The raw-logit form is a pass
+  // over the vocabulary per token, so the server asks for it only when its client does.
+  bool logprobs = true;
+  int n_probs = 0;  // top candidates reported with each token, 0..kMaxProbs (implies logprobs)
   // true: log-probabilities come from the final sampling distribution (after penalties, top-k,
   // temperature, top-p and min-p; a greedy request's chosen token has probability 1). false: from
   // the softmax of the model's raw logits over the valid vocabulary, as OpenAI's logprobs.

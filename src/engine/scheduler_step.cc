@@ -193,10 +193,12 @@ void Scheduler::Impl::sample_next(Sequence& seq, std::span<const float> logits) 
     }
     ServeEvent event;
     event.token = token;
-    const TokenLogprobs probs =
-        token_logprobs(seq.sampler, logits, token, seq.request.n_probs, seq.request.post_sampling_probs);
-    event.logprob = probs.logprob;
-    event.top = probs.top;
+    if (seq.request.logprobs || seq.request.n_probs > 0) {
+      TokenLogprobs probs =
+          token_logprobs(seq.sampler, logits, token, seq.request.n_probs, seq.request.post_sampling_probs);
+      event.logprob = probs.logprob;
+      event.top = std::move(probs.top);
+    }
     seq.history.push_back(token);
     seq.unfed = token;
     ++seq.generated;

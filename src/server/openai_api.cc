@@ -252,6 +252,7 @@ void read_logprobs(ApiKind kind, const json& body, ApiRequest& request) {
     request.top_logprobs = std::max(request.top_logprobs, static_cast<int>(*n));
   }
   request.serve.n_probs = request.top_logprobs;
+  request.serve.logprobs = request.logprobs;
   // OpenAI reports the model's own distribution (the softmax of the raw logits); llama.cpp's
   // post_sampling_probs asks for the distribution the token was drawn from instead.
   request.serve.post_sampling_probs = bool_field(body, "post_sampling_probs").value_or(false);

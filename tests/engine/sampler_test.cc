@@ -101,6 +101,29 @@ TEST(Sampler, GreedyTiesPickLowestId) {
   EXPECT_EQ(sampler.sample(flat, {}), 0);
 }
 
+TEST(Sampler, GreedyWithoutPenaltiesEqualsTheCandidateListPath) {
+  // Greedy with no penalty scans the logits directly; a penalty over an empty history changes no
+  // logit but takes the candidate-list path, so both must choose the same token and report the
+  // same distribution, whatever mix of ties, NaN and infinities the logits hold.
+  SamplingParams penalised = unfiltered(0.0f);
+  penalised.repeat_penalty = 1.5f;
+  for (uint32_t trial = 0; trial < 200; ++trial) {
+    std::vector<float> logits = random_logits(64, trial);
+    std::mt19937 rng(trial);
+    for (int i = 0; i < 12; ++i) {
+      const float specials[] = {kNaN, -kInf, kInf, 0.5f, logits[rng() % 64]};
+      logits[rng() % 64] = specials[rng() % 5];
+    }
+    Sampler direct(unfiltered(0.0f), 60), listed(penalised, 60);
+    ASSERT_EQ(direct.sample(logits, {}), listed.sample(logits, {})) << "trial " << trial;
+    ASSERT_EQ(direct.last_distribution().size(), 1u);
+    ASSERT_EQ(listed.last_distribution().size(), 1u);
+    EXPECT_EQ(direct.last_distribution()[0].id, listed.last_distribution()[0].id);
+    EXPECT_EQ(direct.last_distribution()[0].probability, listed.last_distribution()[0].probability);
+    EXPECT_TRUE(direct.last_distribution()[0].logit == listed.last_distribution()[0].logit);
+  }
+}
+
 TEST(Sampler, PaddedRowsAreNeverChosen) {
   // Ids 7..9 are padding rows with the largest logits by far.
   const std::vector<float> logits = {0.1f, 0.3f, 0.2f, 0.9f, 0.4f, 0.0f, 0.5f, 100.0f, 200.0f, 300.0f};
