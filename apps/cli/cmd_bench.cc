@@ -107,7 +107,7 @@ void add_bench(CLI::App& app) {
       out["prefill_phases"] = phases;
       if (!args->json) {
         for (const auto& [name, value] : phases.items())
-          std::printf("  %-24s %9.2f ms  %5.1f%%\n", name.c_str(), value["ms"].get<double>(),
+          std::printf("  %-30s %9.2f ms  %5.1f%%\n", name.c_str(), value["ms"].get<double>(),
                       100 * value["share"].get<double>());
       }
     }
