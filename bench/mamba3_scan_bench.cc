@@ -11,9 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
 #include "bench_util.h"
+#include "core/error.h"
 #include "core/profile.h"
+#include "model/mamba3.h"
 #include "model/model.h"
 
 namespace {
@@ -86,14 +87,16 @@ int main(int argc, char** argv) {
           for (ScanForm scan : {ScanForm::Sequential, ScanForm::Chunked}) {
             SequenceState state = model->new_state();
             SequenceInput input{&state, tokens, {}};
-            PhaseProfile profile;
+            PhaseProfile profile(model->phase_names());
             ctx.profile = &profile;
             pair[scan == ScanForm::Chunked] = seconds([&] {
               model->forward(ctx, std::span(&input, 1), {OutputKind::LogitsLast, 0, scan, ssd_chunk}, ws,
                              out);
             });
             ctx.profile = nullptr;
-            if (r > 0) scan_us[scan == ScanForm::Chunked].push_back(profile[Phase::Scan] * 1e6 / T);
+            if (r > 0)
+              scan_us[scan == ScanForm::Chunked].push_back(profile.seconds_of(Mamba3Model::kMixerPhaseName) *
+                                                           1e6 / T);
           }
           if (r == 0) continue;  // warm-up
           runs[0].push_back(T / pair[0]);

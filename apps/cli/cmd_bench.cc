@@ -74,6 +74,8 @@ void add_bench(CLI::App& app) {
                           {"load_s", load_s},
                           {"weight_bytes_per_token", model->matrix_bytes()},
                           {"batch", args->options.batch},
+                          {"state_floats_per_sequence", model->state_floats()},
+                          {"state_layout", model->state_layout().describe()},
                           {"device", model->device() != nullptr ? model->device()->description() : "cpu"}};
     // Device time per phase (from timestamp queries) of one prefill call and one decode step.
     auto device_phases = [](const std::vector<DevicePhaseTime>& times) {
@@ -99,13 +101,13 @@ void add_bench(CLI::App& app) {
       for (size_t i = 0; i < r.prefill_phases.seconds.size(); ++i) {
         const double seconds = r.prefill_phases.seconds[i];
         if (seconds <= 0) continue;
-        phases[std::string(phase_name(static_cast<Phase>(i)))] = {{"ms", seconds * 1e3},
+        phases[r.prefill_phases.name(static_cast<PhaseId>(i))] = {{"ms", seconds * 1e3},
                                                                   {"share", seconds / total}};
       }
       out["prefill_phases"] = phases;
       if (!args->json) {
         for (const auto& [name, value] : phases.items())
-          std::printf("  %-24s %9.2f ms  %5.1f%%\n", name.c_str(), value["ms"].get<double>(),
+          std::printf("  %-30s %9.2f ms  %5.1f%%\n", name.c_str(), value["ms"].get<double>(),
                       100 * value["share"].get<double>());
       }
     }

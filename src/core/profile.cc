@@ -2,36 +2,15 @@
 
 namespace mb {
 
-std::string_view phase_name(Phase phase) {
-  switch (phase) {
-    case Phase::Embed:
-      return "embed";
-    case Phase::Norm:
-      return "rmsnorm";
-    case Phase::InProj:
-      return "in_proj gemm";
-    case Phase::Conv:
-      return "conv+silu";
-    case Phase::XProj:
-      return "x_proj gemm";
-    case Phase::DtProj:
-      return "dt_proj gemm+softplus";
-    case Phase::Scan:
-      return "selective scan+gate";
-    case Phase::GateNorm:
-      return "gated rmsnorm";
-    case Phase::OutProj:
-      return "out_proj gemm+residual";
-    case Phase::FinalNorm:
-      return "norm_f";
-    case Phase::LmHead:
-      return "lm_head gemm";
-    case Phase::Other:
-      return "other";
-    case Phase::kCount:
-      break;
-  }
-  return "?";
+std::string PhaseProfile::name(PhaseId id) const {
+  if (id >= 0 && static_cast<size_t>(id) < names.size()) return names[id];
+  return "phase " + std::to_string(id);
+}
+
+double PhaseProfile::seconds_of(std::string_view phase) const {
+  for (size_t i = 0; i < names.size() && i < seconds.size(); ++i)
+    if (names[i] == phase) return seconds[i];
+  return 0.0;
 }
 
 double PhaseProfile::total() const {

@@ -1,39 +1,42 @@
 // Optional per-phase timing of a forward pass, for benchmarks: where does prefill time go?
 // A null profile (the default in ComputeContext) costs one pointer test per phase.
+//
+// The phases are not fixed here: each architecture names its own (Mamba-2's gated norm, Mamba-3's
+// fused mixer) as small integer ids, and a profile made with the model's phase names
+// (Model::phase_names) reports the time under them.
 #pragma once
 
-#include <array>
 #include <chrono>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace mb {
 
-enum class Phase {
-  Embed,
-  Norm,
-  InProj,
-  Conv,
-  XProj,
-  DtProj,
-  Scan,
-  GateNorm,
-  OutProj,
-  FinalNorm,
-  LmHead,
-  Other,
-  kCount
-};
-std::string_view phase_name(Phase phase);
+// An index into the phase names of the model being profiled.
+using PhaseId = int;
 
 struct PhaseProfile {
-  std::array<double, static_cast<size_t>(Phase::kCount)> seconds{};
-  double& operator[](Phase phase) { return seconds[static_cast<size_t>(phase)]; }
+  std::vector<std::string> names;  // names[id]; ids without a name read as "phase <id>"
+  std::vector<double> seconds;     // seconds[id], grown on first use of an id
+
+  PhaseProfile() = default;
+  explicit PhaseProfile(std::vector<std::string> phase_names)
+      : names(std::move(phase_names)), seconds(names.size(), 0.0) {}
+
+  double& operator[](PhaseId id) {
+    if (static_cast<size_t>(id) >= seconds.size()) seconds.resize(id + 1, 0.0);
+    return seconds[id];
+  }
+  std::string name(PhaseId id) const;
+  // The seconds of the phase named `phase`, or 0 when no phase has that name.
+  double seconds_of(std::string_view phase) const;
   double total() const;
 };
 
 class ScopedPhase {
  public:
-  ScopedPhase(PhaseProfile* profile, Phase phase) : profile_(profile), phase_(phase) {
+  ScopedPhase(PhaseProfile* profile, PhaseId phase) : profile_(profile), phase_(phase) {
     if (profile_ != nullptr) start_ = std::chrono::steady_clock::now();
   }
   ~ScopedPhase() {
@@ -45,7 +48,7 @@ class ScopedPhase {
 
  private:
   PhaseProfile* profile_;
-  Phase phase_;
+  PhaseId phase_;
   std::chrono::steady_clock::time_point start_;
 };
 

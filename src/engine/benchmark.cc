@@ -40,6 +40,7 @@ BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const B
     token = static_cast<int32_t>(x % model.config().vocab_size);
   }
   BenchResult result;
+  result.prefill_phases = PhaseProfile(model.phase_names());
   result.step_tokens =
       o.step_tokens > 0 ? std::min(o.step_tokens, o.prompt_len) : std::min<int64_t>(o.prompt_len, 128);
   Workspace ws;

@@ -20,8 +20,7 @@ constexpr auto checksum = binary::fnv1a64;
 }  // namespace
 
 std::vector<uint8_t> serialize_state(const Model& model, const SequenceState& state) {
-  if (state.values.size() != model.state_floats())
-    throw Error("state does not belong to this model (wrong size)");
+  model.state_layout().check_size(state.values.size(), "the state to save");
   std::vector<uint8_t> out;
   out.reserve(kHeaderBytes + state.values.size() * 4 + 8);
   out.resize(8);
@@ -60,9 +59,7 @@ SequenceState parse_state(std::span<const uint8_t> bytes, const Model& model, co
   if (get<uint32_t>(bytes.data() + 12) != static_cast<uint32_t>(model.config().arch) ||
       fingerprint != model.fingerprint())
     throw Error(where + " was saved from a different model");
-  if (count != model.state_floats())
-    throw Error(where + " holds " + std::to_string(count) + " state values but this model needs " +
-                std::to_string(model.state_floats()));
+  model.state_layout().check_size(count, where);
   if (bytes.size() != kHeaderBytes + count * 4 + 8)
     throw Error(where + " is truncated or has trailing bytes");
   const size_t payload = kHeaderBytes + count * 4;

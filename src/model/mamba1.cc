@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <numbers>
 #include <string>
 #include <utility>
@@ -15,6 +16,18 @@
 
 namespace mb {
 namespace {
+
+// The layer phases of a profile, ids from kFirstLayerPhase in the order of kPhaseNames. The
+// names are the ones `bench --profile` printed before architectures named their phases.
+enum Mamba1Phase : PhaseId { kNorm = kFirstLayerPhase, kInProj, kConv, kXProj, kDtProj, kScan, kOutProj };
+constexpr std::string_view kPhaseNames[] = {"rmsnorm",
+                                            "in_proj gemm",
+                                            "conv+silu",
+                                            "x_proj gemm",
+                                            "dt_proj gemm+softplus",
+                                            "selective scan+gate",
+                                            "out_proj gemm+residual"};
+static_assert(std::size(kPhaseNames) == kOutProj - kFirstLayerPhase + 1);
 
 // Per-sequence op arguments of a round, reused across calls.
 struct Mamba1Scratch final : LayerScratch {
@@ -34,6 +47,7 @@ Mamba1Model::Mamba1Model(const ModelConfig& config, std::shared_ptr<const Tensor
 
   layers_.resize(config.n_layer);
   for (int64_t l = 0; l < config.n_layer; ++l) {
+    state_layout_.add_layer({{"conv", {K - 1, D}}, {"ssm", {N, D}}});  // kConvPart, kSsmPart
     const std::string p = "backbone.layers." + std::to_string(l) + ".";
     const std::string mixer = p + "mixer.";
     Mamba1Layer& layer = layers_[l];
@@ -70,6 +84,10 @@ Mamba1Model::Mamba1Model(const ModelConfig& config, std::shared_ptr<const Tensor
   }
 }
 
+std::span<const std::string_view> Mamba1Model::layer_phase_names() const {
+  return kPhaseNames;
+}
+
 size_t Mamba1Model::scratch_floats_per_row() const {
   const ModelConfig& c = config_;
   // xn [d] | xz [2D] | u [D] | xdbl [R + 2N] | dt [D] | y [D]
@@ -95,20 +113,20 @@ void Mamba1Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
   args.scan.resize(rows.size());
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const Mamba1Layer& layer = layers_[l];
-    const size_t state_offset = l * layer_state_floats();
+    const int64_t conv_at = state_layout_.offset(l, kConvPart), ssm_at = state_layout_.offset(l, kSsmPart);
 
     {
-      ScopedPhase timer(ctx.profile, Phase::Norm);
+      ScopedPhase timer(ctx.profile, kNorm);
       rms_norm(ctx, {hidden, d, m, d, layer.norm, c.norm_eps, xn, d});  // [m, d]
     }
     {
-      ScopedPhase timer(ctx.profile, Phase::InProj);
+      ScopedPhase timer(ctx.profile, kInProj);
       matmul(ctx, {xn, d, m, layer.in_proj, layer.in_proj_bias, xz, 2 * D,
                    false});  // [m, d] x [2D, d]^T -> [m, 2D]
     }
 
     for (size_t s = 0; s < rows.size(); ++s) {
-      float* state = rows[s].state->values.data() + state_offset;
+      float* history = rows[s].state->values.data() + conv_at;  // [K - 1, D]
       CausalConvArgs& conv = args.conv[s];
       conv = {xz + rows[s].begin * 2 * D,
               2 * D,
@@ -117,20 +135,20 @@ void Mamba1Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
               static_cast<int>(K),
               layer.conv_weight,
               layer.conv_bias,
-              state,
+              history,
               u + rows[s].begin * D,
               D};
     }
     {
-      ScopedPhase timer(ctx.profile, Phase::Conv);
+      ScopedPhase timer(ctx.profile, kConv);
       causal_conv_silu(ctx, args.conv);  // x half of xz -> u [m, D]
     }
     {
-      ScopedPhase timer(ctx.profile, Phase::XProj);
+      ScopedPhase timer(ctx.profile, kXProj);
       matmul(ctx, {u, D, m, layer.x_proj, nullptr, xdbl, xdbl_width, false});  // [m, D] -> [m, R + 2N]
     }
     if (c.mixer_rms_norm) {
-      ScopedPhase timer(ctx.profile, Phase::Norm);
+      ScopedPhase timer(ctx.profile, kNorm);
       // FalconMamba normalizes dt_low, B and C each over its own width, in place, per row.
       const float eps = static_cast<float>(c.mixer_rms_eps);
       const std::pair<int64_t, int64_t> parts[] = {{0, R}, {R, N}, {R + N, N}};  // (offset, width)
@@ -139,7 +157,7 @@ void Mamba1Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
                  {xdbl + offset, xdbl_width, m, width, mixer_norm_ones_, eps, xdbl + offset, xdbl_width});
     }
     {
-      ScopedPhase timer(ctx.profile, Phase::DtProj);
+      ScopedPhase timer(ctx.profile, kDtProj);
       matmul(ctx, {xdbl, xdbl_width, m, layer.dt_proj, layer.dt_bias, dt, D, false,
                    true});  // softplus, [m, R] -> [m, D]
     }
@@ -161,16 +179,16 @@ void Mamba1Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
       scan.ldz = 2 * D;
       scan.a_base2 = layer.a_base2;
       scan.d_skip = layer.d_skip;
-      scan.state = rows[s].state->values.data() + state_offset + (K - 1) * D;
+      scan.state = rows[s].state->values.data() + ssm_at;  // [N, D]
       scan.y = y + begin * D;
       scan.ldy = D;
     }
     {
-      ScopedPhase timer(ctx.profile, Phase::Scan);
+      ScopedPhase timer(ctx.profile, kScan);
       selective_scan(ctx, args.scan);  // -> gated y [m, D]
     }
     {
-      ScopedPhase timer(ctx.profile, Phase::OutProj);
+      ScopedPhase timer(ctx.profile, kOutProj);
       matmul(ctx, {y, D, m, layer.out_proj, layer.out_proj_bias, hidden, d,
                    true});  // residual += [m, D] -> [m, d]
     }

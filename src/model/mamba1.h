@@ -29,9 +29,9 @@ class Mamba1Model : public Model {
   Mamba1Model(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors,
               const LoadOptions& options);
 
-  // Per layer: conv history [d_conv - 1, d_inner] (oldest first), then SSM state [d_state, d_inner].
-  size_t state_floats() const override { return config_.n_layer * layer_state_floats(); }
-  size_t layer_state_floats() const { return (config_.d_conv - 1 + config_.d_state) * config_.d_inner; }
+  // The parts of each layer's state (state_layout()), in this order: conv history
+  // [d_conv - 1, d_inner] (oldest first), then SSM state [d_state, d_inner].
+  static constexpr size_t kConvPart = 0, kSsmPart = 1;
   const std::vector<Mamba1Layer>& layers() const { return layers_; }
   // FalconMamba's weightless mixer norm multiplies by these ones; null for plain Mamba-1.
   const float* mixer_norm_ones() const { return mixer_norm_ones_; }
@@ -40,6 +40,7 @@ class Mamba1Model : public Model {
   void forward_layers(const ComputeContext& ctx, std::span<const Rows> rows, float* hidden, int64_t m,
                       const ForwardOptions& options, Workspace& workspace, float* scratch) const override;
   size_t scratch_floats_per_row() const override;
+  std::span<const std::string_view> layer_phase_names() const override;
 
  private:
   std::vector<Mamba1Layer> layers_;

@@ -1,6 +1,7 @@
 #include "model/mamba2.h"
 
 #include <cmath>
+#include <iterator>
 #include <numbers>
 #include <string>
 
@@ -13,6 +14,12 @@
 
 namespace mb {
 namespace {
+
+// The layer phases of a profile, ids from kFirstLayerPhase in the order of kPhaseNames.
+enum Mamba2Phase : PhaseId { kNorm = kFirstLayerPhase, kInProj, kConv, kScan, kGateNorm, kOutProj };
+constexpr std::string_view kPhaseNames[] = {"rmsnorm",  "in_proj gemm",  "conv+silu",
+                                            "ssd scan", "gated rmsnorm", "out_proj gemm+residual"};
+static_assert(std::size(kPhaseNames) == kOutProj - kFirstLayerPhase + 1);
 
 // Per-sequence op arguments of a round, reused across calls.
 struct Mamba2Scratch final : LayerScratch {
@@ -31,6 +38,7 @@ Mamba2Model::Mamba2Model(const ModelConfig& config, std::shared_ptr<const Tensor
 
   layers_.resize(config.n_layer);
   for (int64_t l = 0; l < config.n_layer; ++l) {
+    state_layout_.add_layer({{"conv", {K - 1, W}}, {"ssm", {H, N, P}}});  // kConvPart, kSsmPart
     const std::string p = "backbone.layers." + std::to_string(l) + ".";
     const std::string mixer = p + "mixer.";
     Mamba2Layer& layer = layers_[l];
@@ -76,6 +84,10 @@ Mamba2Model::Mamba2Model(const ModelConfig& config, std::shared_ptr<const Tensor
   }
 }
 
+std::span<const std::string_view> Mamba2Model::layer_phase_names() const {
+  return kPhaseNames;
+}
+
 size_t Mamba2Model::scratch_floats_per_row() const {
   // xn [d] | proj [in_proj_dim] | xbc [conv_width] | y [d_inner]
   return config_.d_model + in_proj_dim() + conv_width() + config_.d_inner;
@@ -86,7 +98,6 @@ void Mamba2Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
                                  float* scratch) const {
   const ModelConfig& c = config_;
   const int64_t d = c.d_model, di = c.d_inner, W = conv_width(), ip = in_proj_dim();
-  const size_t conv_floats = (c.d_conv - 1) * W;
   const int64_t ssd_chunk = options.ssd_chunk > 0 ? options.ssd_chunk : c.chunk_size;
   // On CPUs the sequential recurrence is as fast as the chunked form or faster at every shape
   // measured (bench/mamba2_op_bench: d_state 16 to 128, chunks of 16 to 256, up to 1024
@@ -105,18 +116,18 @@ void Mamba2Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
   for (size_t s = 0; s < rows.size(); ++s) args[s].chunked = chunked;
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const Mamba2Layer& layer = layers_[l];
-    const size_t state_offset = l * layer_state_floats();
+    const int64_t conv_at = state_layout_.offset(l, kConvPart), ssm_at = state_layout_.offset(l, kSsmPart);
     {
-      ScopedPhase timer(ctx.profile, Phase::Norm);
+      ScopedPhase timer(ctx.profile, kNorm);
       rms_norm(ctx, {hidden, d, m, d, layer.norm, c.norm_eps, xn, d});  // [m, d]
     }
     {
-      ScopedPhase timer(ctx.profile, Phase::InProj);
+      ScopedPhase timer(ctx.profile, kInProj);
       matmul(ctx,
              {xn, d, m, layer.in_proj, layer.in_proj_bias, proj, ip, false});  // [m, d] -> [m, in_proj_dim]
     }
     for (size_t s = 0; s < rows.size(); ++s) {
-      float* state = rows[s].state->values.data() + state_offset;
+      float* state = rows[s].state->values.data();
       conv_args[s] = {proj + rows[s].begin * ip + di,
                       ip,
                       rows[s].count,
@@ -124,7 +135,7 @@ void Mamba2Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
                       static_cast<int>(c.d_conv),
                       layer.conv_weight,
                       layer.conv_bias,
-                      state,
+                      state + conv_at,  // [K - 1, W]
                       xbc + rows[s].begin * W,
                       W};
       Mamba2ScanSequence& a = args[s];
@@ -133,27 +144,27 @@ void Mamba2Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
       a.ldxbc = W;
       a.dt = proj + rows[s].begin * ip + di + W;
       a.lddt = ip;
-      a.state = state + conv_floats;
+      a.state = state + ssm_at;  // [H, N, P]
       a.y = y + rows[s].begin * di;
       a.ldy = di;
     }
     {
-      ScopedPhase timer(ctx.profile, Phase::Conv);
+      ScopedPhase timer(ctx.profile, kConv);
       causal_conv_silu(ctx, conv_args);  // xBC of proj -> xbc [m, conv_width]
     }
     {
-      ScopedPhase timer(ctx.profile, Phase::Scan);
+      ScopedPhase timer(ctx.profile, kScan);
       Mamba2ScanParams params = layer.scan;
       params.chunk = ssd_chunk;
       mamba2_scan(ctx, params, args);  // -> y [m, d_inner] before the gate
     }
     {
-      ScopedPhase timer(ctx.profile, Phase::GateNorm);
+      ScopedPhase timer(ctx.profile, kGateNorm);
       GatedRmsNormArgs gate{y, di, proj, ip, m, di, di / c.ngroups, layer.gate_norm, c.norm_eps, y, di};
       gated_rms_norm(ctx, gate);  // y = norm(y * silu(z)) per group, in place
     }
     {
-      ScopedPhase timer(ctx.profile, Phase::OutProj);
+      ScopedPhase timer(ctx.profile, kOutProj);
       matmul(ctx, {y, di, m, layer.out_proj, layer.out_proj_bias, hidden, d,
                    true});  // residual += [m, di] -> [m, d]
     }

@@ -30,11 +30,9 @@ class Mamba2Model : public Model {
   Mamba2Model(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors,
               const LoadOptions& options);
 
-  // Per layer: conv history [d_conv - 1, conv_width] (oldest first), then SSM state [H, N, P].
-  size_t state_floats() const override { return config_.n_layer * layer_state_floats(); }
-  size_t layer_state_floats() const {
-    return (config_.d_conv - 1) * conv_width() + config_.n_heads() * config_.d_state * config_.headdim;
-  }
+  // The parts of each layer's state (state_layout()), in this order: conv history
+  // [d_conv - 1, conv_width] (oldest first), then SSM state [H, N, P].
+  static constexpr size_t kConvPart = 0, kSsmPart = 1;
   int64_t conv_width() const { return config_.d_inner + 2 * config_.ngroups * config_.d_state; }
   int64_t in_proj_dim() const { return config_.d_inner + conv_width() + config_.n_heads(); }
   const std::vector<Mamba2Layer>& layers() const { return layers_; }
@@ -43,6 +41,7 @@ class Mamba2Model : public Model {
   void forward_layers(const ComputeContext& ctx, std::span<const Rows> rows, float* hidden, int64_t m,
                       const ForwardOptions& options, Workspace& workspace, float* scratch) const override;
   size_t scratch_floats_per_row() const override;
+  std::span<const std::string_view> layer_phase_names() const override;
 
  private:
   std::vector<Mamba2Layer> layers_;

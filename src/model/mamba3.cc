@@ -1,5 +1,7 @@
 #include "model/mamba3.h"
 
+#include <algorithm>
+#include <iterator>
 #include <string>
 
 #include "core/error.h"
@@ -10,6 +12,13 @@
 
 namespace mb {
 namespace {
+
+// The layer phases of a profile, ids from kFirstLayerPhase in the order of kPhaseNames. The
+// mixer is one op (BCNorm, RoPE, the trapezoidal scan, the gate), so it is one phase.
+enum Mamba3Phase : PhaseId { kNorm = kFirstLayerPhase, kInProj, kMixer, kOutProj };
+constexpr std::string_view kPhaseNames[] = {"rmsnorm", "in_proj gemm", Mamba3Model::kMixerPhaseName,
+                                            "out_proj gemm+residual"};
+static_assert(std::size(kPhaseNames) == kOutProj - kFirstLayerPhase + 1);
 
 // Per-sequence scan arguments of a round, reused across calls.
 struct Mamba3Scratch final : LayerScratch {
@@ -61,7 +70,22 @@ Mamba3Model::Mamba3Model(const ModelConfig& config, std::shared_ptr<const Tensor
     s.d_skip = binder.f32(mixer + "D", {H});
     if (config.is_outproj_norm) s.gate_norm = binder.f32(mixer + "norm.weight", {di});
     layer.out_proj = binder.matrix(mixer + "out_proj.weight", d, di);
+
+    // The op owns the order of its state block; the layout names the same parts at the same
+    // offsets, which the check below keeps true if either side changes.
+    const Mamba3StateLayout block = mamba3_state_layout(s);
+    state_layout_.add_layer(
+        {{"ssm", {H, N, P}}, {"k", {H, N}}, {"v", {H, P}}, {"angles", {H, std::max<int64_t>(n_angles_, 1)}}});
+    const LayerStateLayout& added = state_layout_.layer(l);
+    const int64_t expected[] = {block.ssm, block.k, block.v, block.angle};
+    for (size_t part = 0; part < std::size(expected); ++part)
+      MB_CHECK(added.parts[part].offset - added.offset == expected[part]);
+    MB_CHECK(added.floats == block.total);
   }
+}
+
+std::span<const std::string_view> Mamba3Model::layer_phase_names() const {
+  return kPhaseNames;
 }
 
 void Mamba3Model::disable_boundary_fold_for_testing() {
@@ -102,13 +126,13 @@ void Mamba3Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
   }
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const Mamba3Layer& layer = layers_[l];
-    const size_t state_offset = l * layer_state_floats();
+    const int64_t block_at = state_layout_.layer(l).offset;  // the scan takes the whole block
     {
-      ScopedPhase timer(ctx.profile, Phase::Norm);
+      ScopedPhase timer(ctx.profile, kNorm);
       rms_norm(ctx, {hidden, d, m, d, layer.norm, c.norm_eps, xn, d});  // [m, d]
     }
     {
-      ScopedPhase timer(ctx.profile, Phase::InProj);
+      ScopedPhase timer(ctx.profile, kInProj);
       matmul(ctx, {xn, d, m, layer.in_proj, nullptr, proj, ip, false});  // [m, d] -> [m, in_proj_dim]
     }
     for (size_t s = 0; s < rows.size(); ++s) {
@@ -116,18 +140,18 @@ void Mamba3Model::forward_layers(const ComputeContext& ctx, std::span<const Rows
       a.length = rows[s].count;
       a.proj = proj + rows[s].begin * ip;
       a.ldp = ip;
-      a.state = rows[s].state->values.data() + state_offset;
+      a.state = rows[s].state->values.data() + block_at;
       a.y = y + rows[s].begin * di;
       a.ldy = di;
     }
     {
-      ScopedPhase timer(ctx.profile, Phase::Scan);
+      ScopedPhase timer(ctx.profile, kMixer);
       Mamba3ScanParams params = layer.scan;
       params.chunk = ssd_chunk;
       mamba3_scan(ctx, params, args);  // -> gated y [m, d_inner]
     }
     {
-      ScopedPhase timer(ctx.profile, Phase::OutProj);
+      ScopedPhase timer(ctx.profile, kOutProj);
       matmul(ctx, {y, di, m, layer.out_proj, nullptr, hidden, d, true});  // residual += [m, di] -> [m, d]
     }
   }

@@ -25,10 +25,11 @@ class Mamba3Model : public Model {
   Mamba3Model(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors,
               const LoadOptions& options);
 
-  size_t state_floats() const override { return config_.n_layer * layer_state_floats(); }
-  size_t layer_state_floats() const {
-    return static_cast<size_t>(mamba3_state_layout(layers_[0].scan).total);
-  }
+  // The parts of each layer's state (state_layout()), in this order, with the offsets of
+  // ops/mamba3_scan.h's Mamba3StateLayout: the scan takes the layer's whole block.
+  static constexpr size_t kSsmPart = 0, kKPart = 1, kVPart = 2, kAnglePart = 3;
+  // The profiling phase of the whole mixer op, named here for benchmarks that time it alone.
+  static constexpr std::string_view kMixerPhaseName = "mixer (bcnorm+rope+scan+gate)";
   int64_t n_rope_angles() const { return n_angles_; }
   int64_t in_proj_dim() const { return layers_[0].scan.proj_width(); }
   const std::vector<Mamba3Layer>& layers() const { return layers_; }
@@ -44,6 +45,7 @@ class Mamba3Model : public Model {
   void forward_layers(const ComputeContext& ctx, std::span<const Rows> rows, float* hidden, int64_t m,
                       const ForwardOptions& options, Workspace& workspace, float* scratch) const override;
   size_t scratch_floats_per_row() const override;
+  std::span<const std::string_view> layer_phase_names() const override;
 
  private:
   std::vector<Mamba3Layer> layers_;

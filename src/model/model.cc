@@ -158,6 +158,12 @@ WeightBinder& Model::bind_common(const ModelConfig& config, std::shared_ptr<cons
   return binder;
 }
 
+std::vector<std::string> Model::phase_names() const {
+  std::vector<std::string> names = {"embed", "norm_f", "lm_head gemm"};
+  for (std::string_view name : layer_phase_names()) names.emplace_back(name);
+  return names;
+}
+
 size_t Model::matrix_bytes() const {
   return binder_->packed_matrix_bytes();
 }
@@ -205,8 +211,10 @@ void Model::validate_batch(const ComputeContext& ctx, std::span<const SequenceIn
   total.assign(n_seq, 0);
   for (int64_t i = 0; i < n_seq; ++i) {
     const SequenceInput& in = batch[i];
-    if (in.state == nullptr || in.state->values.size() != state_floats())
-      throw Error("sequence " + std::to_string(i) + " has no state or a state of the wrong size");
+    if (in.state == nullptr) throw Error("sequence " + std::to_string(i) + " has no state");
+    // The message is only built for a mismatch: a steady decode step allocates nothing.
+    if (in.state->values.size() != state_floats())
+      state_layout_.check_size(in.state->values.size(), "sequence " + std::to_string(i) + "'s state");
     if (!in.tokens.empty()) {
       for (int32_t id : in.tokens) {
         if (id < 0 || id >= config_.vocab_size)
@@ -282,7 +290,7 @@ void Model::forward_cpu(const ComputeContext& ctx, std::span<const SequenceInput
 
     // Embed the round's positions.
     {
-      ScopedPhase timer(ctx.profile, Phase::Embed);
+      ScopedPhase timer(ctx.profile, kEmbedPhase);
       for (size_t r = 0; r < rows.size(); ++r) {
         const SequenceInput& in = batch[owner[r]];
         const int64_t start = ws.consumed[owner[r]];
@@ -313,7 +321,7 @@ void Model::forward_cpu(const ComputeContext& ctx, std::span<const SequenceInput
     float* normed = scratch;
     int64_t finishing = 0;
     {
-      ScopedPhase timer(ctx.profile, Phase::FinalNorm);  // norm_f, and the LM head of LogitsAll
+      ScopedPhase timer(ctx.profile, kFinalNormPhase);  // norm_f, and the LM head of LogitsAll
       for (size_t r = 0; r < rows.size(); ++r) {
         const int64_t i = owner[r];
         const Rows& part = rows[r];
@@ -371,7 +379,7 @@ void Model::forward_cpu(const ComputeContext& ctx, std::span<const SequenceInput
       }
     }
     if (finishing > 0) {
-      ScopedPhase timer(ctx.profile, Phase::LmHead);
+      ScopedPhase timer(ctx.profile, kLmHeadPhase);
       // One pass over the LM head for every sequence that finished in this round.
       MatmulArgs head{normed, d, finishing, lm_head_, nullptr, last_logits, config_.vocab_size, false};
       matmul(ctx, head);

@@ -20,9 +20,11 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/profile.h"
 #include "core/threading.h"
 #include "model/config.h"
 #include "model/device.h"
+#include "model/state_layout.h"
 #include "ops/causal_conv.h"
 #include "ops/mamba2_scan.h"
 #include "ops/mamba3_scan.h"
@@ -36,7 +38,8 @@ class TensorSet;
 struct StoredTensor;
 
 // Recurrent state of one sequence: all layers' buffers in one flat f32 array, so that a fork
-// is a copy and a snapshot is a write of `values`.
+// is a copy and a snapshot is a write of `values`. What the array holds is the model's
+// StateLayout (Model::state_layout).
 //
 // A model running on a device keeps the state there between calls (`device`), and `values`
 // is then only as new as the last sync_to_host(). Copying a state downloads the device copy
@@ -135,6 +138,14 @@ struct Workspace {
   }
 };
 
+// Profiling phases (core/profile.h) are ids into Model::phase_names(). The three that
+// Model::forward times around the layers come first; each architecture numbers its own layer
+// phases from kFirstLayerPhase, in the order of its layer_phase_names().
+inline constexpr PhaseId kEmbedPhase = 0;
+inline constexpr PhaseId kFinalNormPhase = 1;
+inline constexpr PhaseId kLmHeadPhase = 2;
+inline constexpr PhaseId kFirstLayerPhase = 3;
+
 struct LoadOptions {
   std::optional<DType> weight_dtype;  // empty = as stored
   DeviceSpec device;                  // where forward runs (weights are uploaded there at load)
@@ -150,7 +161,12 @@ class Model {
   DType matrix_dtype() const { return lm_head_.dtype; }
   // Bytes of all packed weight matrices (LM head included): the weight traffic of a decode step.
   size_t matrix_bytes() const;
-  virtual size_t state_floats() const = 0;
+  // What one sequence's state holds, per layer: named parts with shapes and offsets.
+  const StateLayout& state_layout() const { return state_layout_; }
+  size_t state_floats() const { return state_layout_.total_floats(); }
+  // The names of the profiling phases, indexed by PhaseId: the embedding, final norm and LM head
+  // of every architecture, then the architecture's own layer phases.
+  std::vector<std::string> phase_names() const;
   // Identifies the checkpoint (config and stored weight bytes, independent of the load dtype),
   // so saved states are never restored into a different model.
   uint64_t fingerprint() const { return fingerprint_; }
@@ -187,6 +203,8 @@ class Model {
                               const ForwardOptions& options, Workspace& workspace, float* scratch) const = 0;
   // Scratch floats forward_layers needs per row.
   virtual size_t scratch_floats_per_row() const = 0;
+  // The names of the architecture's layer phases, for ids kFirstLayerPhase onwards.
+  virtual std::span<const std::string_view> layer_phase_names() const = 0;
 
   // The first step of every architecture's constructor: keeps the config and the tensors, checks
   // the layer indices, resolves the bias presence a config leaves to the checkpoint, and binds the
@@ -204,6 +222,7 @@ class Model {
   std::shared_ptr<WeightBinder> binder_;  // owns converted weight storage
   uint64_t fingerprint_ = 0;
   std::unique_ptr<DeviceExecutor> device_;  // null: forward runs on the CPU
+  StateLayout state_layout_;                // built once by the architecture's constructor
 
  private:
   // Throws for a malformed batch before any state changes; fills ws.total.

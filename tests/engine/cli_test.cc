@@ -111,12 +111,17 @@ TEST(Cli, QuantizedDtypesLoadAndQuantAccuracyReportsTheirDistance) {
   EXPECT_LT(report["max_logit_diff"].get<double>(), 0.5);
   EXPECT_GE(report["mean_kl"].get<double>(), 0.0);
   EXPECT_GE(report["top1_agreement"].get<double>(), 0.5);
-  const Output bench =
-      run_cli("bench -m " + cli_model() + " --dtype q4_0 --prompt-len 8 --gen-len 2 --repeats 1 --json");
+  const Output bench = run_cli("bench -m " + cli_model() +
+                               " --dtype q4_0 --prompt-len 8 --gen-len 2 --repeats 1 --json --profile");
   ASSERT_EQ(bench.status, 0) << bench.err;
   const auto figures = nlohmann::json::parse(bench.out);
   EXPECT_EQ(figures["dtype"], "q4_0");
   EXPECT_GT(figures["weight_bytes_per_token"].get<double>(), 0.0);
+  // A Mamba-1 model: its phases and its two state parts per layer, under their names.
+  for (const char* phase : {"embed", "in_proj gemm", "selective scan+gate", "lm_head gemm"})
+    EXPECT_TRUE(figures["prefill_phases"].contains(phase)) << phase << " in " << bench.out;
+  EXPECT_NE(figures["state_layout"].get<std::string>().find("conv ["), std::string::npos) << bench.out;
+  EXPECT_NE(figures["state_layout"].get<std::string>().find(" + ssm ["), std::string::npos) << bench.out;
   const Output refused = run_cli("make-model --out " + test::make_temp_dir("cli_q") + "/m --dtype q4_0");
   EXPECT_NE(refused.status, 0);
   EXPECT_NE(refused.err.find("quantize at load"), std::string::npos) << refused.err;
@@ -402,10 +407,14 @@ TEST(Cli, Mamba2FoldersOfBothLayoutsWorkWithEveryCommand) {
     ASSERT_EQ(run.status, 0) << run.err;
     EXPECT_EQ(run.out.rfind("Once upon a time", 0), 0u) << run.out;
     for (const std::string scan : {"sequential", "chunked"}) {
-      const Output bench =
-          run_cli("bench -m " + model + " --prompt-len 20 --gen-len 2 --repeats 1 --json --scan " + scan);
+      const Output bench = run_cli(
+          "bench -m " + model + " --prompt-len 20 --gen-len 2 --repeats 1 --json --profile --scan " + scan);
       ASSERT_EQ(bench.status, 0) << bench.err;
       EXPECT_NE(bench.out.find("\"scan\":\"" + scan + "\""), std::string::npos) << bench.out;
+      // Mamba-2 names its own phases: the SSD scan and the gated norm are separate.
+      const auto figures = nlohmann::json::parse(bench.out);
+      for (const char* phase : {"ssd scan", "gated rmsnorm", "conv+silu"})
+        EXPECT_TRUE(figures["prefill_phases"].contains(phase)) << phase << " in " << bench.out;
     }
   }
   const Output bad_scan = run_cli("logits -m " + dir + "/hf --tokens 1 --out " + dir + "/x.npy --scan fast");

@@ -169,6 +169,20 @@ TEST(StateFile, CorruptTruncatedAndMismatchedFilesAreRefused) {
   std::string future = bytes;
   future[8] = 9;
   expect_refused(write("future.state", future), *m.model, "version 9");
+  // A value count other than the layout's is refused naming the parts the model expects, and so
+  // is saving a state of another size.
+  std::string recounted = bytes;
+  recounted[24] ^= 0x01;  // the low byte of the little-endian count
+  expect_refused(write("recounted.state", recounted), *m.model,
+                 "state values but this model's state has layer");
+  expect_refused(write("recounted.state", recounted), *m.model, " + ssm [");
+  try {
+    save_state(dir + "/small.state", *m.model, SequenceState(std::vector<float>(3, 0.0f), 0));
+    ADD_FAILURE() << "a state of 3 values was saved";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the state to save holds 3 state values"), std::string::npos)
+        << e.what();
+  }
   // The same architecture and sizes with other weights, and a model of another size.
   expect_refused(good, *text_model(6).model, "different model");
   MakeModelOptions bigger;

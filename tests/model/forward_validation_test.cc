@@ -80,5 +80,37 @@ TEST(ForwardValidation, OneStateTwiceInABatchIsRefusedBeforeAnyStateChanges) {
   }
 }
 
+TEST(ForwardValidation, AStateOfAnotherLayoutIsRefusedNamingThePartsExpected) {
+  const Model& model = small_model();
+  const ModelConfig& c = model.config();
+  // The Mamba-1 layout: per layer, the conv history and then the SSM state.
+  const StateLayout& layout = model.state_layout();
+  ASSERT_EQ(layout.n_layers(), c.n_layer);
+  const LayerStateLayout& layer = layout.layer(1);
+  ASSERT_EQ(layer.parts.size(), 2u);
+  EXPECT_EQ(layer.parts[0].name, "conv");
+  EXPECT_EQ(layer.parts[0].shape, (std::vector<int64_t>{c.d_conv - 1, c.d_inner}));
+  EXPECT_EQ(layer.parts[1].name, "ssm");
+  EXPECT_EQ(layer.parts[1].shape, (std::vector<int64_t>{c.d_state, c.d_inner}));
+  EXPECT_EQ(layer.offset, layout.layer(0).floats);
+  EXPECT_EQ(layer.parts[1].offset, layer.offset + (c.d_conv - 1) * c.d_inner);
+  EXPECT_EQ(model.state_floats(), static_cast<size_t>(c.n_layer * (c.d_conv - 1 + c.d_state) * c.d_inner));
+
+  SequenceState state(std::vector<float>(model.state_floats() - 1, 0.5f), 0);
+  const SequenceState before = state;
+  const std::vector<int32_t> tokens = {1, 2};
+  const SequenceInput input{&state, tokens, {}};
+  const std::string message = forward_error(ComputeContext{1, best_isa()}, std::span(&input, 1));
+  const std::string expected_parts = "conv [" + std::to_string(c.d_conv - 1) + ", " +
+                                     std::to_string(c.d_inner) + "] + ssm [" + std::to_string(c.d_state) +
+                                     ", " + std::to_string(c.d_inner) + "]";
+  EXPECT_NE(message.find("sequence 0's state holds " + std::to_string(model.state_floats() - 1)),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find(expected_parts), std::string::npos) << message;
+  EXPECT_TRUE(same_bits(state.values, before.values));
+  EXPECT_EQ(state.position, 0);
+}
+
 }  // namespace
 }  // namespace mb

@@ -71,8 +71,8 @@ void expect_states_close(const Model& model, const SequenceState& a, const Seque
   const auto& m3 = dynamic_cast<const Mamba3Model&>(model);
   const Mamba3StateLayout layout = mamba3_state_layout(m3.layers()[0].scan);
   for (int64_t l = 0; l < model.config().n_layer; ++l) {
-    const float* x = a.values.data() + l * m3.layer_state_floats();
-    const float* y = b.values.data() + l * m3.layer_state_floats();
+    const float* x = a.values.data() + model.state_layout().layer(l).offset;
+    const float* y = b.values.data() + model.state_layout().layer(l).offset;
     const int64_t bounds[] = {layout.ssm, layout.k, layout.v, layout.angle, layout.total};
     for (int part = 0; part < 4; ++part) {
       double peak = 1, diff = 0;
@@ -179,8 +179,7 @@ TEST_P(Mamba3Chunked, AutoChoosesByRoundLength) {
     const bool chunked = Mamba3Model::auto_prefers_chunked(T, model.config().chunk_size);
     SequenceState a = model.new_state(), b = model.new_state();
     const auto automatic = run(model, a, prompt, ScanForm::Auto);
-    const auto explicit_choice =
-        run(model, b, prompt, chunked ? ScanForm::Chunked : ScanForm::Sequential);
+    const auto explicit_choice = run(model, b, prompt, chunked ? ScanForm::Chunked : ScanForm::Sequential);
     EXPECT_TRUE(test::same_bits(automatic, explicit_choice)) << "T " << T;
   }
   EXPECT_FALSE(Mamba3Model::auto_prefers_chunked(1, 64));

@@ -176,21 +176,26 @@ void expect_fresh_state_reproduces_mamba3(const Model& model) {
   const auto b = test::step_logits(model, ctx, tokens, second);
   EXPECT_TRUE(same_bits(a, b));
   EXPECT_TRUE(same_bits(first.values, second.values));
-  // The state moved away from zero in all four parts, and the angles stayed in [0, 2 pi].
+  // The state moved away from zero in all four parts of the model's layout (which names them
+  // at the offsets the scan op uses), and the angles stayed in [0, 2 pi].
   const auto& m3 = dynamic_cast<const Mamba3Model&>(model);
-  const Mamba3StateLayout layout = mamba3_state_layout(m3.layers()[0].scan);
+  const Mamba3StateLayout op_layout = mamba3_state_layout(m3.layers()[0].scan);
+  const StateLayout& layout = model.state_layout();
+  ASSERT_EQ(layout.n_layers(), model.config().n_layer);
   for (int64_t l = 0; l < model.config().n_layer; ++l) {
-    const float* block = first.values.data() + l * m3.layer_state_floats();
-    const int64_t ends[] = {layout.k, layout.v, layout.angle, layout.total};
-    int64_t begin = 0;
-    for (int64_t end : ends) {
-      EXPECT_GT(test::max_abs(std::vector<float>(block + begin, block + end)), 0.0)
-          << "layer " << l << " part at " << begin;
-      begin = end;
+    const LayerStateLayout& layer = layout.layer(l);
+    ASSERT_EQ(layer.parts.size(), 4u);
+    EXPECT_EQ(layer.floats, op_layout.total);
+    for (const StatePart& part : layer.parts) {
+      const float* begin = first.values.data() + part.offset;
+      EXPECT_GT(test::max_abs(std::vector<float>(begin, begin + part.floats())), 0.0)
+          << "layer " << l << " part " << part.name;
     }
-    for (int64_t i = layout.angle; i < layout.total; ++i) {
-      EXPECT_GE(block[i], 0.0f);
-      EXPECT_LE(block[i], 6.2831855f);
+    const StatePart& angles = layer.parts[layout.part_index(l, "angles")];
+    EXPECT_EQ(angles.offset - layer.offset, op_layout.angle);
+    for (int64_t i = 0; i < angles.floats(); ++i) {
+      EXPECT_GE(first.values[angles.offset + i], 0.0f);
+      EXPECT_LE(first.values[angles.offset + i], 6.2831855f);
     }
   }
 }

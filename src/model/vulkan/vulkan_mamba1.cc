@@ -232,8 +232,9 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
   const ModelConfig& c = model_.config();
   const int64_t d = c.d_model, D = c.d_inner, N = c.d_state, R = c.dt_rank, K = c.d_conv;
   const int64_t xw = R + 2 * N, m = round.m, vocab = c.vocab_size;
-  // The device state has the host layout: per layer, conv history [K-1, D] then SSM state [N, D].
-  const int64_t layer_state = static_cast<int64_t>(model_.layer_state_floats());
+  // The device state has the host layout (the model's StateLayout): per layer, conv history
+  // [K-1, D] then SSM state [N, D].
+  const StateLayout& layout = model_.state_layout();
   const int64_t parts = static_cast<int64_t>(round.parts.size());
   // An upper bound on the dispatches: per layer a norm, FalconMamba's three norms, a dispatch per
   // matrix piece, and a conv and a scan per sequence; around the layers an input op per sequence
@@ -280,7 +281,8 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const Layer& layer = layers_[l];
-    const uint64_t state_at = static_cast<uint64_t>(l * layer_state);
+    const auto history_at = static_cast<uint64_t>(layout.offset(l, Mamba1Model::kConvPart));
+    const auto ssm_at = static_cast<uint64_t>(layout.offset(l, Mamba1Model::kSsmPart));
     vulkan::record_rms_norm(seq, {s.hidden.get(), 0, d, m, d, layer.norm.get(), 0,
                                   static_cast<float>(c.norm_eps), s.xn.get(), 0, d});  // [m, d]
     mark("norm");
@@ -298,7 +300,7 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
       conv.weight = layer.conv_weight.get();
       conv.bias = layer.conv_bias.get();
       conv.history = part.state;
-      conv.history_offset = state_at;
+      conv.history_offset = history_at;
       conv.y = s.u.get();
       conv.y_offset = part.begin * D;
       conv.ldy = D;
@@ -342,7 +344,7 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
       scan.a_base2 = layer.a_base2.get();
       scan.d_skip = layer.d_skip.get();
       scan.state = part.state;
-      scan.state_offset = state_at + (K - 1) * D;
+      scan.state_offset = ssm_at;
       scan.y = s.y.get();
       scan.y_offset = part.begin * D;
       scan.ldy = D;

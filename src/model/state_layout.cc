@@ -1,0 +1,70 @@
+#include "model/state_layout.h"
+
+#include "core/error.h"
+
+namespace mb {
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i > 0 ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+// "conv [3, 8] + ssm [16, 8]": what a layer holds, without its offsets, so equal layers read alike.
+std::string parts_text(const LayerStateLayout& layer) {
+  std::string text;
+  for (const StatePart& part : layer.parts)
+    text += (text.empty() ? "" : " + ") + part.name + " " + shape_text(part.shape);
+  return text;
+}
+
+}  // namespace
+
+int64_t StatePart::floats() const {
+  int64_t count = 1;
+  for (int64_t extent : shape) count *= extent;
+  return count;
+}
+
+void StateLayout::add_layer(std::vector<StatePart> parts) {
+  LayerStateLayout layer;
+  layer.offset = total_;
+  for (StatePart& part : parts) {
+    part.offset = layer.offset + layer.floats;
+    layer.floats += part.floats();
+  }
+  layer.parts = std::move(parts);
+  total_ += layer.floats;
+  layers_.push_back(std::move(layer));
+}
+
+size_t StateLayout::part_index(int64_t l, std::string_view name) const {
+  const std::vector<StatePart>& parts = layers_.at(l).parts;
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (parts[i].name == name) return i;
+  throw Error("layer " + std::to_string(l) + "'s state has no part named '" + std::string(name) + "'");
+}
+
+std::string StateLayout::describe() const {
+  std::string text;
+  for (size_t first = 0; first < layers_.size();) {
+    const std::string parts = parts_text(layers_[first]);
+    size_t last = first;
+    while (last + 1 < layers_.size() && parts_text(layers_[last + 1]) == parts) ++last;
+    text += (first == last ? "layer " + std::to_string(first)
+                           : "layers " + std::to_string(first) + "-" + std::to_string(last)) +
+            ": " + parts + " (" + std::to_string(layers_[first].floats) +
+            (first == last ? " floats); " : " floats each); ");
+    first = last + 1;
+  }
+  return text + std::to_string(total_) + " f32 values in all";
+}
+
+void StateLayout::check_size(size_t floats, const std::string& what) const {
+  if (floats == total_floats()) return;
+  throw Error(what + " holds " + std::to_string(floats) + " state values but this model's state has " +
+              describe());
+}
+
+}  // namespace mb
