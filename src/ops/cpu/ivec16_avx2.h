@@ -56,4 +56,12 @@ inline I32x16 dot4(I32x16 acc, W64 w, int32_t x4) {
           _mm256_add_epi32(acc.hi, _mm256_madd_epi16(_mm256_maddubs_epi16(w.hi, x), ones))};
 }
 
+inline void store_i8(int8_t* p, Vec16 integral) {
+  // Saturating packs keep every value in [-127, 127]; the permute undoes packs' lane interleave.
+  const __m256i words = _mm256_permute4x64_epi64(
+      _mm256_packs_epi32(_mm256_cvttps_epi32(integral.lo), _mm256_cvttps_epi32(integral.hi)), 0xd8);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                   _mm_packs_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1)));
+}
+
 }  // namespace mb::cpu_avx2

@@ -47,4 +47,8 @@ inline I32x16 dot4(I32x16 acc, W64 w, int32_t x4) {
   return {_mm512_dpbusd_epi32(acc.v, w.v, _mm512_set1_epi32(x4))};
 }
 
+inline void store_i8(int8_t* p, Vec16 integral) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(integral.v)));
+}
+
 }  // namespace mb::cpu_avx512

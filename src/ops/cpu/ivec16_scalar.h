@@ -61,4 +61,8 @@ inline I32x16 dot4(I32x16 acc, const W64& w, int32_t x4) {
   return acc;
 }
 
+inline void store_i8(int8_t* p, Vec16 integral) {
+  for (int i = 0; i < 16; ++i) p[i] = static_cast<int8_t>(integral.v[i]);
+}
+
 }  // namespace mb::cpu_scalar
