@@ -77,4 +77,37 @@ inline void store_i8(int8_t* p, Vec16 integral) {
   vst1q_s8(p, vcombine_s8(vqmovn_s16(words[0]), vqmovn_s16(words[1])));
 }
 
+inline I32x16 i32_load_u8(const uint8_t* p) {
+  const uint8x16_t bytes = vld1q_u8(p);
+  const uint16x8_t lo = vmovl_u8(vget_low_u8(bytes)), hi = vmovl_high_u8(bytes);
+  return {{vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(lo))), vreinterpretq_s32_u32(vmovl_high_u16(lo)),
+           vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(hi))), vreinterpretq_s32_u32(vmovl_high_u16(hi))}};
+}
+inline I32x16 i32_and(I32x16 a, I32x16 b) {
+  for (int i = 0; i < 4; ++i) a.q[i] = vandq_s32(a.q[i], b.q[i]);
+  return a;
+}
+inline I32x16 i32_or(I32x16 a, I32x16 b) {
+  for (int i = 0; i < 4; ++i) a.q[i] = vorrq_s32(a.q[i], b.q[i]);
+  return a;
+}
+template <int N>
+inline I32x16 i32_shr(I32x16 a) {
+  for (int i = 0; i < 4; ++i) a.q[i] = vreinterpretq_s32_u32(vshrq_n_u32(vreinterpretq_u32_s32(a.q[i]), N));
+  return a;
+}
+template <int N>
+inline I32x16 i32_shl(I32x16 a) {
+  for (int i = 0; i < 4; ++i) a.q[i] = vshlq_n_s32(a.q[i], N);
+  return a;
+}
+inline W64 w64_low_nibbles(W64 w) {
+  for (int i = 0; i < 4; ++i) w.q[i] = vandq_u8(w.q[i], vdupq_n_u8(15));
+  return w;
+}
+inline W64 w64_high_nibbles(W64 w) {
+  for (int i = 0; i < 4; ++i) w.q[i] = vshrq_n_u8(w.q[i], 4);
+  return w;
+}
+
 }  // namespace mb::cpu_neon

@@ -5,8 +5,9 @@
 // namespace:
 //   I32x16: sixteen int32 lanes; i32_zero, i32_set1, i32_load, i32_add, i32_sub, i32_mul (low 32
 //   bits), i32_to_f32 (round to nearest even);
-//   W64: 64 weight bytes, four per lane; load_w64; store_i8 (sixteen integral floats in
-//   [-127, 127] stored as int8);
+//   i32_load_u8 (sixteen bytes widened), i32_and, i32_or, i32_shr<N> (logical), i32_shl<N>;
+//   W64: 64 weight bytes, four per lane; load_w64, w64_low_nibbles, w64_high_nibbles (each
+//   byte's low or high four bits); store_i8 (sixteen integral floats in [-127, 127] as int8);
 //   dot4(acc, w, x4): lane l += sum over i < 4 of w[4l + i] (unsigned) * byte i of x4 (signed),
 //   exact; kDot4FullRange says whether weight bytes may exceed 127 (AVX2's vpmaddubsw saturates
 //   beyond), and kQuantRows is the register tile's row count.
