@@ -37,13 +37,17 @@
 //   acc = 0;  acc = acc + term_b for b = 0 .. K/B - 1;  acc = acc + bias[n];  then softplus or
 //   y = y + acc, as for float weights (matmul.h).
 // Each of these is a single IEEE operation (int32 to f32 rounds to nearest even), written out
-// in the same order by every instruction set (AVX-512 VNNI, AVX2, NEON, scalar), so M, tiling, threads and
-// the instruction set change no bit: a decode step equals the same row of a prefill GEMM.
+// in the same order by every instruction set (AVX-512 VNNI, AVX2, NEON, scalar), so M, tiling,
+// threads and the instruction set change no bit: a decode step equals the same row of a
+// prefill GEMM. Each instruction set also quantizes the activations itself, in vectors, with
+// quantize_activations' bits.
 //
-// Speed: a panel's tiles are unpacked once per block of up to kQuantRowBlock activation rows;
-// tiles of a few rows then run over the whole panel with their accumulators in registers, so
-// prefill runs at GEMM speed rather than as M GEMVs. A single row (a decode step) unpacks each
-// tile as it streams in.
+// Speed: for a block of up to kQuantRowBlock activation rows, a group of panels (two for the
+// 32-weight formats where registers allow) has its levels unpacked once; tiles of a few rows
+// then run over every block of those panels with their output accumulators in registers, so
+// prefill runs at GEMM speed rather than as M GEMVs. A single row (a decode step) reads Q8_0,
+// Q4_0 and Q4_K levels (a load and a nibble mask) and the K-quant scales straight from the
+// streaming tiles, so nothing is unpacked to memory on the way.
 #pragma once
 
 #include <cstdint>
