@@ -14,11 +14,15 @@ mkdir -p "$models"
 
 echo "## machine"; lscpu | grep -E 'Model name|^CPU\(s\)|L2|L3|Flags' | sed 's/Flags:.*\(avx512_vnni\).*/VNNI: yes/'; date -u
 echo "## 130m preset: decode, prefill at T=512, bytes per token, load time"
-for threads in 1 2; do
-  for dtype in f32 bf16 q8_0 q4_0 q4_k; do
-    echo -n "$dtype threads=$threads: "
-    "$cli" bench -m "$models/130m-f32" --dtype "$dtype" --prompt-len 512 --gen-len 64 --threads "$threads" \
-      --repeats 3 --step-tokens 16 --json
+# ROUNDS (default 1) repeats the whole sweep, dtypes interleaved, so that on a shared machine a
+# median over rounds can be taken (each bench line is already the median of its --repeats).
+for round in $(seq "${ROUNDS:-1}"); do
+  for threads in 1 2; do
+    for dtype in f32 bf16 q8_0 q4_0 q4_k; do
+      echo -n "round=$round $dtype threads=$threads: "
+      "$cli" bench -m "$models/130m-f32" --dtype "$dtype" --prompt-len 512 --gen-len 64 --threads "$threads" \
+        --repeats 3 --step-tokens 16 --json
+    done
   done
 done
 echo "## accuracy against the f32 load"

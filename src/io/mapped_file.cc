@@ -41,6 +41,19 @@ MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
+void MappedFile::release(const void* p, size_t n) const {
+  const auto* begin = static_cast<const uint8_t*>(p);
+  if (data_ == nullptr || begin < data_ || n > size_ || begin - data_ > static_cast<ptrdiff_t>(size_ - n))
+    return;
+  // Only the pages wholly inside the range: a page shared with a neighbouring tensor stays.
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(begin) + n) / page * page;
+  // A read-only private file mapping has no modified pages, so dropping them loses nothing; the
+  // call is advice, and its failure changes nothing but the resident size.
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes) {
   // The rename below replaces whatever `path` names. For a device or a pipe (say /dev/null, run
   // as root) that would put a regular file in its place, so only regular files are replaced.

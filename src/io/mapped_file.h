@@ -17,6 +17,11 @@ class MappedFile {
   MappedFile& operator=(const MappedFile&) = delete;
 
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
+  // Drops the whole pages inside [p, p + n) (a range of this mapping) from the process's
+  // resident memory: a later read maps them in again from the file. Loading calls it for a
+  // tensor it has copied (quantized, packed), so the source of a large checkpoint is never
+  // resident all at once. Ranges outside the mapping are ignored.
+  void release(const void* p, size_t n) const;
   const std::string& path() const { return path_; }
 
  private:

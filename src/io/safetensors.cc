@@ -19,9 +19,8 @@ using nlohmann::json;
 // the engine never reads can still be validated and opened.
 std::optional<size_t> safetensors_dtype_size(const std::string& dtype) {
   static const std::map<std::string, size_t> sizes = {
-      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8},     {"I32", 4},     {"I16", 2},
-      {"I8", 1},  {"U64", 8}, {"U32", 4}, {"U16", 2},  {"U8", 1},      {"BOOL", 1},    {"F8_E4M3", 1},
-      {"F8_E5M2", 1}};
+      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8},  {"I32", 4},     {"I16", 2},    {"I8", 1},
+      {"U64", 8}, {"U32", 4}, {"U16", 2}, {"U8", 1},   {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
   auto it = sizes.find(dtype);
   if (it == sizes.end()) return std::nullopt;
   return it->second;
@@ -36,9 +35,12 @@ std::optional<DType> compute_dtype(const std::string& dtype) {
 
 const char* header_dtype(DType dtype) {
   switch (dtype) {
-    case DType::F32: return "F32";
-    case DType::BF16: return "BF16";
-    case DType::F16: return "F16";
+    case DType::F32:
+      return "F32";
+    case DType::BF16:
+      return "BF16";
+    case DType::F16:
+      return "F16";
     case DType::Q8_0:
     case DType::Q4_0:
     case DType::Q4_K:
@@ -63,7 +65,8 @@ json parse_header(const std::string& text, const std::string& path) {
   };
   // A header nests three levels (tensor, entry, shape); 64 is far beyond any real one.
   const json header = parse_json_text(text, "'" + path + "': safetensors header", 64, callback);
-  if (!duplicate.empty()) throw Error("'" + path + "': tensor '" + duplicate + "' appears twice in the header");
+  if (!duplicate.empty())
+    throw Error("'" + path + "': tensor '" + duplicate + "' appears twice in the header");
   if (!header.is_object()) throw Error("'" + path + "': safetensors header is not a JSON object");
   return header;
 }
@@ -100,10 +103,11 @@ void TensorSet::add_file(const std::string& path) {
   uint64_t header_length = 0;
   for (int i = 7; i >= 0; --i) header_length = (header_length << 8) | bytes[i];
   if (header_length > bytes.size() - 8) {
-    throw Error("'" + path + "': header length " + std::to_string(header_length) + " runs past the end of the " +
-                std::to_string(bytes.size()) + "-byte file");
+    throw Error("'" + path + "': header length " + std::to_string(header_length) +
+                " runs past the end of the " + std::to_string(bytes.size()) + "-byte file");
   }
-  const json header = parse_header(std::string(reinterpret_cast<const char*>(bytes.data() + 8), header_length), path);
+  const json header =
+      parse_header(std::string(reinterpret_cast<const char*>(bytes.data() + 8), header_length), path);
   const uint8_t* data_begin = bytes.data() + 8 + header_length;
   const uint64_t data_size = bytes.size() - 8 - header_length;
 
@@ -125,7 +129,8 @@ void TensorSet::add_file(const std::string& path) {
     if (!entry.is_object()) throw Error(where + " is not described by an object");
     if (!entry.contains("dtype") || !entry["dtype"].is_string()) throw Error(where + " has no dtype string");
     if (!entry.contains("shape") || !entry["shape"].is_array()) throw Error(where + " has no shape array");
-    if (!entry.contains("data_offsets") || !entry["data_offsets"].is_array() || entry["data_offsets"].size() != 2)
+    if (!entry.contains("data_offsets") || !entry["data_offsets"].is_array() ||
+        entry["data_offsets"].size() != 2)
       throw Error(where + " has no [begin, end] data_offsets");
 
     StoredTensor tensor;
@@ -138,7 +143,8 @@ void TensorSet::add_file(const std::string& path) {
 
     uint64_t elements = 1;
     for (const auto& dim : entry["shape"]) {
-      if (!dim.is_number_unsigned()) throw Error(where + " has a shape entry that is not a non-negative integer");
+      if (!dim.is_number_unsigned())
+        throw Error(where + " has a shape entry that is not a non-negative integer");
       const uint64_t extent = dim.get<uint64_t>();
       if (extent > (uint64_t{1} << 40) || (extent != 0 && elements > (uint64_t{1} << 48) / extent))
         throw Error(where + " has an implausibly large shape");
@@ -163,7 +169,8 @@ void TensorSet::add_file(const std::string& path) {
     tensor.data = data_begin + begin;
     tensor.byte_size = end - begin;
     if (tensors_.count(name)) {
-      throw Error("tensor '" + name + "' is stored twice: in '" + tensors_[name].file + "' and in '" + path + "'");
+      throw Error("tensor '" + name + "' is stored twice: in '" + tensors_[name].file + "' and in '" + path +
+                  "'");
     }
     // An empty tensor occupies no bytes, so it cannot overlap anything; leaving it out keeps
     // the sorted check below from pairing it with a tensor that starts at the same offset.
@@ -205,7 +212,8 @@ TensorSet TensorSet::open_index(const std::string& index_path) {
   const auto dir = std::filesystem::path(index_path).parent_path();
   std::set<std::string> shard_names;
   for (const auto& [name, shard] : index["weight_map"].items()) {
-    if (!shard.is_string()) throw Error("'" + index_path + "': weight_map entry '" + name + "' is not a file name");
+    if (!shard.is_string())
+      throw Error("'" + index_path + "': weight_map entry '" + name + "' is not a file name");
     const std::string file = shard.get<std::string>();
     if (file.find('/') != std::string::npos || file == ".." || file.empty())
       throw Error("'" + index_path + "': shard name '" + file + "' must be a plain file name");
@@ -241,6 +249,10 @@ TensorSet TensorSet::open_dir(const std::string& dir) {
               "pytorch_model.bin.index.json");
 }
 
+void TensorSet::release_pages(const StoredTensor& tensor) const {
+  for (const auto& file : files_) file->release(tensor.data, tensor.byte_size);
+}
+
 const StoredTensor* TensorSet::find(const std::string& name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : &it->second;
@@ -271,8 +283,8 @@ void SafetensorsWriter::add_raw(const std::string& name, const std::string& dtyp
   entries_.push_back({name, dtype, std::move(shape), std::move(bytes)});
 }
 
-void SafetensorsWriter::add_f32(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& values,
-                                DType store_as) {
+void SafetensorsWriter::add_f32(const std::string& name, std::vector<int64_t> shape,
+                                const std::vector<float>& values, DType store_as) {
   add(name, store_as, std::move(shape), encode_f32(values, store_as));
 }
 

@@ -22,8 +22,8 @@ namespace mb {
 // computes with; other dtypes (integers, f64, f8) are listed but cannot be bound as weights.
 struct StoredTensor {
   std::string name;
-  std::string dtype_string;       // as written in the header, e.g. "BF16"
-  std::optional<DType> dtype;     // F32, BF16 or F16; empty for dtypes the engine does not compute with
+  std::string dtype_string;    // as written in the header, e.g. "BF16"
+  std::optional<DType> dtype;  // F32, BF16 or F16; empty for dtypes the engine does not compute with
   std::vector<int64_t> shape;
   const uint8_t* data = nullptr;  // points into the mapping
   size_t byte_size = 0;
@@ -47,6 +47,9 @@ class TensorSet {
   static TensorSet from_tensors(std::shared_ptr<const MappedFile> file, std::vector<StoredTensor> tensors);
 
   const StoredTensor* find(const std::string& name) const;
+  // Drops a tensor's pages from resident memory once it has been copied (MappedFile::release);
+  // it stays readable. Tensors outside the set's mappings are left alone.
+  void release_pages(const StoredTensor& tensor) const;
   const std::map<std::string, StoredTensor>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
@@ -63,8 +66,10 @@ class SafetensorsWriter {
  public:
   void add(const std::string& name, DType dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes);
   // Any safetensors dtype string ("I32", "F64", ...), for files carrying non-weight tensors.
-  void add_raw(const std::string& name, const std::string& dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes);
-  void add_f32(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& values, DType store_as);
+  void add_raw(const std::string& name, const std::string& dtype, std::vector<int64_t> shape,
+               std::vector<uint8_t> bytes);
+  void add_f32(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& values,
+               DType store_as);
   void set_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
   size_t byte_size() const;
   void write(const std::string& path) const;

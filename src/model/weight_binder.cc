@@ -56,6 +56,7 @@ WeightMatrix WeightBinder::matrix(const std::string& name, int64_t rows, int64_t
   const DType target = storable_dtype(matrix_dtype_.value_or(*tensor.dtype), cols);
   owned_bytes_.push_back(pack_weights(tensor.data, *tensor.dtype, rows, cols, target));
   packed_matrix_bytes_ += owned_bytes_.back().size();
+  tensors_.release_pages(tensor);
   return {owned_bytes_.back().data(), target, rows, cols};
 }
 
@@ -63,6 +64,7 @@ WeightMatrix WeightBinder::packed_rows(const StoredTensor& tensor, int64_t rows)
   const DType target = storable_dtype(matrix_dtype_.value_or(*tensor.dtype), tensor.shape[1]);
   owned_bytes_.push_back(pack_weights(tensor.data, *tensor.dtype, rows, tensor.shape[1], target));
   packed_matrix_bytes_ += owned_bytes_.back().size();
+  tensors_.release_pages(tensor);
   return {owned_bytes_.back().data(), target, rows, tensor.shape[1]};
 }
 
@@ -81,6 +83,7 @@ const float* WeightBinder::f32(const std::string& name, const std::vector<int64_
   const size_t count = static_cast<size_t>(tensor.element_count());
   std::vector<float> values(count);
   dequantize_row(*tensor.dtype, tensor.data, static_cast<int64_t>(count), values.data());
+  tensors_.release_pages(tensor);
   return keep(std::move(values));
 }
 
@@ -102,6 +105,7 @@ const StoredTensor& WeightBinder::quantized_rows(const StoredTensor& tensor) {
     }
   }
   owned_bytes_.push_back(std::move(bytes));
+  tensors_.release_pages(tensor);
   StoredTensor copy = tensor;
   copy.dtype = target;
   copy.dtype_string = std::string(dtype_name(target));

@@ -13,7 +13,7 @@
 // are zero. Per tile (lane l = output within the panel, c = chunk of 64 bytes, byte 4l + i):
 //   Q8_0: f16 d[16] | chunk c < 8: qs[l][4c + i] + 128 (as unsigned bytes)
 //   Q4_0: f16 d[16] | chunk c < 4: nibble of weight 4c + i (low) and of 16 + 4c + i (high)
-//   Q4_K: f16 d[16] | f16 dmin[16] | uint8 scales[16][12] (GGML's packing, per lane)
+//   Q4_K: f16 d[16] | f16 dmin[16] | uint8 scales[12][16] (byte j of lane l's GGML scales at 16j + l)
 //         | chunk c < 32: nibble of weight 4c + i (low) and of 128 + 4c + i (high)
 //   Q6_K: f16 d[16] | int8 scales[16 sub-blocks][16 lanes]
 //         | chunk c < 32: low four bits of weight 4c + i (low nibble) and 128 + 4c + i (high)
@@ -37,12 +37,17 @@
 //   acc = 0;  acc = acc + term_b for b = 0 .. K/B - 1;  acc = acc + bias[n];  then softplus or
 //   y = y + acc, as for float weights (matmul.h).
 // Each of these is a single IEEE operation (int32 to f32 rounds to nearest even), written out
-// in the same order by every instruction set (AVX-512 VNNI, AVX2, scalar; AArch64 runs the
-// scalar form), so M, tiling, threads and the instruction set change no bit: a decode step equals
-// the same row of a prefill GEMM.
+// in the same order by every instruction set (AVX-512 VNNI, AVX2, NEON, scalar), so M, tiling,
+// threads and the instruction set change no bit: a decode step equals the same row of a
+// prefill GEMM. Each instruction set also quantizes the activations itself, in vectors, with
+// quantize_activations' bits.
 //
-// Speed: a weight tile is unpacked once per block of up to kQuantRowBlock activation rows and
-// then reused by every row of the block, so prefill runs at GEMM speed rather than as M GEMVs.
+// Speed: for a block of up to kQuantRowBlock activation rows, a group of panels (two for the
+// 32-weight formats where registers allow) has its levels unpacked once; tiles of a few rows
+// then run over every block of those panels with their output accumulators in registers, so
+// prefill runs at GEMM speed rather than as M GEMVs. A single row (a decode step) reads Q8_0,
+// Q4_0 and Q4_K levels (a load and a nibble mask) and the K-quant scales straight from the
+// streaming tiles, so nothing is unpacked to memory on the way.
 #pragma once
 
 #include <cstdint>

@@ -111,7 +111,7 @@ void copy_scales(DType type, uint8_t* tile, int lane, uint8_t* block, bool into_
     case DType::Q4_K:
       move(tile + 2 * lane, block, 2);
       move(tile + 32 + 2 * lane, block + 2, 2);
-      move(tile + 64 + 12 * lane, block + 4, 12);
+      for (int j = 0; j < 12; ++j) move(tile + 64 + 16 * j + lane, block + 4 + j, 1);
       return;
     case DType::Q6_K:
       move(tile + 2 * lane, block + 208, 2);

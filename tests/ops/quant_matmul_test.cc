@@ -3,7 +3,11 @@
 // properties of the exactness contract (instruction sets, threads, rows alone or in a batch).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "common/test_util.h"
+#include "ops/cpu/quant_kernels.h"
 #include "ops/matmul.h"
 #include "ops/quant.h"
 #include "ops/quant_matmul.h"
@@ -76,6 +80,44 @@ TEST(QuantActivations, BlocksScaleByTheirOwnMaximum) {
   EXPECT_EQ(q[40], -127);
   EXPECT_EQ(sums[0], 127 - 64 + 1 + 2);
   EXPECT_EQ(sums[2], -127);
+}
+
+// Every instruction set's vector quantizer gives quantize_activations' bytes, including for
+// NaN, infinities, signed zeros, ties and values past the clamp.
+TEST(QuantActivations, EveryInstructionSetMatchesTheReference) {
+  std::vector<const cpu::QuantKernelTable*> tables = {&cpu::quant_kernels_scalar()};
+#if defined(__x86_64__)
+  if (isa_supported(Isa::Avx2)) tables.push_back(&cpu::quant_kernels_avx2());
+  if (isa_supported(Isa::Avx512) && __builtin_cpu_supports("avx512vnni"))
+    tables.push_back(&cpu::quant_kernels_avx512());
+#endif
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t block : {32, 256}) {
+    const int64_t k = 4 * block;
+    std::vector<float> x = random_floats(k, 31, 3.0f);
+    x[1] = std::nanf("");  // block 0: a NaN among ordinary values
+    for (int64_t j = block; j < 2 * block; ++j) x[j] = j % 2 == 0 ? -0.0f : 0.0f;  // block 1: zeros
+    x[2 * block + 3] = -inf;  // block 2: an infinity makes the scale infinite
+    x[3 * block] = 127.0f;    // block 3: scale 1, so halves are ties
+    x[3 * block + 1] = 2.5f;
+    x[3 * block + 2] = -3.5f;
+    x[3 * block + 3] = -127.0f;
+    std::vector<int8_t> want_q(k);
+    std::vector<float> want_scales(k / block);
+    std::vector<int32_t> want_sums(k / 16);
+    quantize_activations(x.data(), k, block, want_q.data(), want_scales.data(), want_sums.data());
+    EXPECT_EQ(want_q[3 * block + 1], 2);
+    EXPECT_EQ(want_q[3 * block + 2], -4);
+    for (const cpu::QuantKernelTable* table : tables) {
+      std::vector<int8_t> q(k, 99);
+      std::vector<float> scales(k / block);
+      std::vector<int32_t> sums(k / 16);
+      table->quantize(x.data(), k, block, q.data(), scales.data(), sums.data());
+      EXPECT_EQ(q, want_q) << "block " << block;
+      EXPECT_EQ(0, std::memcmp(scales.data(), want_scales.data(), scales.size() * 4)) << "block " << block;
+      EXPECT_EQ(sums, want_sums) << "block " << block;
+    }
+  }
 }
 
 struct QuantCase {

@@ -56,4 +56,40 @@ inline I32x16 dot4(I32x16 acc, W64 w, int32_t x4) {
           _mm256_add_epi32(acc.hi, _mm256_madd_epi16(_mm256_maddubs_epi16(w.hi, x), ones))};
 }
 
+inline void store_i8(int8_t* p, Vec16 integral) {
+  // Saturating packs keep every value in [-127, 127]; the permute undoes packs' lane interleave.
+  const __m256i words = _mm256_permute4x64_epi64(
+      _mm256_packs_epi32(_mm256_cvttps_epi32(integral.lo), _mm256_cvttps_epi32(integral.hi)), 0xd8);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                   _mm_packs_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1)));
+}
+
+inline I32x16 i32_load_u8(const uint8_t* p) {
+  return {_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))),
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8)))};
+}
+inline I32x16 i32_and(I32x16 a, I32x16 b) {
+  return {_mm256_and_si256(a.lo, b.lo), _mm256_and_si256(a.hi, b.hi)};
+}
+inline I32x16 i32_or(I32x16 a, I32x16 b) {
+  return {_mm256_or_si256(a.lo, b.lo), _mm256_or_si256(a.hi, b.hi)};
+}
+template <int N>
+inline I32x16 i32_shr(I32x16 a) {
+  return {_mm256_srli_epi32(a.lo, N), _mm256_srli_epi32(a.hi, N)};
+}
+template <int N>
+inline I32x16 i32_shl(I32x16 a) {
+  return {_mm256_slli_epi32(a.lo, N), _mm256_slli_epi32(a.hi, N)};
+}
+inline W64 w64_low_nibbles(W64 w) {
+  const __m256i mask = _mm256_set1_epi8(15);
+  return {_mm256_and_si256(w.lo, mask), _mm256_and_si256(w.hi, mask)};
+}
+inline W64 w64_high_nibbles(W64 w) {
+  const __m256i mask = _mm256_set1_epi8(15);
+  return {_mm256_and_si256(_mm256_srli_epi16(w.lo, 4), mask),
+          _mm256_and_si256(_mm256_srli_epi16(w.hi, 4), mask)};
+}
+
 }  // namespace mb::cpu_avx2

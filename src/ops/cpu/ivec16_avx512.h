@@ -47,4 +47,32 @@ inline I32x16 dot4(I32x16 acc, W64 w, int32_t x4) {
   return {_mm512_dpbusd_epi32(acc.v, w.v, _mm512_set1_epi32(x4))};
 }
 
+inline void store_i8(int8_t* p, Vec16 integral) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(integral.v)));
+}
+
+inline I32x16 i32_load_u8(const uint8_t* p) {
+  return {_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))};
+}
+inline I32x16 i32_and(I32x16 a, I32x16 b) {
+  return {_mm512_and_si512(a.v, b.v)};
+}
+inline I32x16 i32_or(I32x16 a, I32x16 b) {
+  return {_mm512_or_si512(a.v, b.v)};
+}
+template <int N>
+inline I32x16 i32_shr(I32x16 a) {
+  return {_mm512_srli_epi32(a.v, N)};
+}
+template <int N>
+inline I32x16 i32_shl(I32x16 a) {
+  return {_mm512_slli_epi32(a.v, N)};
+}
+inline W64 w64_low_nibbles(W64 w) {
+  return {_mm512_and_si512(w.v, _mm512_set1_epi8(15))};
+}
+inline W64 w64_high_nibbles(W64 w) {
+  return {_mm512_and_si512(_mm512_srli_epi16(w.v, 4), _mm512_set1_epi8(15))};
+}
+
 }  // namespace mb::cpu_avx512

@@ -61,4 +61,40 @@ inline I32x16 dot4(I32x16 acc, const W64& w, int32_t x4) {
   return acc;
 }
 
+inline void store_i8(int8_t* p, Vec16 integral) {
+  for (int i = 0; i < 16; ++i) p[i] = static_cast<int8_t>(integral.v[i]);
+}
+
+inline I32x16 i32_load_u8(const uint8_t* p) {
+  I32x16 r;
+  for (int i = 0; i < 16; ++i) r.v[i] = p[i];
+  return r;
+}
+inline I32x16 i32_and(I32x16 a, I32x16 b) {
+  for (int i = 0; i < 16; ++i) a.v[i] &= b.v[i];
+  return a;
+}
+inline I32x16 i32_or(I32x16 a, I32x16 b) {
+  for (int i = 0; i < 16; ++i) a.v[i] |= b.v[i];
+  return a;
+}
+template <int N>
+inline I32x16 i32_shr(I32x16 a) {
+  for (int32_t& lane : a.v) lane = static_cast<int32_t>(static_cast<uint32_t>(lane) >> N);
+  return a;
+}
+template <int N>
+inline I32x16 i32_shl(I32x16 a) {
+  for (int32_t& lane : a.v) lane = static_cast<int32_t>(static_cast<uint32_t>(lane) << N);
+  return a;
+}
+inline W64 w64_low_nibbles(W64 w) {
+  for (uint8_t& b : w.b) b &= 15;
+  return w;
+}
+inline W64 w64_high_nibbles(W64 w) {
+  for (uint8_t& b : w.b) b >>= 4;
+  return w;
+}
+
 }  // namespace mb::cpu_scalar

@@ -20,6 +20,9 @@ const QuantKernelTable& quant_kernels_for(Isa isa) {
     return __builtin_cpu_supports("avx512vnni") ? quant_kernels_avx512() : quant_kernels_avx2();
   if (isa == Isa::Avx2) return quant_kernels_avx2();
 #endif
+#if defined(__aarch64__)
+  if (isa == Isa::Neon) return quant_kernels_neon();
+#endif
   return quant_kernels_scalar();
 }
 
@@ -53,8 +56,7 @@ void quant_matmul(const ComputeContext& ctx, const MatmulArgs& a) {
   const int n_threads = ctx.n_threads;
 #pragma omp parallel for schedule(static) num_threads(n_threads) if (n_threads > 1 && a.m > 1)
   for (int64_t r = 0; r < a.m; ++r)
-    quantize_activations(a.x + r * a.ldx, K, block, q + r * K, scales + r * (K / block),
-                         sums16 + r * (K / 16));
+    kernels.quantize(a.x + r * a.ldx, K, block, q + r * K, scales + r * (K / block), sums16 + r * (K / 16));
   const QuantActivations x{q, scales, sums16, K, block};
   kernels.matmul(a, x, ctx.n_threads);
 }
