@@ -282,6 +282,17 @@ const json kEndless = {{"prompt", "Once upon a time"},
                        {"stream", true},
                        {"temperature", 0}};
 
+// After one client hung up on the only slot: a new request completes, and the server counted one
+// disconnect and one cancellation.
+void expect_slot_freed_after_one_disconnect(httplib::Client& client) {
+  const json done =
+      post_json(client, "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 4}, {"ignore_eos", true}});
+  EXPECT_EQ(done["usage"]["completion_tokens"], 4);
+  const std::string metrics = client.Get("/metrics")->body;
+  EXPECT_NE(metrics.find("mambacpp_http_client_disconnects_total 1\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("mambacpp_requests_cancelled_total 1\n"), std::string::npos) << metrics;
+}
+
 TEST(Serve, ADisconnectedClientFreesItsSlotAndAFullQueueIs503) {
   ServerProcess server(server_test_model(), "-t 1 -np 1 --max-queue 1");
   ASSERT_GT(server.port(), 0);
@@ -294,12 +305,7 @@ TEST(Serve, ADisconnectedClientFreesItsSlotAndAFullQueueIs503) {
     EXPECT_FALSE(first.result.complete);
   }
   // The slot is free again: a new request completes.
-  const json done =
-      post_json(client, "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 4}, {"ignore_eos", true}});
-  EXPECT_EQ(done["usage"]["completion_tokens"], 4);
-  const std::string metrics = client.Get("/metrics")->body;
-  EXPECT_NE(metrics.find("mambacpp_http_client_disconnects_total 1\n"), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find("mambacpp_requests_cancelled_total 1\n"), std::string::npos) << metrics;
+  expect_slot_freed_after_one_disconnect(client);
 
   // One request in the slot, one waiting: the next is refused with 503 and Retry-After.
   BackgroundStream running(server, kEndless, 4 << 20);
@@ -334,12 +340,7 @@ TEST(Serve, AClientThatHangsUpOnAPlainRequestFreesItsSlot) {
   }
   // The slot is free again: a new request completes.
   httplib::Client client = client_for(server);
-  const json done =
-      post_json(client, "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 4}, {"ignore_eos", true}});
-  EXPECT_EQ(done["usage"]["completion_tokens"], 4);
-  const std::string metrics = client.Get("/metrics")->body;
-  EXPECT_NE(metrics.find("mambacpp_http_client_disconnects_total 1\n"), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find("mambacpp_requests_cancelled_total 1\n"), std::string::npos) << metrics;
+  expect_slot_freed_after_one_disconnect(client);
   EXPECT_EQ(server.terminate(), 0);
 }
 
