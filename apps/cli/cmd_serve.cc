@@ -29,7 +29,7 @@ void normalize_serve_arguments(int argc, char** argv) {
 namespace {
 
 struct ServeArgs {
-  std::string model, host = "127.0.0.1", api_key, slot_save_path, dtype, alias;
+  std::string model, host = "127.0.0.1", api_key, slot_save_path, dtype, alias, device = "cpu";
   int port = 8080, parallel = 4, threads = 0, timeout = 600;
   int64_t ctx = 0, cache_every = 512, cache_mb = 256, max_queue = 64, max_body = 8 << 20, batch = 512;
 };
@@ -87,7 +87,7 @@ void serve(const ServeArgs& a) {
   std::fflush(stdout);
   http.start();
 
-  auto model = Model::load(a.model, make_load_options(a.dtype));
+  auto model = Model::load(a.model, make_load_options(a.dtype, a.device));
   if (model->input_dim() > 0) throw Error(a.model + " takes feature rows, not tokens: it cannot be served");
   const Tokenizer tokenizer = Tokenizer::from_model_dir(a.model);
   server::ServedModel served;
@@ -114,8 +114,8 @@ void serve(const ServeArgs& a) {
   scheduler.start();
   served.scheduler = &scheduler;
   http.set_model(std::move(served));
-  std::printf("mambacpp serve: model %s loaded, ready (%d slots, %d threads)\n", options.model_id.c_str(),
-              a.parallel, ctx.n_threads);
+  std::printf("mambacpp serve: model %s loaded, ready (%d slots, %d threads, device %s)\n",
+              options.model_id.c_str(), a.parallel, ctx.n_threads, parse_device(a.device).text().c_str());
   std::fflush(stdout);
 
   int signal_number = 0;
@@ -159,6 +159,7 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--max-body", args->max_body, "Largest request body in bytes (larger: 413)")
       ->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "Weight storage: f32 | bf16 | f16 (default: as stored)");
+  add_device_option(cmd, args->device);
   cmd->add_option("-a,--alias", args->alias,
                   "Model name reported by /v1/models (default: the folder's name)");
   cmd->callback([args] { serve(*args); });
