@@ -68,8 +68,8 @@ TEST_P(Exactness, PrefillEqualsDecodeStepsForEveryLengthUpTo300) {
   std::vector<SequenceState> states;
   SequenceState state = model.new_state();
   const std::vector<float> step_all = test::step_logits(model, ctx, tokens, state, &states);
-  // Every length natively; under an emulator every length up to 32, then every 29th, and 300.
-  for (int64_t T = 1; T <= 300; T += (test::under_emulator() && T >= 32 && T + 29 <= 300) ? 29 : 1) {
+  // Every length natively; in a sampled run every length up to 32, then every 29th, and 300.
+  for (int64_t T = 1; T <= 300; T += (test::sampled_sweeps() && T >= 32 && T + 29 <= 300) ? 29 : 1) {
     SequenceState fresh = model.new_state();
     const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + T);
     const auto logits =
@@ -89,11 +89,11 @@ TEST_P(Exactness, ThreadCountsAndChunkSizesChangeNoBit) {
   SequenceState base_state = model.new_state();
   const auto base =
       prefill(model, ComputeContext{1, best_isa()}, tokens, base_state, OutputKind::LogitsAll, 0);
-  // Under an emulator a sample: one-position rounds are what the length sweep above runs.
+  // A sampled run takes a sample: one-position rounds are what the length sweep above runs.
   const std::vector<int> thread_counts =
-      test::under_emulator() ? std::vector<int>{1, 3} : std::vector<int>{1, 2, 3};
+      test::sampled_sweeps() ? std::vector<int>{1, 3} : std::vector<int>{1, 2, 3};
   const std::vector<int64_t> chunks =
-      test::under_emulator() ? std::vector<int64_t>{0, 7, 64} : std::vector<int64_t>{0, 1, 7, 64, 150};
+      test::sampled_sweeps() ? std::vector<int64_t>{0, 7, 64} : std::vector<int64_t>{0, 1, 7, 64, 150};
   for (int threads : thread_counts) {
     for (int64_t chunk : chunks) {
       SequenceState state = model.new_state();
