@@ -76,7 +76,7 @@ void add_bench(CLI::App& app) {
                           {"batch", args->options.batch},
                           {"state_floats_per_sequence", model->state_floats()},
                           {"state_layout", model->state_layout().describe()},
-                          {"device", model->device() != nullptr ? model->device()->description() : "cpu"}};
+                          {"device", device_description(*model)}};
     // Device time per phase (from timestamp queries) of one prefill call and one decode step.
     auto device_phases = [](const std::vector<DevicePhaseTime>& times) {
       nlohmann::json phases = nlohmann::json::object();

@@ -115,7 +115,7 @@ void serve(const ServeArgs& a) {
   served.scheduler = &scheduler;
   http.set_model(std::move(served));
   std::printf("mambacpp serve: model %s loaded, ready (%d slots, %d threads, device %s)\n",
-              options.model_id.c_str(), a.parallel, ctx.n_threads, parse_device(a.device).text().c_str());
+              options.model_id.c_str(), a.parallel, ctx.n_threads, device_description(*model).c_str());
   std::fflush(stdout);
 
   int signal_number = 0;

@@ -43,6 +43,8 @@ void check_flag_range(const std::string& flag, int64_t value, int64_t min, int64
 LoadOptions make_load_options(const std::string& dtype, const std::string& device = "cpu");
 // Registers --device on a subcommand that loads a model.
 void add_device_option(CLI::App* cmd, std::string& device);
+// Where `model` runs, as bench and serve report it: "cpu" or the device's description.
+std::string device_description(const Model& model);
 // "sequential" | "chunked" | "auto" of --scan; throws mb::Error naming the flag.
 ScanForm parse_scan_form(const std::string& text);
 

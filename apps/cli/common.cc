@@ -63,6 +63,10 @@ void add_device_option(CLI::App* cmd, std::string& device) {
       ->capture_default_str();
 }
 
+std::string device_description(const Model& model) {
+  return model.device() != nullptr ? model.device()->description() : "cpu";
+}
+
 LoadOptions make_load_options(const std::string& dtype, const std::string& device) {
   LoadOptions options;
   options.device = parse_device(device);

@@ -558,7 +558,7 @@ std::string prometheus_metrics(const SchedulerMetrics& m, const HttpCounters& c)
        c.requests_unauthorized},
       {"mambacpp_http_queue_full_total", "counter", "Requests refused with 503 because the queue was full.",
        c.queue_full},
-      {"mambacpp_http_client_disconnects_total", "counter", "Streams whose client went away before the end.",
+      {"mambacpp_http_client_disconnects_total", "counter", "Requests whose client went away before the end.",
        c.client_disconnects},
       {"mambacpp_requests_submitted_total", "counter", "Requests accepted by the scheduler.",
        m.requests_submitted},
