@@ -4,11 +4,14 @@
 // tolerance tier runs, and the test says so.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <memory>
 #include <span>
 
 #include "backends/vulkan/vulkan_ops.h"
 #include "common/test_util.h"
+#include "core/error.h"
 #include "io/safetensors.h"
 #include "ops/activations.h"
 #include "ops/argmax.h"
@@ -165,48 +168,184 @@ TEST_F(VulkanOps, RmsNormEqualsCpu) {
   }
 }
 
-TEST_F(VulkanOps, CausalConvEqualsCpuAndCarriesHistoryAcrossPieces) {
-  for (int64_t channels : {1, 37, 130}) {
-    for (int kernel : {1, 4}) {
-      for (int64_t length : {1, 5, 17}) {
-        const std::string what =
-            "C=" + std::to_string(channels) + " K=" + std::to_string(kernel) + " T=" + std::to_string(length);
-        const bool has_bias = channels != 37;
-        const int64_t ldx = 2 * channels;  // the x half of Mamba-1's xz rows
-        const auto x = random_floats(length * ldx, 7), w = random_floats(kernel * channels, 8),
-                   bias = random_floats(channels, 9), history0 = random_floats((kernel - 1) * channels, 10);
-        std::vector<float> cpu(length * channels), reference(length * channels);
-        std::vector<float> cpu_history = history0, reference_history = history0;
-        CausalConvArgs args{x.data(),
-                            ldx,
-                            length,
-                            channels,
-                            kernel,
-                            w.data(),
-                            has_bias ? bias.data() : nullptr,
-                            cpu_history.data(),
-                            cpu.data(),
-                            channels};
-        causal_conv_silu(kScalar, std::span(&args, 1));
-        args.history = reference_history.data();
-        args.y = reference.data();
-        causal_conv_silu_reference(args);
+TEST_F(VulkanOps, RmsNormOverSegmentsEqualsOneNormPerSegment) {
+  // FalconMamba's dt_low, B and C: segments of awkward widths in rows with a stride, each with
+  // its own weights, normalized in one dispatch, in place and into another buffer.
+  const int64_t rows = 3, ldx = 45;
+  const vulkan::GpuRmsNormSegment segments[] = {{0, 5, 0}, {5, 16, 7}, {21, 17, 0}, {40, 1, 30}};
+  const auto x = random_floats(rows * ldx, 41, 3.0f), w = random_floats(40, 42);
+  for (size_t count : {1, 3, 4}) {
+    std::vector<float> in_place = x, out_of_place(rows * ldx, 0.0f);
+    for (size_t i = 0; i < count; ++i) {
+      const vulkan::GpuRmsNormSegment& g = segments[i];
+      rms_norm(kScalar, {x.data() + g.column, ldx, rows, g.dim, w.data() + g.weight_offset, 1e-5f,
+                         out_of_place.data() + g.column, ldx});
+      rms_norm(kScalar, {in_place.data() + g.column, ldx, rows, g.dim, w.data() + g.weight_offset, 1e-5f,
+                         in_place.data() + g.column, ldx});
+    }
+    Buffer x_buffer = Buffer::from_floats(ctx(), x), w_buffer = Buffer::from_floats(ctx(), w),
+           y_buffer = Buffer::from_floats(ctx(), std::vector<float>(rows * ldx, 0.0f));
+    const std::span<const vulkan::GpuRmsNormSegment> used(segments, count);
+    run([&](vulkan::CommandSequence& s) {
+      vulkan::record_rms_norm_segments(s,
+                                       {&x_buffer, 0, ldx, rows, &w_buffer, 1e-5f, &y_buffer, 0, ldx, used});
+      vulkan::record_rms_norm_segments(s,
+                                       {&x_buffer, 0, ldx, rows, &w_buffer, 1e-5f, &x_buffer, 0, ldx, used});
+    });
+    const std::string what = std::to_string(count) + " segments";
+    EXPECT_LE(test::nmse(x_buffer.to_floats(), in_place), kMaxNmse) << what;
+    if (ctx().exact_fma()) {
+      EXPECT_TRUE(test::same_bits(y_buffer.to_floats(), out_of_place)) << what;
+      EXPECT_TRUE(test::same_bits(x_buffer.to_floats(), in_place)) << what << " in place";
+    }
+  }
+  // Overlapping segments would race in place: refused before anything is recorded.
+  const vulkan::GpuRmsNormSegment overlapping[] = {{0, 5, 0}, {4, 5, 0}};
+  Buffer x_buffer = Buffer::from_floats(ctx(), x), w_buffer = Buffer::from_floats(ctx(), w);
+  vulkan::CommandSequence sequence(ctx(), 1);
+  sequence.begin();
+  EXPECT_THROW(vulkan::record_rms_norm_segments(
+                   sequence, {&x_buffer, 0, ldx, rows, &w_buffer, 1e-5f, &x_buffer, 0, ldx, overlapping}),
+               Error);
+  EXPECT_EQ(sequence.dispatch_count(), 0u);
+  sequence.end();
+}
 
-        Buffer x_buffer = Buffer::from_floats(ctx(), x), w_buffer = Buffer::from_floats(ctx(), w),
-               bias_buffer = Buffer::from_floats(ctx(), bias),
-               y_buffer(ctx(), length * channels * sizeof(float));
-        // Whole sequence at once, then the same positions one piece of 2 at a time.
-        for (int64_t piece : {length, int64_t{2}}) {
-          Buffer history = Buffer::from_floats(ctx(), history0);
-          run([&](vulkan::CommandSequence& s) {
-            for (int64_t t0 = 0; t0 < length; t0 += piece)
-              vulkan::record_causal_conv_silu(
-                  s, {&x_buffer, static_cast<uint64_t>(t0 * ldx), ldx, std::min(piece, length - t0), channels,
-                      kernel, &w_buffer, 0, has_bias ? &bias_buffer : nullptr, 0, &history, 0, &y_buffer,
-                      static_cast<uint64_t>(t0 * channels), channels});
-          });
-          expect_matches(y_buffer.to_floats(), cpu, reference, what + " piece " + std::to_string(piece));
-          EXPECT_TRUE(test::same_bits(history.to_floats(), cpu_history)) << what;  // copies of inputs: exact
+// The batched ops run on the shared context (one dispatch per kMaxGpuParts parts where the
+// device indexes buffer arrays) and on a context that pretends it cannot (one dispatch per part,
+// the fallback). Both must give the CPU kernels' bits.
+vulkan::Context& fallback_context(const vulkan::Context& shared) {
+  static std::unique_ptr<vulkan::Context> context = [&] {
+    vulkan::ContextOptions options;
+    options.device_index = shared.info().index;
+    options.validation = shared.validation_enabled();
+    options.buffer_arrays = false;
+    return std::make_unique<vulkan::Context>(options);
+  }();
+  return *context;
+}
+
+// Rounds of parts with different lengths (1 included), numbered so that a part's rows need not
+// follow the previous part's: the rows of part i start at first_rows()[i].
+struct PartLayout {
+  std::vector<int64_t> lengths;
+  std::vector<int64_t> first_rows;
+  int64_t total_rows = 0;
+};
+
+PartLayout layout_of(const std::vector<int64_t>& lengths) {
+  // Parts are laid out in reverse order with one unused row between them.
+  PartLayout layout{lengths, std::vector<int64_t>(lengths.size()), 0};
+  for (size_t i = lengths.size(); i-- > 0;) {
+    layout.first_rows[i] = layout.total_rows + 1;
+    layout.total_rows += lengths[i] + 1;
+  }
+  return layout;
+}
+
+std::vector<std::vector<int64_t>> part_length_cases() {
+  std::vector<int64_t> many;  // more parts than one dispatch takes
+  for (int i = 0; i < vulkan::kMaxGpuParts + 3; ++i) many.push_back(1 + i % 3);
+  return {{1}, {5, 1, 17}, many};
+}
+
+class VulkanBatchedOps : public VulkanOps {
+ protected:
+  void TearDown() override {
+    for (const std::string& error : fallback_context(ctx()).validation_errors())
+      ADD_FAILURE() << "Vulkan validation error (fallback context): " << error;
+    fallback_context(ctx()).clear_validation_errors();
+    VulkanOps::TearDown();
+  }
+  // Records and runs `record` on `context`; returns the number of dispatches.
+  uint32_t run_on(vulkan::Context& context, const std::function<void(vulkan::CommandSequence&)>& record) {
+    vulkan::CommandSequence sequence(context, 64);
+    sequence.begin();
+    record(sequence);
+    sequence.end();
+    sequence.run();
+    return sequence.dispatch_count();
+  }
+  // Dispatches a batched op over `parts` parts should take on `context`.
+  uint32_t expected_dispatches(vulkan::Context& context, size_t parts) {
+    const size_t per = context.buffer_arrays() ? vulkan::kMaxGpuParts : 1;
+    return static_cast<uint32_t>((parts + per - 1) / per);
+  }
+};
+
+TEST_F(VulkanBatchedOps, CausalConvOverPartsEqualsCpuAndCarriesHistoryAcrossPieces) {
+  for (vulkan::Context* context : {&ctx(), &fallback_context(ctx())}) {
+    for (const std::vector<int64_t>& lengths : part_length_cases()) {
+      for (int64_t channels : {1, 37, 130}) {
+        for (int kernel : {1, 4}) {
+          if (lengths.size() > 3 && (channels != 37 || kernel != 4)) continue;  // one shape suffices
+          const PartLayout layout = layout_of(lengths);
+          const size_t parts = lengths.size();
+          const std::string what = std::string(context == &ctx() ? "" : "fallback ") + std::to_string(parts) +
+                                   " parts C=" + std::to_string(channels) + " K=" + std::to_string(kernel);
+          const bool has_bias = channels != 37;
+          const int64_t ldx = 2 * channels, rows = layout.total_rows;  // the x half of Mamba-1's xz rows
+          const auto x = random_floats(rows * ldx, 7), w = random_floats(kernel * channels, 8),
+                     bias = random_floats(channels, 9);
+          // Each part's history sits at an offset of its state buffer, as in a layer's state.
+          const int64_t history_at = 3, history_floats = (kernel - 1) * channels;
+          std::vector<std::vector<float>> states0, cpu_states, reference_states;
+          std::vector<float> cpu(rows * channels, 0.0f), reference(rows * channels, 0.0f);
+          std::vector<CausalConvArgs> args;
+          for (size_t p = 0; p < parts; ++p) {
+            states0.push_back(random_floats(history_at + history_floats, 10 + p));
+            cpu_states.push_back(states0.back());
+            reference_states.push_back(states0.back());
+          }
+          for (size_t p = 0; p < parts; ++p) {
+            const int64_t r = layout.first_rows[p];
+            args.push_back({x.data() + r * ldx, ldx, lengths[p], channels, kernel, w.data(),
+                            has_bias ? bias.data() : nullptr, cpu_states[p].data() + history_at,
+                            cpu.data() + r * channels, channels});
+            CausalConvArgs ref = args.back();
+            ref.history = reference_states[p].data() + history_at;
+            ref.y = reference.data() + r * channels;
+            causal_conv_silu_reference(ref);
+          }
+          causal_conv_silu(kScalar, args);
+
+          Buffer x_buffer = Buffer::from_floats(*context, x), w_buffer = Buffer::from_floats(*context, w),
+                 bias_buffer = Buffer::from_floats(*context, bias);
+          // Whole parts in one round, then the same positions two per round.
+          for (int64_t piece : {int64_t{1} << 20, int64_t{2}}) {
+            Buffer y_buffer = Buffer::from_floats(*context, std::vector<float>(rows * channels, 0.0f));
+            std::vector<Buffer> states;
+            for (size_t p = 0; p < parts; ++p) states.push_back(Buffer::from_floats(*context, states0[p]));
+            uint32_t dispatches = 0, rounds = 0;
+            dispatches = run_on(*context, [&](vulkan::CommandSequence& s) {
+              for (int64_t t0 = 0;; t0 += piece) {
+                std::vector<vulkan::GpuPart> round;
+                for (size_t p = 0; p < parts; ++p)
+                  if (t0 < lengths[p])
+                    round.push_back(
+                        {&states[p], layout.first_rows[p] + t0, std::min(piece, lengths[p] - t0)});
+                if (round.empty()) break;
+                vulkan::GpuCausalConvArgs g;
+                g.x = &x_buffer;
+                g.ldx = ldx;
+                g.channels = channels;
+                g.kernel_size = kernel;
+                g.weight = &w_buffer;
+                g.bias = has_bias ? &bias_buffer : nullptr;
+                g.history_offset = history_at;
+                g.y = &y_buffer;
+                g.ldy = channels;
+                g.parts = round;
+                vulkan::record_causal_conv_silu(s, g);
+                rounds += expected_dispatches(*context, round.size());
+              }
+            });
+            EXPECT_EQ(dispatches, rounds) << what;
+            const std::string where = what + (piece == 2 ? " in pieces of 2" : " whole");
+            expect_matches(y_buffer.to_floats(), cpu, reference, where);
+            for (size_t p = 0; p < parts; ++p)  // copies of inputs: exact
+              EXPECT_TRUE(test::same_bits(states[p].to_floats(), cpu_states[p])) << where << " part " << p;
+          }
         }
       }
     }
@@ -217,13 +356,13 @@ struct ScanData {
   std::vector<float> u, dt, bc, z, a_base2, d_skip;
 };
 
-ScanData make_scan_data(int64_t length, int64_t channels, int64_t d_state) {
+ScanData make_scan_data(int64_t rows, int64_t channels, int64_t d_state) {
   ScanData d;
-  d.u = random_floats(length * channels, 11);
-  d.dt = random_floats(length * channels, 12, 0.5f);
+  d.u = random_floats(rows * channels, 11);
+  d.dt = random_floats(rows * channels, 12, 0.5f);
   for (float& v : d.dt) v = std::fabs(v) + 1e-3f;
-  d.bc = random_floats(length * 2 * d_state, 13);
-  d.z = random_floats(length * channels, 14, 2.0f);
+  d.bc = random_floats(rows * 2 * d_state, 13);
+  d.z = random_floats(rows * channels, 14, 2.0f);
   d.a_base2.resize(d_state * channels);
   for (int64_t n = 0; n < d_state; ++n)
     for (int64_t c = 0; c < channels; ++c) d.a_base2[n * channels + c] = -float(n + 1) * (1.0f + 0.01f * c);
@@ -231,69 +370,115 @@ ScanData make_scan_data(int64_t length, int64_t channels, int64_t d_state) {
   return d;
 }
 
-TEST_F(VulkanOps, SelectiveScanEqualsCpuOverStateSizes) {
-  for (int64_t d_state : {1, 16, 64}) {
-    for (int64_t channels : {1, 37}) {
-      for (int64_t length : {1, 7}) {
-        const bool gate = channels != 1;
-        const std::string what = "N=" + std::to_string(d_state) + " D=" + std::to_string(channels) +
-                                 " T=" + std::to_string(length) + (gate ? " gate" : "");
-        const ScanData d = make_scan_data(length, channels, d_state);
-        const auto state0 = random_floats(d_state * channels, 16);
-        std::vector<float> cpu(length * channels), reference(length * channels);
-        std::vector<float> cpu_state = state0, reference_state = state0;
-        SelectiveScanArgs args;
-        args.length = length;
-        args.channels = channels;
-        args.d_state = d_state;
-        args.u = d.u.data();
-        args.ldu = channels;
-        args.dt = d.dt.data();
-        args.lddt = channels;
-        args.b = d.bc.data();
-        args.c = d.bc.data() + d_state;
-        args.ldbc = 2 * d_state;
-        args.z = gate ? d.z.data() : nullptr;
-        args.ldz = channels;
-        args.a_base2 = d.a_base2.data();
-        args.d_skip = d.d_skip.data();
-        args.state = cpu_state.data();
-        args.y = cpu.data();
-        args.ldy = channels;
-        selective_scan(kScalar, std::span(&args, 1));
-        args.state = reference_state.data();
-        args.y = reference.data();
-        selective_scan_reference(args);
+TEST_F(VulkanBatchedOps, SelectiveScanOverPartsEqualsCpuOverStateSizes) {
+  for (vulkan::Context* context : {&ctx(), &fallback_context(ctx())}) {
+    for (const std::vector<int64_t>& lengths : part_length_cases()) {
+      for (int64_t d_state : {1, 16, 64}) {
+        for (int64_t channels : {1, 37}) {
+          if (lengths.size() > 3 && (d_state != 16 || channels != 37)) continue;  // one shape suffices
+          const PartLayout layout = layout_of(lengths);
+          const size_t parts = lengths.size();
+          const int64_t rows = layout.total_rows;
+          const bool gate = channels != 1;
+          const std::string what = std::string(context == &ctx() ? "" : "fallback ") + std::to_string(parts) +
+                                   " parts N=" + std::to_string(d_state) + " D=" + std::to_string(channels) +
+                                   (gate ? " gate" : "");
+          const ScanData d = make_scan_data(rows, channels, d_state);
+          const int64_t state_at = 5, state_floats = d_state * channels;
+          std::vector<std::vector<float>> states0, cpu_states, reference_states;
+          for (size_t p = 0; p < parts; ++p) {
+            states0.push_back(random_floats(state_at + state_floats, 16 + p));
+            cpu_states.push_back(states0.back());
+            reference_states.push_back(states0.back());
+          }
+          std::vector<float> cpu(rows * channels, 0.0f), reference(rows * channels, 0.0f);
+          std::vector<SelectiveScanArgs> args;
+          for (size_t p = 0; p < parts; ++p) {
+            const int64_t r = layout.first_rows[p];
+            SelectiveScanArgs a;
+            a.length = lengths[p];
+            a.channels = channels;
+            a.d_state = d_state;
+            a.u = d.u.data() + r * channels;
+            a.ldu = channels;
+            a.dt = d.dt.data() + r * channels;
+            a.lddt = channels;
+            a.b = d.bc.data() + r * 2 * d_state;
+            a.c = d.bc.data() + r * 2 * d_state + d_state;
+            a.ldbc = 2 * d_state;
+            a.z = gate ? d.z.data() + r * channels : nullptr;
+            a.ldz = channels;
+            a.a_base2 = d.a_base2.data();
+            a.d_skip = d.d_skip.data();
+            a.state = reference_states[p].data() + state_at;
+            a.y = reference.data() + r * channels;
+            a.ldy = channels;
+            selective_scan_reference(a);
+            a.state = cpu_states[p].data() + state_at;
+            a.y = cpu.data() + r * channels;
+            args.push_back(a);
+          }
+          selective_scan(kScalar, args);
 
-        Buffer u = Buffer::from_floats(ctx(), d.u), dt = Buffer::from_floats(ctx(), d.dt),
-               bc = Buffer::from_floats(ctx(), d.bc), z = Buffer::from_floats(ctx(), d.z),
-               a_base2 = Buffer::from_floats(ctx(), d.a_base2), d_skip = Buffer::from_floats(ctx(), d.d_skip),
-               state = Buffer::from_floats(ctx(), state0), y(ctx(), length * channels * sizeof(float));
-        vulkan::GpuSelectiveScanArgs g;
-        g.length = length;
-        g.channels = channels;
-        g.d_state = d_state;
-        g.u = &u;
-        g.ldu = channels;
-        g.dt = &dt;
-        g.lddt = channels;
-        g.bc = &bc;
-        g.b_offset = 0;
-        g.c_offset = d_state;
-        g.ldbc = 2 * d_state;
-        g.z = gate ? &z : nullptr;
-        g.ldz = channels;
-        g.a_base2 = &a_base2;
-        g.d_skip = &d_skip;
-        g.state = &state;
-        g.y = &y;
-        g.ldy = channels;
-        run([&](vulkan::CommandSequence& s) { vulkan::record_selective_scan(s, g); });
-        expect_matches(y.to_floats(), cpu, reference, what);
-        expect_matches(state.to_floats(), cpu_state, reference_state, what + " state");
+          Buffer u = Buffer::from_floats(*context, d.u), dt = Buffer::from_floats(*context, d.dt),
+                 bc = Buffer::from_floats(*context, d.bc), z = Buffer::from_floats(*context, d.z),
+                 a_base2 = Buffer::from_floats(*context, d.a_base2),
+                 d_skip = Buffer::from_floats(*context, d.d_skip),
+                 y = Buffer::from_floats(*context, std::vector<float>(rows * channels, 0.0f));
+          std::vector<Buffer> states;
+          std::vector<vulkan::GpuPart> gpu_parts;
+          for (size_t p = 0; p < parts; ++p) states.push_back(Buffer::from_floats(*context, states0[p]));
+          for (size_t p = 0; p < parts; ++p)
+            gpu_parts.push_back({&states[p], layout.first_rows[p], lengths[p]});
+          vulkan::GpuSelectiveScanArgs g;
+          g.channels = channels;
+          g.d_state = d_state;
+          g.u = &u;
+          g.ldu = channels;
+          g.dt = &dt;
+          g.lddt = channels;
+          g.bc = &bc;
+          g.b_offset = 0;
+          g.c_offset = d_state;
+          g.ldbc = 2 * d_state;
+          g.z = gate ? &z : nullptr;
+          g.ldz = channels;
+          g.a_base2 = &a_base2;
+          g.d_skip = &d_skip;
+          g.state_offset = state_at;
+          g.y = &y;
+          g.ldy = channels;
+          g.parts = gpu_parts;
+          const uint32_t dispatches =
+              run_on(*context, [&](vulkan::CommandSequence& s) { vulkan::record_selective_scan(s, g); });
+          EXPECT_EQ(dispatches, expected_dispatches(*context, parts)) << what;
+          expect_matches(y.to_floats(), cpu, reference, what);
+          for (size_t p = 0; p < parts; ++p)
+            expect_matches(states[p].to_floats(), cpu_states[p], reference_states[p],
+                           what + " state of part " + std::to_string(p));
+        }
       }
     }
   }
+}
+
+TEST_F(VulkanBatchedOps, PartsSharingAStateAreRefused) {
+  Buffer state(ctx(), 64 * sizeof(float)), rows(ctx(), 64 * sizeof(float)), w(ctx(), 64 * sizeof(float));
+  const vulkan::GpuPart parts[] = {{&state, 0, 1}, {&state, 1, 1}};
+  vulkan::GpuCausalConvArgs g;
+  g.x = &rows;
+  g.ldx = 4;
+  g.channels = 4;
+  g.kernel_size = 2;
+  g.weight = &w;
+  g.y = &rows;
+  g.ldy = 4;
+  g.parts = parts;
+  vulkan::CommandSequence sequence(ctx(), 4);
+  sequence.begin();
+  EXPECT_THROW(vulkan::record_causal_conv_silu(sequence, g), Error);
+  EXPECT_EQ(sequence.dispatch_count(), 0u);
+  sequence.end();
 }
 
 TEST_F(VulkanOps, ElementwiseAddAndGateEqualCpu) {

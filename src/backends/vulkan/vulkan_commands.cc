@@ -1,10 +1,17 @@
 #include "backends/vulkan/vulkan_commands.h"
 
+#include <cstring>
+
 #include "backends/vulkan/vulkan_buffer.h"
 #include "core/error.h"
 
 namespace mb::vulkan {
 namespace {
+
+// Descriptors one dispatch may bind (its plain bindings plus an array), which sizes the pool.
+constexpr uint32_t kMaxDescriptorsPerDispatch = 32;
+// Parameter words a recording may stage per dispatch room (a 16-part table takes 32).
+constexpr uint32_t kParameterWordsPerDispatch = 64;
 
 // Every earlier write (by a shader, a copy or the host) becomes visible to every later shader
 // access and copy. Ops are few and large, so one full barrier between them costs little.
@@ -24,7 +31,7 @@ void full_barrier(VkCommandBuffer command_buffer) {
 
 CommandSequence::CommandSequence(Context& context, uint32_t max_dispatches)
     : context_(context), max_dispatches_(max_dispatches > 0 ? max_dispatches : 1) {
-  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, max_dispatches_ * 16};
+  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, max_dispatches_ * kMaxDescriptorsPerDispatch};
   VkDescriptorPoolCreateInfo pool{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
   pool.maxSets = max_dispatches_;
   pool.poolSizeCount = 1;
@@ -57,6 +64,7 @@ void CommandSequence::begin() {
   context_.check(vkResetCommandBuffer(command_buffer_, 0), "command buffer reset");
   context_.check(vkResetDescriptorPool(context_.device(), descriptor_pool_, 0), "descriptor pool reset");
   labels_.clear();
+  parameter_words_ = 0;
   recorded_ = false;
   ran_ = false;
   VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
@@ -72,7 +80,8 @@ void CommandSequence::dispatch(const KernelSpec& kernel, std::span<const Buffer*
   MB_CHECK(recording_);
   if (labels_.size() >= max_dispatches_)
     throw Error("a Vulkan command sequence holds at most " + std::to_string(max_dispatches_) + " dispatches");
-  MB_CHECK(buffers.size() == kernel.bindings && push_constant_bytes == kernel.push_constant_bytes);
+  MB_CHECK(buffers.size() == kernel.descriptors() && push_constant_bytes == kernel.push_constant_bytes);
+  MB_CHECK(kernel.descriptors() <= kMaxDescriptorsPerDispatch);
   for (int axis = 0; axis < 3; ++axis)
     if (groups[axis] > context_.limits().maxComputeWorkGroupCount[axis])
       throw Error("Vulkan dispatch '" + label + "' needs " + std::to_string(groups[axis]) +
@@ -87,14 +96,17 @@ void CommandSequence::dispatch(const KernelSpec& kernel, std::span<const Buffer*
   VkDescriptorSet set = VK_NULL_HANDLE;
   context_.check(vkAllocateDescriptorSets(context_.device(), &allocate, &set), "descriptor set allocation");
   std::vector<VkDescriptorBufferInfo> infos(buffers.size());
-  std::vector<VkWriteDescriptorSet> writes(buffers.size());
   for (size_t i = 0; i < buffers.size(); ++i) {
     MB_CHECK(buffers[i] != nullptr);
     infos[i] = {buffers[i]->handle(), 0, VK_WHOLE_SIZE};
+  }
+  // One write per binding; the last one fills its whole array from consecutive infos.
+  std::vector<VkWriteDescriptorSet> writes(kernel.bindings);
+  for (uint32_t i = 0; i < kernel.bindings; ++i) {
     writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
     writes[i].dstSet = set;
-    writes[i].dstBinding = static_cast<uint32_t>(i);
-    writes[i].descriptorCount = 1;
+    writes[i].dstBinding = i;
+    writes[i].descriptorCount = i + 1 == kernel.bindings ? kernel.array_size : 1;
     writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     writes[i].pBufferInfo = &infos[i];
   }
@@ -138,8 +150,29 @@ void CommandSequence::copy(const Buffer& from, uint64_t from_offset, const Buffe
   labels_.push_back(std::move(label));
 }
 
+const Buffer& CommandSequence::parameter_buffer() {
+  if (!parameters_)
+    parameters_ = std::make_unique<Buffer>(
+        context_, static_cast<uint64_t>(max_dispatches_) * kParameterWordsPerDispatch * 4,
+        Memory::HostVisible);
+  return *parameters_;
+}
+
+uint32_t CommandSequence::stage(std::span<const uint32_t> words) {
+  MB_CHECK(recording_);
+  const Buffer& buffer = parameter_buffer();
+  if ((parameter_words_ + words.size()) * 4 > buffer.bytes())
+    throw Error("a Vulkan command sequence stages at most " + std::to_string(buffer.bytes() / 4) +
+                " parameter words");
+  const uint32_t at = parameter_words_;
+  std::memcpy(static_cast<uint32_t*>(buffer.mapped()) + at, words.data(), words.size_bytes());
+  parameter_words_ += static_cast<uint32_t>(words.size());
+  return at;
+}
+
 void CommandSequence::end() {
   MB_CHECK(recording_);
+  if (parameters_ && parameter_words_ > 0) parameters_->flush();
   full_barrier(command_buffer_);
   context_.check(vkEndCommandBuffer(command_buffer_), "ending a recording");
   recording_ = false;

@@ -1,5 +1,6 @@
 #include "backends/vulkan/vulkan_context.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -128,6 +129,7 @@ DeviceInfo describe(VkPhysicalDevice device, int index) {
   VkPhysicalDeviceFeatures features;
   vkGetPhysicalDeviceFeatures(device, &features);
   info.float64 = features.shaderFloat64 == VK_TRUE;
+  info.buffer_array_indexing = features.shaderStorageBufferArrayDynamicIndexing == VK_TRUE;
   uint32_t family = 0;
   find_compute_queue(device, family, info.timestamps);
   return info;
@@ -184,6 +186,7 @@ Context::Context(const ContextOptions& options) {
   try {
     create_instance(options.validation);
     select_device(options.device_index);
+    buffer_arrays_ = options.buffer_arrays && info_.buffer_array_indexing;
     create_device();
     placeholder_ = std::make_unique<Buffer>(*this, 16);
     choose_fma(options.fma);
@@ -318,6 +321,7 @@ void Context::create_device() {
   queue.pQueuePriorities = &priority;
   VkPhysicalDeviceFeatures features{};
   features.shaderFloat64 = info_.float64 ? VK_TRUE : VK_FALSE;  // for the emulated fma
+  features.shaderStorageBufferArrayDynamicIndexing = buffer_arrays_ ? VK_TRUE : VK_FALSE;
   VkDeviceCreateInfo create{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   create.queueCreateInfoCount = 1;
   create.pQueueCreateInfos = &queue;
@@ -400,14 +404,19 @@ const Pipeline& Context::pipeline(const KernelSpec& spec) {
     key += '/';
     key += std::to_string(value);
   }
+  key += "/array" + std::to_string(spec.array_size);
   if (auto found = pipelines_.find(key); found != pipelines_.end()) return found->second;
 
   const ShaderSpirv& shader = find_shader(spec.shader);
   const std::span<const uint32_t> code = emulated_fma_ ? shader.emulated_fma : shader.native;
-  if (spec.bindings > limits_.maxPerStageDescriptorStorageBuffers)
-    throw Error("Vulkan device " + info_.name + " binds at most " +
-                std::to_string(limits_.maxPerStageDescriptorStorageBuffers) +
-                " storage buffers per shader; " + spec.shader + " needs " + std::to_string(spec.bindings));
+  if (spec.bindings == 0 || spec.array_size == 0)
+    throw Error("Vulkan kernel " + spec.shader + " declares no storage buffers");
+  const uint32_t most =
+      std::min(limits_.maxPerStageDescriptorStorageBuffers, limits_.maxDescriptorSetStorageBuffers);
+  if (spec.descriptors() > most)
+    throw Error("Vulkan device " + info_.name + " binds at most " + std::to_string(most) +
+                " storage buffers per shader; " + spec.shader + " needs " +
+                std::to_string(spec.descriptors()));
 
   Pipeline p;
   p.bindings = spec.bindings;
@@ -416,7 +425,7 @@ const Pipeline& Context::pipeline(const KernelSpec& spec) {
   for (uint32_t i = 0; i < spec.bindings; ++i) {
     bindings[i].binding = i;
     bindings[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    bindings[i].descriptorCount = 1;
+    bindings[i].descriptorCount = i + 1 == spec.bindings ? spec.array_size : 1;
     bindings[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
   }
   VkDescriptorSetLayoutCreateInfo set_layout{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};

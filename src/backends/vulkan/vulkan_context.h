@@ -34,6 +34,9 @@ struct ContextOptions {
   int device_index = 0;  // into list_devices()
   bool validation = validation_requested_by_environment();
   FmaMode fma = FmaMode::Auto;
+  // False behaves as a device without shaderStorageBufferArrayDynamicIndexing: the batched
+  // conv and scan then take one dispatch per sequence (for tests of that fallback).
+  bool buffer_arrays = true;
 };
 
 struct DeviceInfo {
@@ -48,6 +51,9 @@ struct DeviceInfo {
   uint64_t max_storage_buffer_bytes = 0;  // the largest range one storage-buffer binding may span
   bool float64 = false;                   // shaderFloat64, needed by the emulated fma
   bool timestamps = false;                // the compute queue can write timestamps
+  // shaderStorageBufferArrayDynamicIndexing: shaders may pick a buffer of an array by a
+  // workgroup-uniform index, which lets one dispatch reach every sequence's state.
+  bool buffer_array_indexing = false;
 };
 
 // Every Vulkan device, in the loader's order. Never throws: with no loader, no driver or no device
@@ -62,6 +68,10 @@ struct KernelSpec {
   uint32_t bindings = 0;  // storage buffers at bindings 0..bindings-1 of set 0
   uint32_t push_constant_bytes = 0;
   std::vector<uint32_t> specialization;  // values of constant_id 0, 1, ...
+  // Descriptors in the last binding: above 1 it is an array of that many storage buffers.
+  uint32_t array_size = 1;
+  // Storage-buffer descriptors one dispatch of the kernel binds.
+  uint32_t descriptors() const { return bindings - 1 + array_size; }
 };
 
 struct Pipeline {
@@ -83,6 +93,9 @@ class Context {
   // True when mb_fma rounds once on this device (the shaders can then give the CPU's bits).
   bool exact_fma() const { return exact_fma_; }
   bool emulated_fma() const { return emulated_fma_; }
+  // True when shaders may index arrays of storage buffers (the feature is present, enabled, and
+  // not turned off by ContextOptions::buffer_arrays).
+  bool buffer_arrays() const { return buffer_arrays_; }
   bool validation_enabled() const { return validation_enabled_; }
   // Errors the validation layer reported since the last clear (empty without validation).
   std::vector<std::string> validation_errors() const;
@@ -135,6 +148,7 @@ class Context {
   bool validation_enabled_ = false;
   bool exact_fma_ = false;
   bool emulated_fma_ = false;
+  bool buffer_arrays_ = false;
   bool lost_ = false;
   std::unique_ptr<Buffer> placeholder_;
   std::map<std::string, Pipeline> pipelines_;  // by shader name and specialization values

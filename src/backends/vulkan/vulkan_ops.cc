@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "ops/causal_conv.h"
@@ -90,61 +91,152 @@ void record_matmul(CommandSequence& sequence, const GpuMatmulArgs& a) {
 }
 
 void record_rms_norm(CommandSequence& sequence, const GpuRmsNormArgs& a) {
-  const char* op = "vulkan rms_norm";
   if (a.rows <= 0 || a.dim <= 0) return;
-  require_view(a.x, a.x_offset, a.rows, a.dim, a.ldx, 4, op, "x");
-  require_view(a.weight, a.weight_offset, 1, a.dim, 0, 4, op, "weight");
-  require_view(a.y, a.y_offset, a.rows, a.dim, a.ldy, 4, op, "y");
-  const struct {
-    uint32_t rows, dim, ldx, ldy, x_offset, y_offset, w_offset;
+  const GpuRmsNormSegment segment{0, a.dim, a.weight_offset};
+  record_rms_norm_segments(sequence, {a.x, a.x_offset, a.ldx, a.rows, a.weight, a.eps, a.y, a.y_offset, a.ldy,
+                                      std::span(&segment, 1)});
+}
+
+void record_rms_norm_segments(CommandSequence& sequence, const GpuRmsNormSegmentsArgs& a) {
+  const char* op = "vulkan rms_norm";
+  if (a.segments.empty() || a.segments.size() > static_cast<size_t>(kMaxRmsNormSegments))
+    throw Error(std::string(op) + ": " + std::to_string(a.segments.size()) + " segments; 1 to " +
+                std::to_string(kMaxRmsNormSegments) + " are supported");
+  struct {
+    uint32_t rows, ldx, ldy, x_offset, y_offset;
     float eps;
+    uint32_t column[kMaxRmsNormSegments], dim[kMaxRmsNormSegments], w_offset[kMaxRmsNormSegments];
   } push{u32(a.rows, op, "rows"),
-         u32(a.dim, op, "dim"),
          u32(a.ldx, op, "ldx"),
          u32(a.ldy, op, "ldy"),
          u32(static_cast<int64_t>(a.x_offset), op, "x_offset"),
          u32(static_cast<int64_t>(a.y_offset), op, "y_offset"),
-         u32(static_cast<int64_t>(a.weight_offset), op, "weight_offset"),
-         a.eps};
+         a.eps,
+         {},
+         {},
+         {}};
+  std::string shape;
+  for (size_t i = 0; i < a.segments.size(); ++i) {
+    const GpuRmsNormSegment& g = a.segments[i];
+    if (g.dim <= 0 || g.column < 0)
+      throw Error(std::string(op) + ": segment " + std::to_string(i) + " has width " + std::to_string(g.dim) +
+                  " at column " + std::to_string(g.column));
+    for (size_t j = 0; j < i; ++j) {
+      const GpuRmsNormSegment& h = a.segments[j];
+      if (g.column < h.column + h.dim && h.column < g.column + g.dim)
+        throw Error(std::string(op) + ": segments " + std::to_string(j) + " and " + std::to_string(i) +
+                    " overlap");
+    }
+    require_view(a.x, a.x_offset + static_cast<uint64_t>(g.column), a.rows, g.dim, a.ldx, 4, op, "x");
+    require_view(a.weight, g.weight_offset, 1, g.dim, 0, 4, op, "weight");
+    require_view(a.y, a.y_offset + static_cast<uint64_t>(g.column), a.rows, g.dim, a.ldy, 4, op, "y");
+    push.column[i] = u32(g.column, op, "column");
+    push.dim[i] = u32(g.dim, op, "dim");
+    push.w_offset[i] = u32(static_cast<int64_t>(g.weight_offset), op, "weight_offset");
+    shape += (i > 0 ? "+" : "") + std::to_string(g.dim);
+  }
+  if (a.rows <= 0) return;
   static const KernelSpec kernel{"rms_norm", 3, sizeof push, {}};
   const Buffer* buffers[] = {a.x, a.weight, a.y};
   uint32_t groups[3];
   spread_groups(sequence, static_cast<uint64_t>(a.rows), groups);
+  groups[2] = static_cast<uint32_t>(a.segments.size());
   sequence.dispatch(kernel, buffers, &push, sizeof push, groups,
-                    "rms_norm " + std::to_string(a.rows) + "x" + std::to_string(a.dim));
+                    "rms_norm " + std::to_string(a.rows) + "x" + shape);
 }
+
+namespace {
+
+// Checks the parts of a batched op and records `dispatch(first, count, parts_at)` for each
+// group of up to `per_dispatch` parts, their [first row, rows] pairs staged at parts_at.
+template <typename Dispatch>
+void for_part_groups(CommandSequence& sequence, std::span<const GpuPart> parts, uint32_t per_dispatch,
+                     const char* op, Dispatch&& dispatch) {
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i].state == nullptr)
+      throw Error(std::string(op) + ": part " + std::to_string(i) + " has no state");
+    if (parts[i].first_row < 0 || parts[i].rows < 0)
+      throw Error(std::string(op) + ": part " + std::to_string(i) + " has a negative row range");
+    for (size_t j = 0; j < i; ++j)
+      if (parts[j].state == parts[i].state)
+        throw Error(std::string(op) + ": parts " + std::to_string(j) + " and " + std::to_string(i) +
+                    " update the same state");
+  }
+  for (size_t first = 0; first < parts.size(); first += per_dispatch) {
+    const size_t count = std::min<size_t>(per_dispatch, parts.size() - first);
+    std::vector<uint32_t> rows(2 * count);
+    for (size_t i = 0; i < count; ++i) {
+      rows[2 * i] = u32(parts[first + i].first_row, op, "first_row");
+      rows[2 * i + 1] = u32(parts[first + i].rows, op, "rows");
+    }
+    dispatch(first, count, sequence.stage(rows));
+  }
+}
+
+// Parts per dispatch of a batched kernel: kMaxGpuParts where the device indexes buffer arrays
+// and binds that many buffers, else 1 (the single-part variant).
+uint32_t parts_per_dispatch(const Context& context, uint32_t plain_bindings) {
+  const VkPhysicalDeviceLimits& limits = context.limits();
+  const uint32_t most =
+      std::min(limits.maxPerStageDescriptorStorageBuffers, limits.maxDescriptorSetStorageBuffers);
+  return context.buffer_arrays() && plain_bindings + kMaxGpuParts <= most ? kMaxGpuParts : 1;
+}
+
+// The buffers of one dispatch: the plain bindings, then the array of the group's states padded
+// with the placeholder to the kernel's array size.
+std::vector<const Buffer*> part_buffers(const Context& context, std::initializer_list<const Buffer*> plain,
+                                        std::span<const GpuPart> group, uint32_t array_size) {
+  std::vector<const Buffer*> buffers(plain);
+  for (uint32_t i = 0; i < array_size; ++i)
+    buffers.push_back(i < group.size() ? group[i].state : &context.placeholder_buffer());
+  return buffers;
+}
+
+}  // namespace
 
 void record_causal_conv_silu(CommandSequence& sequence, const GpuCausalConvArgs& a) {
   const char* op = "vulkan causal_conv_silu";
   if (a.kernel_size < 1 || a.kernel_size > kMaxConvKernel)
     throw Error(std::string(op) + ": kernel size " + std::to_string(a.kernel_size) + " is outside 1.." +
                 std::to_string(kMaxConvKernel));
-  if (a.channels <= 0) return;
-  require_view(a.x, a.x_offset, a.length, a.channels, a.ldx, 4, op, "x");
+  if (a.channels <= 0 || a.parts.empty()) return;
   require_view(a.weight, a.weight_offset, a.kernel_size, a.channels, a.channels, 4, op, "weight");
   if (a.bias != nullptr) require_view(a.bias, a.bias_offset, 1, a.channels, 0, 4, op, "bias");
-  require_view(a.history, a.history_offset, a.kernel_size - 1, a.channels, a.channels, 4, op, "history");
-  require_view(a.y, a.y_offset, a.length, a.channels, a.ldy, 4, op, "y");
-  const struct {
-    uint32_t positions, channels, kernel_size, ldx, ldy, x_offset, y_offset, w_offset, bias_offset,
-        history_offset, has_bias;
-  } push{u32(a.length, op, "length"),
-         u32(a.channels, op, "channels"),
-         static_cast<uint32_t>(a.kernel_size),
-         u32(a.ldx, op, "ldx"),
-         u32(a.ldy, op, "ldy"),
-         u32(static_cast<int64_t>(a.x_offset), op, "x_offset"),
-         u32(static_cast<int64_t>(a.y_offset), op, "y_offset"),
-         u32(static_cast<int64_t>(a.weight_offset), op, "weight_offset"),
-         u32(static_cast<int64_t>(a.bias_offset), op, "bias_offset"),
-         u32(static_cast<int64_t>(a.history_offset), op, "history_offset"),
-         a.bias != nullptr};
-  static const KernelSpec kernel{"causal_conv", 5, sizeof push, {}};
-  const Buffer* bias = a.bias != nullptr ? a.bias : &sequence.context().placeholder_buffer();
-  const Buffer* buffers[] = {a.x, a.weight, bias, a.history, a.y};
-  const uint32_t groups[3] = {ceil_div(a.channels, kGroupWidth), 1, 1};
-  sequence.dispatch(kernel, buffers, &push, sizeof push, groups,
-                    "causal_conv " + std::to_string(a.length) + "x" + std::to_string(a.channels));
+  for (const GpuPart& part : a.parts) {
+    require_view(a.x, a.x_offset + static_cast<uint64_t>(part.first_row * a.ldx), part.rows, a.channels,
+                 a.ldx, 4, op, "x");
+    require_view(part.state, a.history_offset, a.kernel_size - 1, a.channels, a.channels, 4, op, "history");
+    require_view(a.y, a.y_offset + static_cast<uint64_t>(part.first_row * a.ldy), part.rows, a.channels,
+                 a.ldy, 4, op, "y");
+  }
+  Context& context = sequence.context();
+  const uint32_t per_dispatch = parts_per_dispatch(context, 5);
+  const KernelSpec kernel{
+      per_dispatch > 1 ? "causal_conv_parts" : "causal_conv", 6, 11 * sizeof(uint32_t), {}, per_dispatch};
+  const Buffer* bias = a.bias != nullptr ? a.bias : &context.placeholder_buffer();
+  for_part_groups(sequence, a.parts, per_dispatch, op, [&](size_t first, size_t count, uint32_t parts_at) {
+    const struct {
+      uint32_t channels, kernel_size, ldx, ldy, x_offset, y_offset, w_offset, bias_offset, history_offset,
+          has_bias, parts_at;
+    } push{u32(a.channels, op, "channels"),
+           static_cast<uint32_t>(a.kernel_size),
+           u32(a.ldx, op, "ldx"),
+           u32(a.ldy, op, "ldy"),
+           u32(static_cast<int64_t>(a.x_offset), op, "x_offset"),
+           u32(static_cast<int64_t>(a.y_offset), op, "y_offset"),
+           u32(static_cast<int64_t>(a.weight_offset), op, "weight_offset"),
+           u32(static_cast<int64_t>(a.bias_offset), op, "bias_offset"),
+           u32(static_cast<int64_t>(a.history_offset), op, "history_offset"),
+           a.bias != nullptr,
+           parts_at};
+    static_assert(sizeof push == 11 * sizeof(uint32_t));
+    const std::vector<const Buffer*> buffers =
+        part_buffers(context, {a.x, a.weight, bias, a.y, &sequence.parameter_buffer()},
+                     a.parts.subspan(first, count), per_dispatch);
+    const uint32_t groups[3] = {ceil_div(a.channels, kGroupWidth), static_cast<uint32_t>(count), 1};
+    sequence.dispatch(kernel, buffers, &push, sizeof push, groups,
+                      "causal_conv " + std::to_string(count) + " parts x" + std::to_string(a.channels));
+  });
 }
 
 void record_selective_scan(CommandSequence& sequence, const GpuSelectiveScanArgs& a) {
@@ -152,54 +244,68 @@ void record_selective_scan(CommandSequence& sequence, const GpuSelectiveScanArgs
   if (a.d_state < 1 || a.d_state > kMaxStateSize)
     throw Error(std::string(op) + ": d_state " + std::to_string(a.d_state) + " is outside 1.." +
                 std::to_string(kMaxStateSize));
-  if (a.channels <= 0) return;
-  require_view(a.u, a.u_offset, a.length, a.channels, a.ldu, 4, op, "u");
-  require_view(a.dt, a.dt_offset, a.length, a.channels, a.lddt, 4, op, "dt");
-  require_view(a.bc, a.b_offset, a.length, a.d_state, a.ldbc, 4, op, "B");
-  require_view(a.bc, a.c_offset, a.length, a.d_state, a.ldbc, 4, op, "C");
-  if (a.z != nullptr) require_view(a.z, a.z_offset, a.length, a.channels, a.ldz, 4, op, "z");
+  if (a.channels <= 0 || a.parts.empty()) return;
   require_view(a.a_base2, a.a_offset, a.d_state, a.channels, a.channels, 4, op, "a_base2");
   require_view(a.d_skip, a.d_offset, 1, a.channels, 0, 4, op, "d_skip");
-  require_view(a.state, a.state_offset, a.d_state, a.channels, a.channels, 4, op, "state");
-  require_view(a.y, a.y_offset, a.length, a.channels, a.ldy, 4, op, "y");
-  const struct {
-    uint32_t positions, channels, d_state, ldu, lddt, ldbc, ldz, ldy;
-    uint32_t u_offset, dt_offset, b_offset, c_offset, z_offset, y_offset, a_offset, d_offset, state_offset;
-    uint32_t has_gate;
-  } push{u32(a.length, op, "length"),
-         u32(a.channels, op, "channels"),
-         u32(a.d_state, op, "d_state"),
-         u32(a.ldu, op, "ldu"),
-         u32(a.lddt, op, "lddt"),
-         u32(a.ldbc, op, "ldbc"),
-         u32(a.ldz, op, "ldz"),
-         u32(a.ldy, op, "ldy"),
-         u32(static_cast<int64_t>(a.u_offset), op, "u_offset"),
-         u32(static_cast<int64_t>(a.dt_offset), op, "dt_offset"),
-         u32(static_cast<int64_t>(a.b_offset), op, "b_offset"),
-         u32(static_cast<int64_t>(a.c_offset), op, "c_offset"),
-         u32(static_cast<int64_t>(a.z_offset), op, "z_offset"),
-         u32(static_cast<int64_t>(a.y_offset), op, "y_offset"),
-         u32(static_cast<int64_t>(a.a_offset), op, "a_offset"),
-         u32(static_cast<int64_t>(a.d_offset), op, "d_offset"),
-         u32(static_cast<int64_t>(a.state_offset), op, "state_offset"),
-         a.z != nullptr};
+  for (const GpuPart& part : a.parts) {
+    const auto at = [&](uint64_t offset, int64_t ld) {
+      return offset + static_cast<uint64_t>(part.first_row * ld);
+    };
+    require_view(a.u, at(a.u_offset, a.ldu), part.rows, a.channels, a.ldu, 4, op, "u");
+    require_view(a.dt, at(a.dt_offset, a.lddt), part.rows, a.channels, a.lddt, 4, op, "dt");
+    require_view(a.bc, at(a.b_offset, a.ldbc), part.rows, a.d_state, a.ldbc, 4, op, "B");
+    require_view(a.bc, at(a.c_offset, a.ldbc), part.rows, a.d_state, a.ldbc, 4, op, "C");
+    if (a.z != nullptr) require_view(a.z, at(a.z_offset, a.ldz), part.rows, a.channels, a.ldz, 4, op, "z");
+    require_view(part.state, a.state_offset, a.d_state, a.channels, a.channels, 4, op, "state");
+    require_view(a.y, at(a.y_offset, a.ldy), part.rows, a.channels, a.ldy, 4, op, "y");
+  }
   // The workgroup holds its channels' state in shared memory: as many channels (up to 16) as
   // the device's shared memory allows, and up to 8 invocations per channel updating states in
   // parallel (at most 128 invocations, the least any device supports).
-  const Context& context = sequence.context();
+  Context& context = sequence.context();
   const uint32_t d_state = static_cast<uint32_t>(a.d_state);
   const uint32_t channels_per_group =
       std::clamp<uint32_t>(context.info().max_shared_memory_bytes / (4 * d_state), 1, 16);
   const uint32_t state_lanes = std::min<uint32_t>(d_state, 8);
-  const KernelSpec kernel{
-      "selective_scan", 8, sizeof push, {channels_per_group, state_lanes, channels_per_group * d_state}};
+  const uint32_t per_dispatch = parts_per_dispatch(context, 8);
+  const KernelSpec kernel{per_dispatch > 1 ? "selective_scan_parts" : "selective_scan",
+                          9,
+                          18 * sizeof(uint32_t),
+                          {channels_per_group, state_lanes, channels_per_group * d_state},
+                          per_dispatch};
   const Buffer* z = a.z != nullptr ? a.z : &context.placeholder_buffer();
-  const Buffer* buffers[] = {a.u, a.dt, a.bc, z, a.a_base2, a.d_skip, a.state, a.y};
-  const uint32_t groups[3] = {ceil_div(a.channels, channels_per_group), 1, 1};
-  sequence.dispatch(kernel, buffers, &push, sizeof push, groups,
-                    "selective_scan " + std::to_string(a.length) + "x" + std::to_string(a.channels) + "x" +
-                        std::to_string(a.d_state));
+  for_part_groups(sequence, a.parts, per_dispatch, op, [&](size_t first, size_t count, uint32_t parts_at) {
+    const struct {
+      uint32_t channels, d_state, ldu, lddt, ldbc, ldz, ldy;
+      uint32_t u_offset, dt_offset, b_offset, c_offset, z_offset, y_offset, a_offset, d_offset, state_offset;
+      uint32_t has_gate, parts_at;
+    } push{u32(a.channels, op, "channels"),
+           d_state,
+           u32(a.ldu, op, "ldu"),
+           u32(a.lddt, op, "lddt"),
+           u32(a.ldbc, op, "ldbc"),
+           u32(a.ldz, op, "ldz"),
+           u32(a.ldy, op, "ldy"),
+           u32(static_cast<int64_t>(a.u_offset), op, "u_offset"),
+           u32(static_cast<int64_t>(a.dt_offset), op, "dt_offset"),
+           u32(static_cast<int64_t>(a.b_offset), op, "b_offset"),
+           u32(static_cast<int64_t>(a.c_offset), op, "c_offset"),
+           u32(static_cast<int64_t>(a.z_offset), op, "z_offset"),
+           u32(static_cast<int64_t>(a.y_offset), op, "y_offset"),
+           u32(static_cast<int64_t>(a.a_offset), op, "a_offset"),
+           u32(static_cast<int64_t>(a.d_offset), op, "d_offset"),
+           u32(static_cast<int64_t>(a.state_offset), op, "state_offset"),
+           a.z != nullptr,
+           parts_at};
+    static_assert(sizeof push == 18 * sizeof(uint32_t));
+    const std::vector<const Buffer*> buffers =
+        part_buffers(context, {a.u, a.dt, a.bc, z, a.a_base2, a.d_skip, a.y, &sequence.parameter_buffer()},
+                     a.parts.subspan(first, count), per_dispatch);
+    const uint32_t groups[3] = {ceil_div(a.channels, channels_per_group), static_cast<uint32_t>(count), 1};
+    sequence.dispatch(kernel, buffers, &push, sizeof push, groups,
+                      "selective_scan " + std::to_string(count) + " parts x" + std::to_string(a.channels) +
+                          "x" + std::to_string(a.d_state));
+  });
 }
 
 void record_argmax(CommandSequence& sequence, const GpuArgmaxArgs& a) {

@@ -1,13 +1,15 @@
 // The GPU counterparts of the CPU ops, recorded into a CommandSequence.
 //
 // Each takes views into device buffers (a buffer and an element offset, with row strides as the
-// CPU ops take pointers and strides) and records one dispatch. On a device with an exact fma
+// CPU ops take pointers and strides) and records one dispatch (the batched conv and scan: one
+// per kMaxGpuParts sequences). On a device with an exact fma
 // (Context::exact_fma) every op gives the CPU kernel's bits; see shaders/mb_math.glsl for how.
 // Arguments are checked on the host before anything is recorded: a view that would reach past
 // its buffer, or a shape the device cannot dispatch, throws mb::Error.
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "backends/vulkan/vulkan_buffer.h"
 #include "backends/vulkan/vulkan_commands.h"
@@ -50,53 +52,88 @@ struct GpuRmsNormArgs {
   int64_t ldy = 0;
 };
 
-// ops/causal_conv.h for one sequence (history read and updated).
-struct GpuCausalConvArgs {
-  const Buffer* x = nullptr;  // [length, ldx]
+// ops/rms_norm.h applied to several disjoint column ranges of each row, each normalized over its
+// own width with its own weights, in one dispatch: the same bits as one rms_norm per segment.
+// FalconMamba normalizes dt_low, B and C of x_proj's output this way, in place.
+inline constexpr int kMaxRmsNormSegments = 4;
+struct GpuRmsNormSegment {
+  int64_t column = 0;  // first column of the segment in x's and y's rows
+  int64_t dim = 0;
+  uint64_t weight_offset = 0;  // the segment's [dim] weights
+};
+struct GpuRmsNormSegmentsArgs {
+  const Buffer* x = nullptr;  // [rows, ldx]
   uint64_t x_offset = 0;
   int64_t ldx = 0;
-  int64_t length = 0;
+  int64_t rows = 0;
+  const Buffer* weight = nullptr;
+  float eps = 1e-5f;
+  const Buffer* y = nullptr;  // [rows, ldy]; may be x's view
+  uint64_t y_offset = 0;
+  int64_t ldy = 0;
+  std::span<const GpuRmsNormSegment> segments;  // 1 to kMaxRmsNormSegments, not overlapping
+};
+
+// The batched ops run several sequences (parts of a round) in one dispatch: each part is a run
+// of rows of the op's row buffers and the sequence's own state buffer. The state buffers are
+// reached through an array binding of up to kMaxGpuParts buffers, so a round of more parts
+// takes ceil(parts / kMaxGpuParts) dispatches; on a device without
+// shaderStorageBufferArrayDynamicIndexing (Context::buffer_arrays) each part takes its own.
+// The parts' rows are staged into the sequence's parameter buffer at record time. Parts must
+// name distinct state buffers (each is read and updated).
+inline constexpr int kMaxGpuParts = 16;
+struct GpuPart {
+  const Buffer* state = nullptr;  // the sequence's state; the op's view starts at its state offset
+  int64_t first_row = 0;          // of the op's row buffers (x, y, u, ...)
+  int64_t rows = 0;               // positions of the sequence in this round, in order
+};
+
+// ops/causal_conv.h over the parts (each part's history read and updated).
+struct GpuCausalConvArgs {
+  const Buffer* x = nullptr;  // row r at x_offset + r * ldx, `channels` wide
+  uint64_t x_offset = 0;
+  int64_t ldx = 0;
   int64_t channels = 0;
   int kernel_size = 4;
   const Buffer* weight = nullptr;  // [K, channels] tap-major
   uint64_t weight_offset = 0;
   const Buffer* bias = nullptr;  // [channels] or null
   uint64_t bias_offset = 0;
-  const Buffer* history = nullptr;  // [K-1, channels]
-  uint64_t history_offset = 0;
-  const Buffer* y = nullptr;  // [length, ldy]
+  uint64_t history_offset = 0;  // each part's history: [K-1, channels] of its state from here
+  const Buffer* y = nullptr;    // row r at y_offset + r * ldy
   uint64_t y_offset = 0;
   int64_t ldy = 0;
+  std::span<const GpuPart> parts;
 };
 
-// ops/selective_scan.h for one sequence (state read and updated). B and C rows live in one
-// buffer (Mamba-1 keeps both in x_proj's output), at b_offset and c_offset with stride ldbc.
+// ops/selective_scan.h over the parts (each part's state read and updated). B and C rows live
+// in one buffer (Mamba-1 keeps both in x_proj's output), at b_offset and c_offset with stride
+// ldbc. Row views are addressed by round row as in GpuCausalConvArgs.
 struct GpuSelectiveScanArgs {
-  int64_t length = 0;
   int64_t channels = 0;
   int64_t d_state = 0;
-  const Buffer* u = nullptr;  // [length, ldu]
+  const Buffer* u = nullptr;  // [rows, ldu]
   uint64_t u_offset = 0;
   int64_t ldu = 0;
-  const Buffer* dt = nullptr;  // [length, lddt]
+  const Buffer* dt = nullptr;  // [rows, lddt]
   uint64_t dt_offset = 0;
   int64_t lddt = 0;
-  const Buffer* bc = nullptr;  // B: [length, ldbc] from b_offset; C: [length, ldbc] from c_offset
+  const Buffer* bc = nullptr;  // B: [rows, ldbc] from b_offset; C: [rows, ldbc] from c_offset
   uint64_t b_offset = 0;
   uint64_t c_offset = 0;
   int64_t ldbc = 0;
-  const Buffer* z = nullptr;  // [length, ldz] gate inputs, or null for no gate
+  const Buffer* z = nullptr;  // [rows, ldz] gate inputs, or null for no gate
   uint64_t z_offset = 0;
   int64_t ldz = 0;
-  const Buffer* a_base2 = nullptr;  // [d_state, channels]
+  const Buffer* a_base2 = nullptr;  // [N, channels]
   uint64_t a_offset = 0;
   const Buffer* d_skip = nullptr;  // [channels]
   uint64_t d_offset = 0;
-  const Buffer* state = nullptr;  // [d_state, channels]
-  uint64_t state_offset = 0;
-  const Buffer* y = nullptr;  // [length, ldy]
+  uint64_t state_offset = 0;  // each part's state: [N, channels] of its buffer from here
+  const Buffer* y = nullptr;  // [rows, ldy]
   uint64_t y_offset = 0;
   int64_t ldy = 0;
+  std::span<const GpuPart> parts;
 };
 
 enum class ElementwiseOp : uint32_t {
@@ -135,6 +172,7 @@ struct GpuArgmaxArgs {
 void record_matmul(CommandSequence& sequence, const GpuMatmulArgs& args);
 void record_argmax(CommandSequence& sequence, const GpuArgmaxArgs& args);
 void record_rms_norm(CommandSequence& sequence, const GpuRmsNormArgs& args);
+void record_rms_norm_segments(CommandSequence& sequence, const GpuRmsNormSegmentsArgs& args);
 void record_causal_conv_silu(CommandSequence& sequence, const GpuCausalConvArgs& args);
 void record_selective_scan(CommandSequence& sequence, const GpuSelectiveScanArgs& args);
 void record_elementwise(CommandSequence& sequence, const GpuElementwiseArgs& args);

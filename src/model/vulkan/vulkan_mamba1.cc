@@ -218,6 +218,11 @@ VulkanMamba1::State& VulkanMamba1::device_state(SequenceState& state) const {
   return made;
 }
 
+std::vector<std::string> VulkanMamba1::recorded_phases(const Workspace& workspace) const {
+  const auto* scratch = dynamic_cast<const Scratch*>(workspace.device.get());
+  return scratch != nullptr ? scratch->phases : std::vector<std::string>{};
+}
+
 int64_t VulkanMamba1::recordings(const Workspace& workspace) const {
   const auto* scratch = dynamic_cast<const Scratch*>(workspace.device.get());
   return scratch != nullptr ? scratch->recordings : 0;
@@ -279,6 +284,10 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
     }
   }
 
+  // The conv and the scan take every sequence of the round in one dispatch, each part with its
+  // rows and its own state buffer.
+  std::vector<vulkan::GpuPart> gpu_parts;
+  for (const Round::Part& part : round.parts) gpu_parts.push_back({part.state, part.begin, part.count});
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const Layer& layer = layers_[l];
     const auto history_at = static_cast<uint64_t>(layout.offset(l, Mamba1Model::kConvPart));
@@ -289,67 +298,55 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
     record_product(seq, layer.in_proj, s.xn.get(), 0, d, m, layer.in_proj_bias.get(), s.xz.get(), 0, 2 * D,
                    false, false);  // [m, d] x [2D, d]^T -> [m, 2D]
     mark("in_proj");
-    for (const Round::Part& part : round.parts) {
-      vulkan::GpuCausalConvArgs conv;
-      conv.x = s.xz.get();
-      conv.x_offset = part.begin * 2 * D;
-      conv.ldx = 2 * D;
-      conv.length = part.count;
-      conv.channels = D;
-      conv.kernel_size = static_cast<int>(K);
-      conv.weight = layer.conv_weight.get();
-      conv.bias = layer.conv_bias.get();
-      conv.history = part.state;
-      conv.history_offset = history_at;
-      conv.y = s.u.get();
-      conv.y_offset = part.begin * D;
-      conv.ldy = D;
-      vulkan::record_causal_conv_silu(seq, conv);  // x half of xz -> u [count, D]
-    }
+    vulkan::GpuCausalConvArgs conv;
+    conv.x = s.xz.get();
+    conv.ldx = 2 * D;
+    conv.channels = D;
+    conv.kernel_size = static_cast<int>(K);
+    conv.weight = layer.conv_weight.get();
+    conv.bias = layer.conv_bias.get();
+    conv.history_offset = history_at;
+    conv.y = s.u.get();
+    conv.ldy = D;
+    conv.parts = gpu_parts;
+    vulkan::record_causal_conv_silu(seq, conv);  // x half of xz -> u [m, D], every sequence at once
     mark("conv");
     record_product(seq, layer.x_proj, s.u.get(), 0, D, m, nullptr, s.xdbl.get(), 0, xw, false,
                    false);  // [m, D] -> [m, R + 2N]
     mark("x_proj");
     if (c.mixer_rms_norm) {
-      // FalconMamba normalizes dt_low, B and C each over its own width, in place, per row.
-      const float eps = static_cast<float>(c.mixer_rms_eps);
-      const std::pair<int64_t, int64_t> pieces[] = {{0, R}, {R, N}, {R + N, N}};  // (offset, width)
-      for (const auto& [offset, width] : pieces)
-        vulkan::record_rms_norm(
-            seq, {s.xdbl.get(), static_cast<uint64_t>(offset), xw, m, width, mixer_norm_ones_.get(), 0, eps,
-                  s.xdbl.get(), static_cast<uint64_t>(offset), xw});
+      // FalconMamba normalizes dt_low, B and C each over its own width, in place, per row: one
+      // dispatch with a segment each.
+      const vulkan::GpuRmsNormSegment pieces[] = {{0, R, 0}, {R, N, 0}, {R + N, N, 0}};  // (column, width)
+      vulkan::record_rms_norm_segments(
+          seq, {s.xdbl.get(), 0, xw, m, mixer_norm_ones_.get(), static_cast<float>(c.mixer_rms_eps),
+                s.xdbl.get(), 0, xw, pieces});  // [m, R + 2N] in place
       mark("norm");
     }
     record_product(seq, layer.dt_proj, s.xdbl.get(), 0, xw, m, layer.dt_bias.get(), s.dt.get(), 0, D, false,
                    true);  // softplus, [m, R] -> [m, D]
     mark("dt_proj");
-    for (const Round::Part& part : round.parts) {
-      vulkan::GpuSelectiveScanArgs scan;
-      scan.length = part.count;
-      scan.channels = D;
-      scan.d_state = N;
-      scan.u = s.u.get();
-      scan.u_offset = part.begin * D;
-      scan.ldu = D;
-      scan.dt = s.dt.get();
-      scan.dt_offset = part.begin * D;
-      scan.lddt = D;
-      scan.bc = s.xdbl.get();
-      scan.b_offset = part.begin * xw + R;
-      scan.c_offset = part.begin * xw + R + N;
-      scan.ldbc = xw;
-      scan.z = s.xz.get();
-      scan.z_offset = part.begin * 2 * D + D;
-      scan.ldz = 2 * D;
-      scan.a_base2 = layer.a_base2.get();
-      scan.d_skip = layer.d_skip.get();
-      scan.state = part.state;
-      scan.state_offset = ssm_at;
-      scan.y = s.y.get();
-      scan.y_offset = part.begin * D;
-      scan.ldy = D;
-      vulkan::record_selective_scan(seq, scan);  // -> gated y [count, D]
-    }
+    vulkan::GpuSelectiveScanArgs scan;
+    scan.channels = D;
+    scan.d_state = N;
+    scan.u = s.u.get();
+    scan.ldu = D;
+    scan.dt = s.dt.get();
+    scan.lddt = D;
+    scan.bc = s.xdbl.get();
+    scan.b_offset = R;
+    scan.c_offset = R + N;
+    scan.ldbc = xw;
+    scan.z = s.xz.get();
+    scan.z_offset = D;
+    scan.ldz = 2 * D;
+    scan.a_base2 = layer.a_base2.get();
+    scan.d_skip = layer.d_skip.get();
+    scan.state_offset = ssm_at;
+    scan.y = s.y.get();
+    scan.ldy = D;
+    scan.parts = gpu_parts;
+    vulkan::record_selective_scan(seq, scan);  // -> gated y [m, D], every sequence at once
     mark("scan");
     record_product(seq, layer.out_proj, s.y.get(), 0, D, m, layer.out_proj_bias.get(), s.hidden.get(), 0, d,
                    true, false);  // residual += [m, D] -> [m, d]

@@ -46,6 +46,9 @@ class VulkanMamba1 final : public DeviceExecutor {
   vulkan::Context& context() const { return shared_->context; }
   // Recordings made through `workspace` so far (a steady decode loop adds none after its first step).
   int64_t recordings(const Workspace& workspace) const;
+  // The phase ("norm", "in_proj", "conv", "scan", ...) of each dispatch of the workspace's
+  // current recording, in order: tests count dispatches per phase with it.
+  std::vector<std::string> recorded_phases(const Workspace& workspace) const;
 
  private:
   // The context and the lock of its one queue, shared with every state and workspace made

@@ -1,22 +1,29 @@
 #version 450
-// RMSNorm of src/ops/rms_norm.h, one workgroup per row: y = (x * (1 / sqrt(mean(x^2) + eps))) * w.
+// RMSNorm of src/ops/rms_norm.h over up to four segments of each row, each normalized over its
+// own width (FalconMamba's dt_low, B and C in one dispatch); a plain RMSNorm is one segment.
+// One workgroup per (row, segment): y = (x * (1 / sqrt(mean(x^2) + eps))) * w.
 // The sum of squares follows the CPU's sixteen-lane order exactly: lane j accumulates
 // x[j], x[j + 16], ... with fma, and the lanes are added in reduce_sum's fixed tree
 // ((l[i] + l[i+8]), then +4, +2, +1). Invocations 0..15 play the sixteen lanes; the others only
-// help scale the row. No subgroup operations, so any subgroup size gives the same bits.
+// help scale the segment. No subgroup operations, so any subgroup size gives the same bits.
 #include "mb_math.glsl"
 
 layout(local_size_x = 64) in;
 const uint kLanes = 16;
 
+const uint kMaxSegments = 4;
+
 layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };       // [rows, ldx] from x_offset
-layout(std430, set = 0, binding = 1) readonly buffer Weight { float w[]; };  // [dim] from w_offset
+layout(std430, set = 0, binding = 1) readonly buffer Weight { float w[]; };  // each segment's [dim] from its w_offset
 layout(std430, set = 0, binding = 2) buffer Y { float y[]; };                // [rows, ldy] from y_offset; may be X
 
 layout(push_constant) uniform Params {
-  uint rows, dim, ldx, ldy;
-  uint x_offset, y_offset, w_offset;
+  uint rows, ldx, ldy;
+  uint x_offset, y_offset;
   float eps;
+  // Segment s (workgroup z): columns column[s] .. column[s] + dim[s] of x's and y's rows,
+  // weights from w_offset[s].
+  uint column[kMaxSegments], dim[kMaxSegments], w_offset[kMaxSegments];
 } params;
 
 shared float lane_sums[kLanes];
@@ -25,13 +32,15 @@ shared float inverse_rms;
 void main() {
   // Rows run along x and, past the device's per-axis workgroup limit, along y.
   const uint row = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  const uint segment = gl_WorkGroupID.z;
+  const uint dim = params.dim[segment];
   const uint lane = gl_LocalInvocationID.x;
   const bool row_valid = row < params.rows;
-  const uint x_row = params.x_offset + row * params.ldx;
+  const uint x_row = params.x_offset + row * params.ldx + params.column[segment];
   if (row_valid && lane < kLanes) {
     // Lanes past the row's end add fma(0, 0, acc) on the CPU, which leaves acc as it is.
     precise float acc = 0.0;
-    for (uint k = lane; k < params.dim; k += kLanes) acc = mb_fma(x[x_row + k], x[x_row + k], acc);
+    for (uint k = lane; k < dim; k += kLanes) acc = mb_fma(x[x_row + k], x[x_row + k], acc);
     lane_sums[lane] = acc;
   }
   barrier();
@@ -41,16 +50,17 @@ void main() {
     precise float s4[4];
     for (uint i = 0u; i < 4u; ++i) s4[i] = s8[i] + s8[i + 4u];
     precise float total = (s4[0] + s4[2]) + (s4[1] + s4[3]);
-    const float mean_square = mb_div(total, float(params.dim));
+    const float mean_square = mb_div(total, float(dim));
     precise float shifted = mean_square + params.eps;
     inverse_rms = mb_div(1.0, mb_sqrt(shifted));
   }
   barrier();
   if (!row_valid) return;
   const float inv = inverse_rms;
-  const uint y_row = params.y_offset + row * params.ldy;
-  for (uint k = lane; k < params.dim; k += gl_WorkGroupSize.x) {
-    precise float scaled = (x[x_row + k] * inv) * w[params.w_offset + k];
+  const uint y_row = params.y_offset + row * params.ldy + params.column[segment];
+  const uint w_at = params.w_offset[segment];
+  for (uint k = lane; k < dim; k += gl_WorkGroupSize.x) {
+    precise float scaled = (x[x_row + k] * inv) * w[w_at + k];
     y[y_row + k] = scaled;
   }
 }
