@@ -4,10 +4,12 @@
 // exact fma on the device (Context::exact_fma); without one it falls back to NMSE <= 1e-7 and
 // says so. The device-internal invariants (prefill == steps, batch == solo, chunks) hold on
 // any device, since they compare the device with itself.
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <string>
 
+#include "backends/vulkan/vulkan_ops.h"
 #include "common/model_fixture.h"
 #include "common/test_util.h"
 #include "core/error.h"
@@ -222,6 +224,31 @@ TEST_P(VulkanModel, DecodeRecordsOnceAndReplays) {
   EXPECT_TRUE(test::same_bits(out[0], run(gpu(), fresh, {3}, OutputKind::LogitsLast)));
 }
 
+TEST_P(VulkanModel, ADecodeStepOfEightSequencesTakesAsManyDispatchesAsOne) {
+  // The conv and the scan take every sequence of a round in one dispatch, so a decode step of a
+  // batch records the same dispatches as a step of one sequence: one conv and one scan a layer.
+  auto step_phases = [&](size_t sequences) {
+    std::vector<SequenceState> states;
+    for (size_t i = 0; i < sequences; ++i) states.push_back(gpu().new_state());
+    std::vector<int32_t> tokens(sequences, 5);
+    std::vector<SequenceInput> batch;
+    for (size_t i = 0; i < sequences; ++i) batch.push_back({&states[i], std::span(&tokens[i], 1), {}});
+    Workspace ws;
+    std::vector<std::vector<float>> out;
+    gpu().forward(kCpu, batch, {OutputKind::ArgmaxLast, 0}, ws, out);
+    return executor().recorded_phases(ws);
+  };
+  auto count = [](const std::vector<std::string>& phases, const std::string& phase) {
+    return std::count(phases.begin(), phases.end(), phase);
+  };
+  const std::vector<std::string> one = step_phases(1), eight = step_phases(8);
+  const int64_t layers = cpu().config().n_layer;
+  EXPECT_EQ(count(eight, "conv"), layers);
+  EXPECT_EQ(count(eight, "scan"), layers);
+  EXPECT_LE(count(eight, "norm"), layers);
+  EXPECT_EQ(eight, one) << "batch 8 recorded " << eight.size() << " dispatches, batch 1 " << one.size();
+}
+
 TEST_P(VulkanModel, ForkedStateContinuesOnTheCpu) {
   // A state advanced on the device, copied (downloaded) and continued on the CPU, equals the
   // device continuing it: the state layout is the same on both sides.
@@ -314,6 +341,70 @@ TEST_F(VulkanModelVariants, MatricesCutIntoPiecesGiveTheSameBits) {
     }
   }
   EXPECT_TRUE(test::same_bits(got[0], expected[0]));
+}
+
+TEST_F(VulkanModelVariants, ManySequencesAndTheOnePerSequenceFallbackGiveTheSameBits) {
+  // More sequences than one batched dispatch takes (kMaxGpuParts), prefilled in chunks of
+  // different lengths and then stepped together, on an executor that batches and on one whose
+  // context pretends it cannot index buffer arrays (one conv and one scan dispatch per sequence).
+  MakeModelOptions options;
+  options.config = test::small_config(32, 2, 53);
+  options.config.mixer_rms_norm = true;
+  options.seed = 31;
+  const std::string dir = test::write_model(options, "vulkan_many");
+  setenv("MB_VULKAN_VALIDATION", "1", 1);
+  auto batched = Model::load(dir), fallback = Model::load(dir);
+  vulkan::ContextOptions context;
+  context.device_index = ctx().info().index;
+  batched->set_executor(std::make_unique<VulkanMamba1>(dynamic_cast<const Mamba1Model&>(*batched), context));
+  context.buffer_arrays = false;
+  fallback->set_executor(
+      std::make_unique<VulkanMamba1>(dynamic_cast<const Mamba1Model&>(*fallback), context));
+  const size_t n = vulkan::kMaxGpuParts + 2;
+  std::vector<std::vector<int32_t>> prompts;
+  for (size_t i = 0; i < n; ++i) prompts.push_back(test::random_tokens(1 + i % 4, 53, 40 + i));
+  std::vector<std::vector<float>> results[2];
+  for (int which = 0; which < 2; ++which) {
+    const Model& model = which == 0 ? *batched : *fallback;
+    std::vector<SequenceState> states;
+    for (size_t i = 0; i < n; ++i) states.push_back(model.new_state());
+    std::vector<SequenceInput> batch;
+    for (size_t i = 0; i < n; ++i) batch.push_back({&states[i], prompts[i], {}});
+    Workspace ws;
+    std::vector<std::vector<float>> out;
+    model.forward(ComputeContext{2}, batch, {OutputKind::LogitsLast, 3}, ws, out);
+    results[which] = out;
+    std::vector<int32_t> next(n);
+    for (size_t i = 0; i < n; ++i) next[i] = static_cast<int32_t>(i);
+    for (size_t i = 0; i < n; ++i) batch[i] = {&states[i], std::span(&next[i], 1), {}};
+    model.forward(ComputeContext{2}, batch, {OutputKind::LogitsLast, 0}, ws, out);
+    results[which].insert(results[which].end(), out.begin(), out.end());
+    const auto& executor = dynamic_cast<const VulkanMamba1&>(*model.device());
+    const std::vector<std::string> phases = executor.recorded_phases(ws);
+    // Per layer (2): ceil(18 / 16) scans batched, 18 without arrays; the mixer norms are one
+    // dispatch, at most one more normalizes the layer's input.
+    const int64_t scans = std::count(phases.begin(), phases.end(), "scan");
+    EXPECT_EQ(scans, which == 0 ? 2 * 2 : static_cast<int64_t>(2 * n));
+    EXPECT_LE(std::count(phases.begin(), phases.end(), "norm"), 2 * 2);
+    for (const std::string& error : executor.context().validation_errors())
+      ADD_FAILURE() << "Vulkan validation error: " << error;
+    // Each sequence's results equal the sequence run alone on the batching executor.
+    if (which == 0) {
+      for (size_t i = 0; i < n; i += 5) {
+        SequenceState alone = model.new_state();
+        SequenceInput input{&alone, prompts[i], {}};
+        Workspace solo_ws;
+        model.forward(ComputeContext{2}, std::span(&input, 1), {OutputKind::LogitsLast, 3}, solo_ws, out);
+        EXPECT_TRUE(test::same_bits(out[0], results[0][i])) << "sequence " << i;
+        input.tokens = std::span(&next[i], 1);
+        model.forward(ComputeContext{2}, std::span(&input, 1), {OutputKind::LogitsLast, 0}, solo_ws, out);
+        EXPECT_TRUE(test::same_bits(out[0], results[0][n + i])) << "sequence " << i << " step";
+      }
+    }
+  }
+  ASSERT_EQ(results[0].size(), results[1].size());
+  for (size_t i = 0; i < results[0].size(); ++i)
+    EXPECT_TRUE(test::same_bits(results[0][i], results[1][i])) << "output " << i;
 }
 
 class VulkanModelErrors : public test::VulkanTest {};
