@@ -241,8 +241,9 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
   // [K-1, D] then SSM state [N, D].
   const StateLayout& layout = model_.state_layout();
   const int64_t parts = static_cast<int64_t>(round.parts.size());
-  // An upper bound on the dispatches: per layer a norm, FalconMamba's three norms, a dispatch per
-  // matrix piece, and a conv and a scan per sequence; around the layers an input op per sequence
+  // An upper bound on the dispatches: per layer a norm, FalconMamba's mixer norm, a dispatch per
+  // matrix piece, and a conv and a scan per sequence (the bound of a device without buffer
+  // arrays; with them, one each per 16 sequences); around the layers an input op per sequence
   // (a copy or the input projection's pieces), a final norm per sequence, the LM head's pieces
   // and the argmax.
   int64_t layer_pieces = 0;
@@ -250,7 +251,7 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
     layer_pieces += static_cast<int64_t>(layer.in_proj.pieces.size() + layer.x_proj.pieces.size() +
                                          layer.dt_proj.pieces.size() + layer.out_proj.pieces.size());
   const int64_t input_ops = parts * std::max<int64_t>(1, static_cast<int64_t>(input_proj_.pieces.size()));
-  const uint32_t needed = static_cast<uint32_t>(layer_pieces + c.n_layer * (4 + 2 * parts) + input_ops +
+  const uint32_t needed = static_cast<uint32_t>(layer_pieces + c.n_layer * (2 + 2 * parts) + input_ops +
                                                 parts + static_cast<int64_t>(lm_head_.pieces.size()) + 1);
   if (!s.sequence || s.sequence_capacity < needed) {
     s.sequence.reset();

@@ -2,18 +2,29 @@
 // batch to when the model was loaded with a Vulkan DeviceSpec.
 //
 // The round structure is the CPU's (model.cc): each round takes up to `chunk` positions of every
-// sequence, its rows are the rows of the same GEMMs, and the conv and the scan run per sequence on
-// that sequence's state. Every op is the GPU twin of the CPU kernel the CPU path calls, with the
-// same arguments, so on a device with an exact fma the outputs and states equal the CPU's bits.
+// sequence, its rows are the rows of the same GEMMs, and the conv and the scan run each sequence
+// (a part: its rows of the round and its own state) on that sequence's state. Every op is the
+// GPU twin of the CPU kernel the CPU path calls, with the same arguments, so on a device with an
+// exact fma the outputs and states equal the CPU's bits.
+//
+// Dispatches: a layer records rms_norm, in_proj, causal_conv, x_proj, (FalconMamba: one
+// segmented rms_norm for dt_low, B and C), dt_proj (+softplus), selective_scan and out_proj
+// (+residual), one dispatch each per weight piece, whatever the number of sequences: the conv
+// and the scan reach up to kMaxGpuParts (16) sequences' state buffers through a descriptor
+// array, so only every further 16 sequences add a conv and a scan dispatch. A device without
+// shaderStorageBufferArrayDynamicIndexing takes one conv and one scan dispatch per sequence.
 //
 // Memory: weights are uploaded once (the packed panels the CPU matmul reads, in their dtype);
-// each sequence's state lives in its own device buffer (VulkanSequenceState) between calls;
-// activations live in a VulkanWorkspace sized by the largest round, so device scratch is bounded
-// by the chunk. Inputs (embedding rows, features) and outputs go through host-visible buffers.
+// each sequence's state lives in its own device buffer (VulkanSequenceState) between calls, so
+// states may outlive the model and be freed in any order; activations live in a
+// VulkanWorkspace sized by the largest round, so device scratch is bounded by the chunk. Inputs
+// (embedding rows, features) and outputs go through host-visible buffers.
 //
 // Decode: a round is recorded into one command buffer; the next round with the same shape (the
 // same states at the same rows, the same output) replays it, so a steady decode loop records
-// once and then only writes its embedding rows, submits and reads its logits.
+// once and then only writes its embedding rows, submits and reads its logits. The recording
+// names states by id in its key, and its staged parts table (rows of each sequence) is part of
+// the recording, so a replay sees the same table.
 #pragma once
 
 #include <memory>
