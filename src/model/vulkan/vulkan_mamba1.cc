@@ -318,7 +318,8 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
     if (c.mixer_rms_norm) {
       // FalconMamba normalizes dt_low, B and C each over its own width, in place, per row: one
       // dispatch with a segment each.
-      const vulkan::GpuRmsNormSegment pieces[] = {{0, R, 0}, {R, N, 0}, {R + N, N, 0}};  // (column, width)
+      const vulkan::GpuRmsNormSegment pieces[] = {
+          {0, R, 0}, {R, N, 0}, {R + N, N, 0}};  // (column, width, weights)
       vulkan::record_rms_norm_segments(
           seq, {s.xdbl.get(), 0, xw, m, mixer_norm_ones_.get(), static_cast<float>(c.mixer_rms_eps),
                 s.xdbl.get(), 0, xw, pieces});  // [m, R + 2N] in place
