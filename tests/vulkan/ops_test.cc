@@ -190,6 +190,26 @@ TEST_F(VulkanMatmul, FusedNormEqualsTheTwoGpuDispatches) {
   }
 }
 
+TEST_F(VulkanMatmul, TakesTheTiledShaderFromNineRows) {
+  // The dispatch labels name the shader; they are readable where the device writes timestamps.
+  if (!ctx().info().timestamps) GTEST_SKIP() << "no timestamps on this device";
+  const int64_t n = 64, k = 8;
+  Buffer x(ctx(), 9 * k * sizeof(float)), w(ctx(), n * k * sizeof(float)), y(ctx(), 9 * n * sizeof(float));
+  vulkan::CommandSequence sequence(ctx(), 3);
+  sequence.begin();
+  vulkan::record_matmul(sequence, {&x, 0, k, 8, &w, 0, DType::F32, n, k, nullptr, 0, &y, 0, n});
+  vulkan::record_matmul(sequence, {&x, 0, k, 9, &w, 0, DType::F32, n, k, nullptr, 0, &y, 0, n});
+  vulkan::record_matmul(
+      sequence, {&x, 0, k, 9, &w, 0, DType::F32, n, k, nullptr, 0, &y, 0, n, false, false, &x, 0, 1e-5f});
+  sequence.end();
+  sequence.run();
+  const auto times = sequence.last_timings();
+  ASSERT_EQ(times.size(), 3u);
+  EXPECT_EQ(times[0].label, "matmul 8x64x8");
+  EXPECT_EQ(times[1].label, "matmul_tiled 9x64x8");
+  EXPECT_EQ(times[2].label, "matmul_tiled rms_norm+9x64x8");
+}
+
 TEST_F(VulkanMatmul, RefusesANormWeightShorterThanTheRow) {
   Buffer x(ctx(), 4 * 10 * sizeof(float)), norm(ctx(), 9 * sizeof(float)), y(ctx(), 4 * 64 * sizeof(float)),
       w(ctx(), 64 * 10 * sizeof(float));

@@ -287,7 +287,7 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
     // The layer norm runs inside in_proj's dispatches: rms_norm(hidden) never reaches memory.
     record_product(seq, layer.in_proj, s.hidden.get(), 0, d, m, layer.in_proj_bias.get(), s.xz.get(), 0,
                    2 * D, false, false, layer.norm.get(),
-                   static_cast<float>(c.norm_eps));  // [m, d] x [2D, d]^T -> [m, 2D]
+                   static_cast<float>(c.norm_eps));  // rms_norm([m, d]) x [2D, d]^T -> [m, 2D]
     mark("in_proj");
     for (const Round::Part& part : round.parts) {
       vulkan::GpuCausalConvArgs conv;
