@@ -25,7 +25,7 @@ constexpr uint32_t kTiledDepth = 16;
 // panel slice and one inverse RMS per row.
 uint64_t tiled_shared_bytes(uint32_t row_groups) {
   const uint64_t tile_rows = uint64_t{row_groups} * kTiledRowsPerInvocation;
-  return 4 * (kTiledDepth * (tile_rows + 1) + kTiledDepth * kPanelWidth + tile_rows);
+  return 4 * (kTiledDepth * (tile_rows + 4) + kTiledDepth * kPanelWidth + tile_rows);
 }
 
 // The most row groups (up to 16: 128-row tiles of 256 invocations) the device's workgroup limits

@@ -9,8 +9,10 @@
 //
 // Rows and columns of a register block are strided (row ty + kRowGroups * i, column
 // tx + 16 * j), so a partial tile of rows still spreads over every invocation, and neighbouring
-// invocations read neighbouring columns. The row groups (local y) are a specialization constant
-// the host fits to the device's workgroup limits.
+// invocations write neighbouring columns. The shared tiles are laid out so that each invocation's
+// rows (and columns) of one k are adjacent: it reads them as two (one) four-float loads, and
+// loads from shared memory stay well below the multiply-adds they feed (3 per 32). The row
+// groups (local y) are a specialization constant the host fits to the device's workgroup limits.
 #include "matmul_common.glsl"
 
 layout(local_size_x = 16, local_size_y_id = 0) in;
@@ -20,11 +22,18 @@ const uint kRowsPer = 8;
 const uint kColsPer = 4;  // kColumnGroups * kColsPer = kPanelWidth
 const uint kTileK = 16;   // = kNormLanes, so the x tile can hold the norm's lane sums first
 const uint kTileRows = kRowGroups * kRowsPer;
-const uint kXStride = kTileRows + 1;  // padded: staging writes of consecutive k hit distinct banks
+const uint kXStride = kTileRows + 4;  // floats per k of x_tile, padded against bank conflicts
 
-shared float x_tile[kTileK * kXStride];        // [kk][tile row]
-shared float w_tile[kTileK * kPanelWidth];     // [kk][panel column], in column order
-shared float inverse[kTileRows];               // the fused norm's 1 / rms per tile row
+// x_tile[kk][ty][i] holds x'[row0 + ty + kRowGroups * i, k0 + kk]; w_tile[kk][tx][j] holds the
+// decoded W[column tx + 16 * j of the panel, k0 + kk]. Before the first slice x_tile holds the
+// fused norm's lane sums instead, float r * 16 + lane for tile row r.
+shared vec4 x_tile[kTileK * kXStride / 4];
+shared vec4 w_tile[kTileK * kPanelWidth / 4];
+shared float inverse[kTileRows];  // the fused norm's 1 / rms per tile row
+
+void set_x_tile(uint index, float value) {
+  x_tile[index / 4u][index % 4u] = value;
+}
 
 void main() {
   const uint panel = gl_WorkGroupID.x;
@@ -39,12 +48,12 @@ void main() {
     // tile row r sit at x_tile[r * 16 + lane] until one invocation per row reduces them.
     for (uint i = 0u; i < kRowsPer; ++i) {
       const uint r = ty + kRowGroups * i;
-      if (row0 + r < params.m) x_tile[r * kNormLanes + tx] = norm_lane_sum(row0 + r, tx);
+      if (row0 + r < params.m) set_x_tile(r * kNormLanes + tx, norm_lane_sum(row0 + r, tx));
     }
     barrier();
     if (id < kTileRows && row0 + id < params.m) {  // invocations = 2 * kTileRows
       float lanes[kNormLanes];
-      for (uint j = 0u; j < kNormLanes; ++j) lanes[j] = x_tile[id * kNormLanes + j];
+      for (uint j = 0u; j < kNormLanes; ++j) lanes[j] = x_tile[(id * kNormLanes + j) / 4u][j % 4u];
       inverse[id] = inverse_rms(lanes);
     }
     barrier();
@@ -63,19 +72,21 @@ void main() {
       if (row0 + r < params.m && kk < depth) {
         value = input_value(row0 + r, k0 + kk, params.has_norm != 0u ? inverse[r] : 1.0);
       }
-      x_tile[kk * kXStride + r] = value;
+      set_x_tile(kk * kXStride + (r % kRowGroups) * kRowsPer + r / kRowGroups, value);
     }
     for (uint e = id; e < kTileK * kPanelWidth; e += invocations) {
       const uint kk = e / kPanelWidth;
       const uint column = e % kPanelWidth;
-      w_tile[kk * kPanelWidth + column] = kk < depth ? weight(panel, k0 + kk, panel_slot(column)) : 0.0;
+      const uint at = kk * kPanelWidth + (column % kColumnGroups) * kColsPer + column / kColumnGroups;
+      w_tile[at / 4u][at % 4u] = kk < depth ? weight(panel, k0 + kk, panel_slot(column)) : 0.0;
     }
     barrier();
     for (uint kk = 0u; kk < depth; ++kk) {
-      float wv[kColsPer];
-      for (uint j = 0u; j < kColsPer; ++j) wv[j] = w_tile[kk * kPanelWidth + tx + kColumnGroups * j];
+      const vec4 wv = w_tile[(kk * kPanelWidth + tx * kColsPer) / 4u];
+      const uint x_at = (kk * kXStride + ty * kRowsPer) / 4u;
+      const vec4 x_low = x_tile[x_at], x_high = x_tile[x_at + 1u];
       for (uint i = 0u; i < kRowsPer; ++i) {
-        const float xv = x_tile[kk * kXStride + ty + kRowGroups * i];
+        const float xv = i < 4u ? x_low[i] : x_high[i - 4u];
         for (uint j = 0u; j < kColsPer; ++j) acc[i * kColsPer + j] = mb_fma(xv, wv[j], acc[i * kColsPer + j]);
       }
     }
