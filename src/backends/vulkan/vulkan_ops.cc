@@ -94,7 +94,7 @@ void record_matmul(CommandSequence& sequence, const GpuMatmulArgs& a) {
   if (a.softplus && a.accumulate) throw Error("vulkan matmul: softplus cannot be combined with accumulate");
   const struct {
     uint32_t m, n, k, ldx, ldy, x_offset, y_offset, bias_offset, w_offset, dtype, has_bias, accumulate,
-        softplus, has_norm, norm_offset;
+        softplus, norm_offset;
     float norm_eps;
   } push{u32(a.m, op, "m"),
          u32(a.rows, op, "rows"),
@@ -111,7 +111,6 @@ void record_matmul(CommandSequence& sequence, const GpuMatmulArgs& a) {
          a.bias != nullptr,
          a.accumulate,
          a.softplus,
-         a.norm_weight != nullptr,
          u32(static_cast<int64_t>(a.norm_offset), op, "norm_offset"),
          a.norm_eps};
   const Context& context = sequence.context();
@@ -129,13 +128,11 @@ void record_matmul(CommandSequence& sequence, const GpuMatmulArgs& a) {
   const std::string label = std::string(row_groups > 0 ? "matmul_tiled " : "matmul ") +
                             (a.norm_weight != nullptr ? "rms_norm+" : "") + std::to_string(a.m) + "x" +
                             std::to_string(a.rows) + "x" + std::to_string(a.cols);
-  if (row_groups > 0) {
-    const KernelSpec kernel{"matmul_tiled", 5, sizeof push, {row_groups}};
-    sequence.dispatch(kernel, buffers, &push, sizeof push, groups, label);
-  } else {
-    static const KernelSpec kernel{"matmul", 5, sizeof push, {}};
-    sequence.dispatch(kernel, buffers, &push, sizeof push, groups, label);
-  }
+  // Specialization: constant 0 fuses the norm, constant 1 sets the tiled shader's row groups.
+  const uint32_t fused = a.norm_weight != nullptr;
+  const KernelSpec kernel = row_groups > 0 ? KernelSpec{"matmul_tiled", 5, sizeof push, {fused, row_groups}}
+                                           : KernelSpec{"matmul", 5, sizeof push, {fused}};
+  sequence.dispatch(kernel, buffers, &push, sizeof push, groups, label);
 }
 
 void record_rms_norm(CommandSequence& sequence, const GpuRmsNormArgs& a) {

@@ -9,19 +9,26 @@
 layout(local_size_x = 64) in;
 const uint kRows = 4;
 
-// The fused norm's lane sums of the workgroup's rows, then their inverse RMS.
+// The fused norm's lane sums of the workgroup's rows, then their inverse RMS, then slices of the
+// normalized rows (normalized once per workgroup, not once per output column).
 shared float lane_sums[kRows * kNormLanes];
 shared float inverse[kRows];
+shared float x_slice[kRows * kPanelWidth];  // [row][kk]
 
 void main() {
   const uint panel = gl_WorkGroupID.x;
   const uint lane = gl_LocalInvocationID.x;
   const uint col = panel * kPanelWidth + lane;
   const uint row0 = gl_WorkGroupID.y * kRows;
+  // Invocations past the last output (col >= n) still take part in the barriers; their weights
+  // come from the panel's padding and their results are dropped.
+  const uint slot = panel_slot(lane);
+  float acc[kRows];
+  for (uint i = 0u; i < kRows; ++i) acc[i] = 0.0;
 
-  if (params.has_norm != 0u) {
+  if (kFusedNorm) {
     // Invocation i * 16 + j plays lane j of row i's sum of squares; one invocation per row
-    // then reduces them (the barriers sit outside any branch on the invocation).
+    // then reduces them.
     const uint row = row0 + lane / kNormLanes;
     if (row < params.m) lane_sums[lane] = norm_lane_sum(row, lane % kNormLanes);
     barrier();
@@ -31,21 +38,32 @@ void main() {
       inverse[lane] = inverse_rms(lanes);
     }
     barrier();
-  }
-  if (col >= params.n) return;
-  const uint slot = panel_slot(lane);
-  float inv[kRows];
-  for (uint i = 0u; i < kRows; ++i) inv[i] = params.has_norm != 0u ? inverse[i] : 1.0;
-
-  float acc[kRows];
-  for (uint i = 0u; i < kRows; ++i) acc[i] = 0.0;
-  for (uint kk = 0u; kk < params.k; ++kk) {
-    const float wv = weight(panel, kk, slot);
-    for (uint i = 0u; i < kRows; ++i) {
-      const uint row = row0 + i;
-      if (row < params.m) acc[i] = mb_fma(input_value(row, kk, inv[i]), wv, acc[i]);
+    // K in slices of 64: invocation `lane` normalizes element k0 + lane of each row.
+    for (uint k0 = 0u; k0 < params.k; k0 += kPanelWidth) {
+      const uint depth = min(kPanelWidth, params.k - k0);
+      for (uint i = 0u; i < kRows; ++i) {
+        if (row0 + i < params.m && lane < depth)
+          x_slice[i * kPanelWidth + lane] = input_value(row0 + i, k0 + lane, inverse[i]);
+      }
+      barrier();
+      for (uint kk = 0u; kk < depth; ++kk) {
+        const float wv = weight(panel, k0 + kk, slot);
+        for (uint i = 0u; i < kRows; ++i) {
+          if (row0 + i < params.m) acc[i] = mb_fma(x_slice[i * kPanelWidth + kk], wv, acc[i]);
+        }
+      }
+      barrier();  // the next slice overwrites x_slice
+    }
+  } else {
+    for (uint kk = 0u; kk < params.k; ++kk) {
+      const float wv = weight(panel, kk, slot);
+      for (uint i = 0u; i < kRows; ++i) {
+        const uint row = row0 + i;
+        if (row < params.m) acc[i] = mb_fma(x[params.x_offset + row * params.ldx + kk], wv, acc[i]);
+      }
     }
   }
+  if (col >= params.n) return;
   for (uint i = 0u; i < kRows; ++i) {
     const uint row = row0 + i;
     if (row >= params.m) break;

@@ -13,14 +13,19 @@
 
 #include "mb_math.glsl"
 
+// Whether x's rows are RMS-normalized on the way in: a specialization constant rather than a push
+// constant, so that the plain product compiles without the norm's code and barriers (lavapipe,
+// for one, runs a shader with barriers markedly slower).
+layout(constant_id = 0) const bool kFusedNorm = false;
+
 const uint kPanelWidth = 64;
 const uint kNormLanes = 16;  // the CPU's Vec16 lanes of the sum of squares
 
-layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };            // [m, ldx] from x_offset
-layout(std430, set = 0, binding = 1) readonly buffer W { uint w_words[]; };       // packed panels, see matmul.h
-layout(std430, set = 0, binding = 2) readonly buffer Bias { float bias[]; };      // [n] from bias_offset
-layout(std430, set = 0, binding = 3) buffer Y { float y[]; };                     // [m, ldy] from y_offset
-layout(std430, set = 0, binding = 4) readonly buffer Norm { float norm_w[]; };    // [k] from norm_offset
+layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };          // [m, ldx] from x_offset
+layout(std430, set = 0, binding = 1) readonly buffer W { uint w_words[]; };     // packed panels, see matmul.h
+layout(std430, set = 0, binding = 2) readonly buffer Bias { float bias[]; };    // [n] from bias_offset
+layout(std430, set = 0, binding = 3) buffer Y { float y[]; };                   // [m, ldy] from y_offset
+layout(std430, set = 0, binding = 4) readonly buffer Norm { float norm_w[]; };  // [k] from norm_offset
 
 layout(push_constant) uniform Params {
   uint m, n, k;
@@ -29,7 +34,7 @@ layout(push_constant) uniform Params {
   uint w_offset;  // in elements of the weight dtype
   uint dtype;     // 0 f32, 1 bf16, 2 f16
   uint has_bias, accumulate, softplus;
-  uint has_norm, norm_offset;
+  uint norm_offset;
   float norm_eps;
 } params;
 
@@ -84,7 +89,7 @@ float inverse_rms(float lanes[kNormLanes]) {
 // x'[row, kk]: x itself, or RMSNorm's output (x * inv) * w rounded as rms_norm.comp rounds it.
 float input_value(uint row, uint kk, float inv) {
   const float value = x[params.x_offset + row * params.ldx + kk];
-  if (params.has_norm == 0u) return value;
+  if (!kFusedNorm) return value;
   precise float scaled = (value * inv) * norm_w[params.norm_offset + kk];
   return scaled;
 }

@@ -15,8 +15,8 @@
 // groups (local y) are a specialization constant the host fits to the device's workgroup limits.
 #include "matmul_common.glsl"
 
-layout(local_size_x = 16, local_size_y_id = 0) in;
-layout(constant_id = 0) const uint kRowGroups = 16;
+layout(local_size_x = 16, local_size_y_id = 1) in;
+layout(constant_id = 1) const uint kRowGroups = 16;
 const uint kColumnGroups = 16;  // local x
 const uint kRowsPer = 8;
 const uint kColsPer = 4;  // kColumnGroups * kColsPer = kPanelWidth
@@ -43,7 +43,7 @@ void main() {
   const uint invocations = kColumnGroups * kRowGroups;
   const uint row0 = gl_WorkGroupID.y * kTileRows;
 
-  if (params.has_norm != 0u) {
+  if (kFusedNorm) {
     // Invocation (tx, ty) plays lane tx of the sums of squares of its rows; the lane sums of
     // tile row r sit at x_tile[r * 16 + lane] until one invocation per row reduces them.
     for (uint i = 0u; i < kRowsPer; ++i) {
@@ -70,7 +70,7 @@ void main() {
       const uint kk = e % kTileK;
       float value = 0.0;
       if (row0 + r < params.m && kk < depth) {
-        value = input_value(row0 + r, k0 + kk, params.has_norm != 0u ? inverse[r] : 1.0);
+        value = input_value(row0 + r, k0 + kk, kFusedNorm ? inverse[r] : 1.0);
       }
       set_x_tile(kk * kXStride + (r % kRowGroups) * kRowsPer + r / kRowGroups, value);
     }
