@@ -55,31 +55,46 @@ struct MatmulCase {
   int64_t m, n, k;
   DType dtype;
   bool bias, accumulate, softplus;
+  bool norm = false;  // RMS-normalize x's rows inside the product (GpuMatmulArgs::norm_weight)
 };
 
-TEST_F(VulkanOps, MatmulEqualsCpuOverShapesAndDtypes) {
-  std::vector<MatmulCase> cases;
-  for (int64_t k : {1, 7, 64, 777})
-    for (int64_t m : {1, 3, 17})
-      cases.push_back({m, k == 777 ? 70 : 130, k, k == 7 ? DType::BF16 : (k == 64 ? DType::F16 : DType::F32),
-                       m != 3, m == 17, m == 3});
-  cases.push_back({5, 64, 33, DType::BF16, true, true, false});
-  cases.push_back({2, 1, 9, DType::F16, true, false, true});
-  cases.push_back({4, 100, 48, DType::F32, true, false, true});
-  cases.push_back({3, 37, 16, DType::BF16, false, false, false});
-  for (const MatmulCase& c : cases) {
-    const std::string what = "m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
-                             " k=" + std::to_string(c.k) + " " + std::string(dtype_name(c.dtype)) +
-                             (c.bias ? " bias" : "") + (c.accumulate ? " accumulate" : "") +
-                             (c.softplus ? " softplus" : "");
-    const int64_t ldx = c.k + 2, ldy = c.n + 3;
+std::string describe(const MatmulCase& c) {
+  return "m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) + " " +
+         std::string(dtype_name(c.dtype)) + (c.bias ? " bias" : "") + (c.accumulate ? " accumulate" : "") +
+         (c.softplus ? " softplus" : "") + (c.norm ? " norm" : "");
+}
+
+class VulkanMatmul : public VulkanOps {
+ protected:
+  // One product on the GPU against the scalar CPU kernel (bits) and the double reference; with
+  // c.norm the CPU runs rms_norm and then matmul, as the model did before the fusion. Operands
+  // sit at offsets inside their buffers with row strides wider than the rows.
+  void check(const MatmulCase& c) {
+    const std::string what = describe(c);
+    const int64_t ldx = c.k + 2, ldy = c.n + 3, x_at = 3, norm_at = 1;
     const auto weights = encode_f32(random_floats(c.n * c.k, 1), c.dtype);
     const std::vector<uint8_t> packed = pack_weights(weights.data(), c.dtype, c.n, c.k, c.dtype);
-    const auto x = random_floats(c.m * ldx, 2);
+    const auto x = random_floats(x_at + c.m * ldx, 2, 3.0f);
     const auto bias = random_floats(c.n, 3);
+    const auto norm_weight = random_floats(norm_at + c.k, 5);
     const auto y0 = random_floats(c.m * ldy, 4);
-    MatmulArgs args{x.data(),
-                    ldx,
+    // The CPU's input rows: x itself, or its normalized copy [m, k].
+    std::vector<float> normed(c.m * c.k), normed_reference(c.m * c.k);
+    const float* cpu_x = x.data() + x_at;
+    const float* reference_x = cpu_x;
+    int64_t cpu_ldx = ldx;
+    if (c.norm) {
+      RmsNormArgs norm{x.data() + x_at, ldx,           c.m, c.k, norm_weight.data() + norm_at,
+                       1e-5f,           normed.data(), c.k};
+      rms_norm(kScalar, norm);
+      norm.y = normed_reference.data();
+      rms_norm_reference(norm);
+      cpu_x = normed.data();
+      reference_x = normed_reference.data();
+      cpu_ldx = c.k;
+    }
+    MatmulArgs args{cpu_x,
+                    cpu_ldx,
                     c.m,
                     {packed.data(), c.dtype, c.n, c.k},
                     c.bias ? bias.data() : nullptr,
@@ -90,19 +105,123 @@ TEST_F(VulkanOps, MatmulEqualsCpuOverShapesAndDtypes) {
     std::vector<float> cpu = y0, reference = y0;
     args.y = cpu.data();
     matmul(kScalar, args);
+    args.x = reference_x;
     args.y = reference.data();
     matmul_reference(args);
 
     Buffer x_buffer = Buffer::from_floats(ctx(), x), bias_buffer = Buffer::from_floats(ctx(), bias),
-           y_buffer = Buffer::from_floats(ctx(), y0), w_buffer(ctx(), packed.size());
+           norm_buffer = Buffer::from_floats(ctx(), norm_weight), y_buffer = Buffer::from_floats(ctx(), y0),
+           w_buffer(ctx(), packed.size());
     w_buffer.upload(packed.data(), packed.size());
     run([&](vulkan::CommandSequence& s) {
       vulkan::record_matmul(
-          s, {&x_buffer, 0, ldx, c.m, &w_buffer, 0, c.dtype, c.n, c.k, c.bias ? &bias_buffer : nullptr, 0,
-              &y_buffer, 0, ldy, c.accumulate, c.softplus});
+          s, {&x_buffer, x_at, ldx, c.m, &w_buffer, 0, c.dtype, c.n, c.k, c.bias ? &bias_buffer : nullptr, 0,
+              &y_buffer, 0, ldy, c.accumulate, c.softplus, c.norm ? &norm_buffer : nullptr, norm_at, 1e-5f});
     });
     expect_matches(y_buffer.to_floats(), cpu, reference, what);
   }
+};
+
+TEST_F(VulkanMatmul, EqualsCpuOverShapesAndDtypes) {
+  std::vector<MatmulCase> cases;
+  for (int64_t k : {1, 7, 64, 777})
+    for (int64_t m : {1, 3, 17})
+      cases.push_back({m, k == 777 ? 70 : 130, k, k == 7 ? DType::BF16 : (k == 64 ? DType::F16 : DType::F32),
+                       m != 3, m == 17, m == 3});
+  cases.push_back({5, 64, 33, DType::BF16, true, true, false});
+  cases.push_back({2, 1, 9, DType::F16, true, false, true});
+  cases.push_back({4, 100, 48, DType::F32, true, false, true});
+  cases.push_back({3, 37, 16, DType::BF16, false, false, false});
+  for (const MatmulCase& c : cases) check(c);
+}
+
+TEST_F(VulkanMatmul, TiledEqualsCpuOverAwkwardShapes) {
+  // Rows on both sides of the decode/tiled switch (8 | 9) and of a 128-row tile; outputs short of,
+  // between and past whole panels; depths short of, between and past a 16-deep slice. Every
+  // dtype meets every row count, and the epilogues rotate.
+  const DType dtypes[] = {DType::F32, DType::BF16, DType::F16};
+  const int64_t ns[] = {1, 100, 200}, ks[] = {1, 3, 65, 200};
+  int index = 0;
+  for (int64_t m : {1, 7, 8, 9, 63, 65, 130}) {
+    for (DType dtype : dtypes) {
+      const int64_t n = ns[index % 3], k = ks[index % 4];
+      const int flags = index % 4;  // none, bias, bias + softplus, accumulate
+      check({m, n, k, dtype, flags >= 1 && flags <= 2, flags == 3, flags == 2});
+      ++index;
+    }
+  }
+  // A model-sized depth (130m's d_model) over a partial tile of rows.
+  check({130, 100, 768, DType::BF16, true, false, false});
+  check({33, 70, 768, DType::F32, false, true, false});
+}
+
+TEST_F(VulkanMatmul, FusedNormEqualsRmsNormThenMatmul) {
+  // The norm's lane sums need k past 16 lanes (17, 65, 768) and short of them (1, 3); the decode
+  // shader (m <= 8) and the tiled one (m >= 9) each fuse it.
+  const DType dtypes[] = {DType::F32, DType::BF16, DType::F16};
+  const int64_t ks[] = {1, 3, 17, 65, 768};
+  int index = 0;
+  for (int64_t m : {1, 5, 8, 9, 63, 130}) {
+    for (DType dtype : dtypes) {
+      const int64_t k = ks[index % 5], n = index % 2 ? 100 : 64;
+      check({m, n, k, dtype, index % 3 != 0, index % 3 == 2, false, true});
+      ++index;
+    }
+  }
+}
+
+TEST_F(VulkanMatmul, FusedNormEqualsTheTwoGpuDispatches) {
+  // The fused product against rms_norm then matmul on the device: the same bits on any device,
+  // exact fma or not, since both run the same operations.
+  for (int64_t m : {3, 40}) {
+    const int64_t n = 70, k = 48;
+    const auto weights = encode_f32(random_floats(n * k, 41), DType::BF16);
+    const std::vector<uint8_t> packed = pack_weights(weights.data(), DType::BF16, n, k, DType::BF16);
+    Buffer x = Buffer::from_floats(ctx(), random_floats(m * k, 42, 5.0f)),
+           norm = Buffer::from_floats(ctx(), random_floats(k, 43)), normed(ctx(), m * k * sizeof(float)),
+           fused(ctx(), m * n * sizeof(float)), separate(ctx(), m * n * sizeof(float)),
+           w(ctx(), packed.size());
+    w.upload(packed.data(), packed.size());
+    run([&](vulkan::CommandSequence& s) {
+      vulkan::record_rms_norm(s, {&x, 0, k, m, k, &norm, 0, 1e-6f, &normed, 0, k});
+      vulkan::record_matmul(s, {&normed, 0, k, m, &w, 0, DType::BF16, n, k, nullptr, 0, &separate, 0, n});
+      vulkan::record_matmul(s, {&x, 0, k, m, &w, 0, DType::BF16, n, k, nullptr, 0, &fused, 0, n, false, false,
+                                &norm, 0, 1e-6f});
+    });
+    EXPECT_TRUE(test::same_bits(fused.to_floats(), separate.to_floats())) << "m=" << m;
+  }
+}
+
+TEST_F(VulkanMatmul, TakesTheTiledShaderFromNineRows) {
+  // The dispatch labels name the shader; they are readable where the device writes timestamps.
+  if (!ctx().info().timestamps) GTEST_SKIP() << "no timestamps on this device";
+  const int64_t n = 64, k = 8;
+  Buffer x(ctx(), 9 * k * sizeof(float)), w(ctx(), n * k * sizeof(float)), y(ctx(), 9 * n * sizeof(float));
+  vulkan::CommandSequence sequence(ctx(), 3);
+  sequence.begin();
+  vulkan::record_matmul(sequence, {&x, 0, k, 8, &w, 0, DType::F32, n, k, nullptr, 0, &y, 0, n});
+  vulkan::record_matmul(sequence, {&x, 0, k, 9, &w, 0, DType::F32, n, k, nullptr, 0, &y, 0, n});
+  vulkan::record_matmul(
+      sequence, {&x, 0, k, 9, &w, 0, DType::F32, n, k, nullptr, 0, &y, 0, n, false, false, &x, 0, 1e-5f});
+  sequence.end();
+  sequence.run();
+  const auto times = sequence.last_timings();
+  ASSERT_EQ(times.size(), 3u);
+  EXPECT_EQ(times[0].label, "matmul 8x64x8");
+  EXPECT_EQ(times[1].label, "matmul_tiled 9x64x8");
+  EXPECT_EQ(times[2].label, "matmul_tiled rms_norm+9x64x8");
+}
+
+TEST_F(VulkanMatmul, RefusesANormWeightShorterThanTheRow) {
+  Buffer x(ctx(), 4 * 10 * sizeof(float)), norm(ctx(), 9 * sizeof(float)), y(ctx(), 4 * 64 * sizeof(float)),
+      w(ctx(), 64 * 10 * sizeof(float));
+  vulkan::CommandSequence sequence(ctx(), 1);
+  sequence.begin();
+  EXPECT_THROW(vulkan::record_matmul(sequence, {&x, 0, 10, 4, &w, 0, DType::F32, 64, 10, nullptr, 0, &y, 0,
+                                                64, false, false, &norm, 0, 1e-5f}),
+               Error);
+  EXPECT_EQ(sequence.dispatch_count(), 0u);
+  sequence.end();
 }
 
 TEST_F(VulkanOps, MatmulReadsViewsAtOffsets) {

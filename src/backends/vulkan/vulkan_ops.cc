@@ -16,6 +16,34 @@ namespace {
 constexpr uint32_t kGroupWidth = 64;  // local_size_x of the one-dimensional shaders
 constexpr uint32_t kMatmulRows = 4;   // kRows of matmul.comp
 
+// matmul_tiled.comp's fixed shape: 16 invocations across a panel, each 8 rows by 4 columns, K
+// staged 16 at a time. Its row groups (local y, a specialization constant) set the tile's rows.
+constexpr uint32_t kTiledColumnGroups = 16;
+constexpr uint32_t kTiledRowsPerInvocation = 8;
+constexpr uint32_t kTiledDepth = 16;
+
+// The shared memory of matmul_tiled.comp with `row_groups`: the padded x slice, the decoded
+// panel slice and one inverse RMS per row.
+uint64_t tiled_shared_bytes(uint32_t row_groups) {
+  const uint64_t tile_rows = uint64_t{row_groups} * kTiledRowsPerInvocation;
+  return 4 * (kTiledDepth * (tile_rows + 4) + kTiledDepth * kPanelWidth + tile_rows);
+}
+
+// The most row groups (up to 16: 128-row tiles of 256 invocations) the device's workgroup limits
+// allow, or 0 when not even one fits (then the decode shader serves every shape). Every
+// conforming device fits 8 (at least 128 invocations and 16 KiB of shared memory).
+uint32_t tiled_row_groups(const Context& context) {
+  const VkPhysicalDeviceLimits& limits = context.limits();
+  for (uint32_t groups = 16; groups >= 1; groups /= 2) {
+    if (kTiledColumnGroups * groups <= limits.maxComputeWorkGroupInvocations &&
+        groups <= limits.maxComputeWorkGroupSize[1] &&
+        kTiledColumnGroups <= limits.maxComputeWorkGroupSize[0] &&
+        tiled_shared_bytes(groups) <= limits.maxComputeSharedMemorySize)
+      return groups;
+  }
+  return 0;
+}
+
 uint32_t ceil_div(uint64_t a, uint64_t b) {
   return static_cast<uint32_t>((a + b - 1) / b);
 }
@@ -61,11 +89,14 @@ void record_matmul(CommandSequence& sequence, const GpuMatmulArgs& a) {
   require_view(a.x, a.x_offset, a.m, a.cols, a.ldx, 4, op, "x");
   require_view(a.w, a.w_offset, 1, panels * a.cols * kPanelWidth, 0, weight_bytes, op, "the packed weights");
   if (a.bias != nullptr) require_view(a.bias, a.bias_offset, 1, a.rows, 0, 4, op, "bias");
+  if (a.norm_weight != nullptr)
+    require_view(a.norm_weight, a.norm_offset, 1, a.cols, 0, 4, op, "norm weight");
   require_view(a.y, a.y_offset, a.m, a.rows, a.ldy, 4, op, "y");
   if (a.softplus && a.accumulate) throw Error("vulkan matmul: softplus cannot be combined with accumulate");
   const struct {
     uint32_t m, n, k, ldx, ldy, x_offset, y_offset, bias_offset, w_offset, dtype, has_bias, accumulate,
-        softplus;
+        softplus, norm_offset;
+    float norm_eps;
   } push{u32(a.m, op, "m"),
          u32(a.rows, op, "rows"),
          u32(a.cols, op, "cols"),
@@ -80,14 +111,29 @@ void record_matmul(CommandSequence& sequence, const GpuMatmulArgs& a) {
                                                         : 2),
          a.bias != nullptr,
          a.accumulate,
-         a.softplus};
-  static const KernelSpec kernel{"matmul", 4, sizeof push, {}};
-  const Buffer* bias = a.bias != nullptr ? a.bias : &sequence.context().placeholder_buffer();
-  const Buffer* buffers[] = {a.x, a.w, bias, a.y};
-  const uint32_t groups[3] = {static_cast<uint32_t>(panels), ceil_div(a.m, kMatmulRows), 1};
-  sequence.dispatch(
-      kernel, buffers, &push, sizeof push, groups,
-      "matmul " + std::to_string(a.m) + "x" + std::to_string(a.rows) + "x" + std::to_string(a.cols));
+         a.softplus,
+         u32(static_cast<int64_t>(a.norm_offset), op, "norm_offset"),
+         a.norm_eps};
+  const Context& context = sequence.context();
+  const Buffer* bias = a.bias != nullptr ? a.bias : &context.placeholder_buffer();
+  const Buffer* norm = a.norm_weight != nullptr ? a.norm_weight : &context.placeholder_buffer();
+  const Buffer* buffers[] = {a.x, a.w, bias, a.y, norm};
+  const uint32_t row_groups = a.m >= kMatmulTiledMinRows ? tiled_row_groups(context) : 0;
+  const uint32_t tile_rows = row_groups > 0 ? row_groups * kTiledRowsPerInvocation : kMatmulRows;
+  const uint64_t row_tiles = (static_cast<uint64_t>(a.m) + tile_rows - 1) / tile_rows;
+  if (row_tiles > context.limits().maxComputeWorkGroupCount[1] ||
+      static_cast<uint64_t>(panels) > context.limits().maxComputeWorkGroupCount[0])
+    throw Error(std::string(op) + ": " + std::to_string(a.m) + " rows by " + std::to_string(a.rows) +
+                " outputs exceed the device's workgroup counts");
+  const uint32_t groups[3] = {static_cast<uint32_t>(panels), static_cast<uint32_t>(row_tiles), 1};
+  const std::string label = std::string(row_groups > 0 ? "matmul_tiled " : "matmul ") +
+                            (a.norm_weight != nullptr ? "rms_norm+" : "") + std::to_string(a.m) + "x" +
+                            std::to_string(a.rows) + "x" + std::to_string(a.cols);
+  // Specialization: constant 0 fuses the norm, constant 1 sets the tiled shader's row groups.
+  const uint32_t fused = a.norm_weight != nullptr;
+  const KernelSpec kernel = row_groups > 0 ? KernelSpec{"matmul_tiled", 5, sizeof push, {fused, row_groups}}
+                                           : KernelSpec{"matmul", 5, sizeof push, {fused}};
+  sequence.dispatch(kernel, buffers, &push, sizeof push, groups, label);
 }
 
 void record_rms_norm(CommandSequence& sequence, const GpuRmsNormArgs& a) {

@@ -18,6 +18,11 @@
 namespace mb::vulkan {
 
 // y = x W^T (+ bias), then softplus or y += result: ops/matmul.h with W packed by pack_weights.
+// With norm_weight, x's rows are RMS-normalized first (ops/rms_norm.h over the cols axis, eps
+// norm_eps), with the bits of record_rms_norm followed by the plain product, in one dispatch.
+// Few rows (decode) take a shader that reads the weights once per four rows; more than
+// kMatmulTiledMinRows - 1 rows take a tiled one that stages slices of x and W in shared memory
+// and reads the weights once per tile of up to 128 rows. Both give the same bits.
 struct GpuMatmulArgs {
   const Buffer* x = nullptr;  // [m, ldx] floats from x_offset
   uint64_t x_offset = 0;
@@ -35,7 +40,13 @@ struct GpuMatmulArgs {
   int64_t ldy = 0;
   bool accumulate = false;
   bool softplus = false;
+  const Buffer* norm_weight = nullptr;  // [cols] floats from norm_offset, or null for no norm
+  uint64_t norm_offset = 0;
+  float norm_eps = 1e-5f;
 };
+
+// The fewest rows that record_matmul hands to the tiled shader.
+inline constexpr int64_t kMatmulTiledMinRows = 9;
 
 // ops/rms_norm.h; y may be the same view as x (in place).
 struct GpuRmsNormArgs {

@@ -73,7 +73,7 @@ class VulkanMamba1::Scratch final : public DeviceWorkspace {
   int64_t rows = 0;
   uint64_t out_floats = 0, logits_floats = 0;
   // `logits` holds ArgmaxLast's logits on the device; only the chosen ids reach `out`.
-  BufferPtr tokens_in, features_in, hidden, xn, xz, u, xdbl, dt, y, normed, out, logits;
+  BufferPtr tokens_in, features_in, hidden, xz, u, xdbl, dt, y, normed, out, logits;
   std::unique_ptr<CommandSequence> sequence;
   uint32_t sequence_capacity = 0;
   bool recorded = false;
@@ -181,12 +181,13 @@ VulkanMamba1::DeviceMatrix VulkanMamba1::upload_matrix(const WeightMatrix& matri
 void VulkanMamba1::record_product(vulkan::CommandSequence& seq, const DeviceMatrix& w, const Buffer* x,
                                   int64_t x_offset, int64_t ldx, int64_t m, const Buffer* bias,
                                   const Buffer* y, int64_t y_offset, int64_t ldy, bool accumulate,
-                                  bool softplus) {
+                                  bool softplus, const Buffer* norm, float norm_eps) {
   for (const DeviceMatrix::Piece& piece : w.pieces) {
     vulkan::record_matmul(
-        seq, {x, static_cast<uint64_t>(x_offset), ldx, m, piece.buffer.get(), 0, w.dtype, piece.rows, w.cols,
-              bias, static_cast<uint64_t>(bias != nullptr ? piece.first_row : 0), y,
-              static_cast<uint64_t>(y_offset + piece.first_row), ldy, accumulate, softplus});
+        seq,
+        {x, static_cast<uint64_t>(x_offset), ldx, m, piece.buffer.get(), 0, w.dtype, piece.rows, w.cols, bias,
+         static_cast<uint64_t>(bias != nullptr ? piece.first_row : 0), y,
+         static_cast<uint64_t>(y_offset + piece.first_row), ldy, accumulate, softplus, norm, 0, norm_eps});
   }
 }
 
@@ -293,11 +294,10 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
     const Layer& layer = layers_[l];
     const auto history_at = static_cast<uint64_t>(layout.offset(l, Mamba1Model::kConvPart));
     const auto ssm_at = static_cast<uint64_t>(layout.offset(l, Mamba1Model::kSsmPart));
-    vulkan::record_rms_norm(seq, {s.hidden.get(), 0, d, m, d, layer.norm.get(), 0,
-                                  static_cast<float>(c.norm_eps), s.xn.get(), 0, d});  // [m, d]
-    mark("norm");
-    record_product(seq, layer.in_proj, s.xn.get(), 0, d, m, layer.in_proj_bias.get(), s.xz.get(), 0, 2 * D,
-                   false, false);  // [m, d] x [2D, d]^T -> [m, 2D]
+    // The layer norm runs inside in_proj's dispatches: rms_norm(hidden) never reaches memory.
+    record_product(seq, layer.in_proj, s.hidden.get(), 0, d, m, layer.in_proj_bias.get(), s.xz.get(), 0,
+                   2 * D, false, false, layer.norm.get(),
+                   static_cast<float>(c.norm_eps));  // rms_norm([m, d]) x [2D, d]^T -> [m, 2D]
     mark("in_proj");
     vulkan::GpuCausalConvArgs conv;
     conv.x = s.xz.get();
@@ -459,7 +459,6 @@ void VulkanMamba1::forward(std::span<const SequenceInput> batch, std::span<const
       s.tokens_in = rows_of(d, vulkan::Memory::HostVisible);
       if (in_dim > 0) s.features_in = rows_of(in_dim, vulkan::Memory::HostVisible);
       s.hidden = rows_of(d);
-      s.xn = rows_of(d);
       s.xz = rows_of(2 * D);
       s.u = rows_of(D);
       s.xdbl = rows_of(xdbl_width);

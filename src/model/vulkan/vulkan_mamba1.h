@@ -91,11 +91,12 @@ class VulkanMamba1 final : public DeviceExecutor {
   BufferPtr upload_floats(const float* values, int64_t count) const;
   DeviceMatrix upload_matrix(const WeightMatrix& matrix) const;
   // y[:, rows] (+)= x W^T (+ bias) over every piece of W: one matmul dispatch per piece, writing
-  // the piece's columns of y. Offsets are in floats.
+  // the piece's columns of y. Offsets are in floats. With `norm`, x's rows are RMS-normalized
+  // (weight norm, eps norm_eps) inside each dispatch, as rms_norm followed by the product.
   static void record_product(vulkan::CommandSequence& seq, const DeviceMatrix& w, const vulkan::Buffer* x,
                              int64_t x_offset, int64_t ldx, int64_t m, const vulkan::Buffer* bias,
                              const vulkan::Buffer* y, int64_t y_offset, int64_t ldy, bool accumulate,
-                             bool softplus);
+                             bool softplus, const vulkan::Buffer* norm = nullptr, float norm_eps = 0.0f);
   Scratch& scratch_of(Workspace& workspace) const;
   // The device copy of a sequence's state, made (uploaded) on its first use here.
   State& device_state(SequenceState& state) const;

@@ -1,76 +1,72 @@
 #version 450
-// The packed-weight GEMM of src/ops/matmul.h:
-//   y[m, n] = sum_k x[m, k] W[n, k] (+ bias[n]), then softplus or y += result.
-// Every output is the CPU's one chain: acc = 0; acc = fma(x[m, k], W[n, k], acc) for k = 0..K-1;
-// acc + bias; softplus; y + acc. A workgroup covers one 64-wide weight panel (one invocation per
-// output column, so weight loads of neighbouring invocations are contiguous) and kRows rows
-// (x[m, k] is the same address for the whole workgroup, a broadcast load).
-#include "mb_math.glsl"
+// The GEMM for few rows (decode), see matmul_common.glsl for what it computes. A workgroup
+// covers one 64-wide weight panel (one invocation per output column, so weight loads of
+// neighbouring invocations are contiguous) and kRows rows (x[m, k] is the same address for the
+// whole workgroup, a broadcast load). Every row re-reads the panel, which costs nothing extra
+// when m is a handful; matmul_tiled.comp serves many rows.
+#include "matmul_common.glsl"
 
 layout(local_size_x = 64) in;
-const uint kPanelWidth = 64;
 const uint kRows = 4;
 
-layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };      // [m, ldx] from x_offset
-layout(std430, set = 0, binding = 1) readonly buffer W { uint w_words[]; };  // packed panels, see matmul.h
-layout(std430, set = 0, binding = 2) readonly buffer Bias { float bias[]; };  // [n] from bias_offset
-layout(std430, set = 0, binding = 3) buffer Y { float y[]; };               // [m, ldy] from y_offset
-
-layout(push_constant) uniform Params {
-  uint m, n, k;
-  uint ldx, ldy;
-  uint x_offset, y_offset, bias_offset;
-  uint w_offset;  // in elements of the weight dtype
-  uint dtype;     // 0 f32, 1 bf16, 2 f16
-  uint has_bias, accumulate, softplus;
-} params;
-
-// f16 bits to f32, exactly (as f16_to_f32 in src/core/dtype.cc; no dependence on the device's
-// half-float conversion or its handling of f16 subnormals).
-float f16_to_f32(uint h) {
-  const uint sign = (h & 0x8000u) << 16;
-  const uint exponent = (h >> 10) & 0x1fu;
-  const uint mantissa = h & 0x3ffu;
-  if (exponent == 0u) return uintBitsToFloat(floatBitsToUint(float(mantissa) * mb_pow2(-24)) | sign);
-  if (exponent == 31u) return uintBitsToFloat(sign | 0x7f800000u | (mantissa << 13));
-  return uintBitsToFloat(sign | ((exponent + 112u) << 23) | (mantissa << 13));
-}
-
-// W[n, k] widened to f32; `slot` is the output's position in its packed panel row.
-float weight(uint panel, uint kk, uint slot) {
-  const uint index = params.w_offset + (panel * params.k + kk) * kPanelWidth + slot;
-  if (params.dtype == 0u) return uintBitsToFloat(w_words[index]);
-  const uint word = w_words[index >> 1];
-  const uint bits = (index & 1u) != 0u ? word >> 16 : word & 0xffffu;
-  return params.dtype == 1u ? uintBitsToFloat(bits << 16) : f16_to_f32(bits);
-}
+// The fused norm's lane sums of the workgroup's rows, then their inverse RMS, then slices of the
+// normalized rows (normalized once per workgroup, not once per output column).
+shared float lane_sums[kRows * kNormLanes];
+shared float inverse[kRows];
+shared float x_slice[kRows * kPanelWidth];  // [row][kk]
 
 void main() {
   const uint panel = gl_WorkGroupID.x;
   const uint lane = gl_LocalInvocationID.x;
   const uint col = panel * kPanelWidth + lane;
   const uint row0 = gl_WorkGroupID.y * kRows;
-  if (col >= params.n) return;
-  // bf16 panels interleave each pair of 16-output vectors element by element (pack_weights).
-  const uint slot = params.dtype == 1u ? (lane / 32u) * 32u + 2u * (lane % 16u) + (lane / 16u) % 2u : lane;
-
+  // Invocations past the last output (col >= n) still take part in the barriers; their weights
+  // come from the panel's padding and their results are dropped.
+  const uint slot = panel_slot(lane);
   float acc[kRows];
   for (uint i = 0u; i < kRows; ++i) acc[i] = 0.0;
-  for (uint kk = 0u; kk < params.k; ++kk) {
-    const float wv = weight(panel, kk, slot);
-    for (uint i = 0u; i < kRows; ++i) {
-      const uint row = row0 + i;
-      if (row < params.m) acc[i] = mb_fma(x[params.x_offset + row * params.ldx + kk], wv, acc[i]);
+
+  if (kFusedNorm) {
+    // Invocation i * 16 + j plays lane j of row i's sum of squares; one invocation per row
+    // then reduces them.
+    const uint row = row0 + lane / kNormLanes;
+    if (row < params.m) lane_sums[lane] = norm_lane_sum(row, lane % kNormLanes);
+    barrier();
+    if (lane < kRows && row0 + lane < params.m) {
+      float lanes[kNormLanes];
+      for (uint j = 0u; j < kNormLanes; ++j) lanes[j] = lane_sums[lane * kNormLanes + j];
+      inverse[lane] = inverse_rms(lanes);
+    }
+    barrier();
+    // K in slices of 64: invocation `lane` normalizes element k0 + lane of each row.
+    for (uint k0 = 0u; k0 < params.k; k0 += kPanelWidth) {
+      const uint depth = min(kPanelWidth, params.k - k0);
+      for (uint i = 0u; i < kRows; ++i) {
+        if (row0 + i < params.m && lane < depth)
+          x_slice[i * kPanelWidth + lane] = input_value(row0 + i, k0 + lane, inverse[i]);
+      }
+      barrier();
+      for (uint kk = 0u; kk < depth; ++kk) {
+        const float wv = weight(panel, k0 + kk, slot);
+        for (uint i = 0u; i < kRows; ++i) {
+          if (row0 + i < params.m) acc[i] = mb_fma(x_slice[i * kPanelWidth + kk], wv, acc[i]);
+        }
+      }
+      barrier();  // the next slice overwrites x_slice
+    }
+  } else {
+    for (uint kk = 0u; kk < params.k; ++kk) {
+      const float wv = weight(panel, kk, slot);
+      for (uint i = 0u; i < kRows; ++i) {
+        const uint row = row0 + i;
+        if (row < params.m) acc[i] = mb_fma(x[params.x_offset + row * params.ldx + kk], wv, acc[i]);
+      }
     }
   }
+  if (col >= params.n) return;
   for (uint i = 0u; i < kRows; ++i) {
     const uint row = row0 + i;
     if (row >= params.m) break;
-    precise float result = acc[i];
-    if (params.has_bias != 0u) result = result + bias[params.bias_offset + col];
-    if (params.softplus != 0u) result = mb_softplus(result);
-    const uint at = params.y_offset + row * params.ldy + col;
-    if (params.accumulate != 0u) result = y[at] + result;
-    y[at] = result;
+    store_output(row, col, acc[i]);
   }
 }

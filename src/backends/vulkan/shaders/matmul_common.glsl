@@ -1,0 +1,107 @@
+// What the two GEMM shaders share: their bindings and push constants, the decode of packed
+// weights, the row norm of the fused RMSNorm, and the epilogue. matmul.comp (few rows, decode)
+// and matmul_tiled.comp (many rows, prefill) differ only in how a workgroup walks its outputs;
+// every output is the same chain in both, so either gives the CPU's bits.
+//
+// The packed-weight GEMM of src/ops/matmul.h:
+//   y[m, n] = sum_k x'[m, k] W[n, k] (+ bias[n]), then softplus or y += result,
+// where x' = x, or with the fused norm x' = rms_norm(x) (ops/rms_norm.h, over the k axis).
+// Every output is the CPU's one chain: acc = 0; acc = fma(x'[m, k], W[n, k], acc) for
+// k = 0..K-1; acc + bias; softplus; y + acc.
+#ifndef MB_MATMUL_COMMON_GLSL
+#define MB_MATMUL_COMMON_GLSL
+
+#include "mb_math.glsl"
+
+// Whether x's rows are RMS-normalized on the way in: a specialization constant rather than a push
+// constant, so that the plain product compiles without the norm's code and barriers (lavapipe,
+// for one, runs a shader with barriers markedly slower).
+layout(constant_id = 0) const bool kFusedNorm = false;
+
+const uint kPanelWidth = 64;
+const uint kNormLanes = 16;  // the CPU's Vec16 lanes of the sum of squares
+
+layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };          // [m, ldx] from x_offset
+layout(std430, set = 0, binding = 1) readonly buffer W { uint w_words[]; };     // packed panels, see matmul.h
+layout(std430, set = 0, binding = 2) readonly buffer Bias { float bias[]; };    // [n] from bias_offset
+layout(std430, set = 0, binding = 3) buffer Y { float y[]; };                   // [m, ldy] from y_offset
+layout(std430, set = 0, binding = 4) readonly buffer Norm { float norm_w[]; };  // [k] from norm_offset
+
+layout(push_constant) uniform Params {
+  uint m, n, k;
+  uint ldx, ldy;
+  uint x_offset, y_offset, bias_offset;
+  uint w_offset;  // in elements of the weight dtype
+  uint dtype;     // 0 f32, 1 bf16, 2 f16
+  uint has_bias, accumulate, softplus;
+  uint norm_offset;
+  float norm_eps;
+} params;
+
+// f16 bits to f32, exactly (as f16_to_f32 in src/core/dtype.cc; no dependence on the device's
+// half-float conversion or its handling of f16 subnormals).
+float f16_to_f32(uint h) {
+  const uint sign = (h & 0x8000u) << 16;
+  const uint exponent = (h >> 10) & 0x1fu;
+  const uint mantissa = h & 0x3ffu;
+  if (exponent == 0u) return uintBitsToFloat(floatBitsToUint(float(mantissa) * mb_pow2(-24)) | sign);
+  if (exponent == 31u) return uintBitsToFloat(sign | 0x7f800000u | (mantissa << 13));
+  return uintBitsToFloat(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+}
+
+// The position of output `lane` (0..63) in its packed panel row: bf16 panels interleave each pair
+// of 16-output vectors element by element (pack_weights); f32 and f16 panels are in order.
+uint panel_slot(uint lane) {
+  return params.dtype == 1u ? (lane / 32u) * 32u + 2u * (lane % 16u) + (lane / 16u) % 2u : lane;
+}
+
+// W[n, k] widened to f32, for n at `slot` of panel `panel`.
+float weight(uint panel, uint kk, uint slot) {
+  const uint index = params.w_offset + (panel * params.k + kk) * kPanelWidth + slot;
+  if (params.dtype == 0u) return uintBitsToFloat(w_words[index]);
+  const uint word = w_words[index >> 1];
+  const uint bits = (index & 1u) != 0u ? word >> 16 : word & 0xffffu;
+  return params.dtype == 1u ? uintBitsToFloat(bits << 16) : f16_to_f32(bits);
+}
+
+// Lane `lane` of row `row`'s sum of squares: the CPU's lane j accumulates x[j], x[j + 16], ...
+// with fma (lanes past the row's end add fma(0, 0, acc), which leaves acc as it is).
+float norm_lane_sum(uint row, uint lane) {
+  const uint x_row = params.x_offset + row * params.ldx;
+  precise float acc = 0.0;
+  for (uint kk = lane; kk < params.k; kk += kNormLanes) acc = mb_fma(x[x_row + kk], x[x_row + kk], acc);
+  return acc;
+}
+
+// 1 / sqrt(mean(x^2) + eps) from the sixteen lane sums, in reduce_sum's fixed tree, exactly as
+// rms_norm.comp computes it.
+float inverse_rms(float lanes[kNormLanes]) {
+  precise float s8[8];
+  for (uint i = 0u; i < 8u; ++i) s8[i] = lanes[i] + lanes[i + 8u];
+  precise float s4[4];
+  for (uint i = 0u; i < 4u; ++i) s4[i] = s8[i] + s8[i + 4u];
+  precise float total = (s4[0] + s4[2]) + (s4[1] + s4[3]);
+  const float mean_square = mb_div(total, float(params.k));
+  precise float shifted = mean_square + params.norm_eps;
+  return mb_div(1.0, mb_sqrt(shifted));
+}
+
+// x'[row, kk]: x itself, or RMSNorm's output (x * inv) * w rounded as rms_norm.comp rounds it.
+float input_value(uint row, uint kk, float inv) {
+  const float value = x[params.x_offset + row * params.ldx + kk];
+  if (!kFusedNorm) return value;
+  precise float scaled = (value * inv) * norm_w[params.norm_offset + kk];
+  return scaled;
+}
+
+// The epilogue of one output: + bias, softplus, or y + result.
+void store_output(uint row, uint col, float acc) {
+  precise float result = acc;
+  if (params.has_bias != 0u) result = result + bias[params.bias_offset + col];
+  if (params.softplus != 0u) result = mb_softplus(result);
+  const uint at = params.y_offset + row * params.ldy + col;
+  if (params.accumulate != 0u) result = y[at] + result;
+  y[at] = result;
+}
+
+#endif
