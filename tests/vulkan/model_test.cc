@@ -226,7 +226,8 @@ TEST_P(VulkanModel, DecodeRecordsOnceAndReplays) {
 
 TEST_P(VulkanModel, ADecodeStepOfEightSequencesTakesAsManyDispatchesAsOne) {
   // The conv and the scan take every sequence of a round in one dispatch, so a decode step of a
-  // batch records the same dispatches as a step of one sequence: one conv and one scan a layer.
+  // batch records the same dispatches as a step of one sequence: five a layer (in_proj with the
+  // norm, conv, x_proj, the scan with dt_proj, out_proj), plus FalconMamba's mixer norm.
   auto step_phases = [&](size_t sequences) {
     std::vector<SequenceState> states;
     for (size_t i = 0; i < sequences; ++i) states.push_back(gpu().new_state());
@@ -243,9 +244,15 @@ TEST_P(VulkanModel, ADecodeStepOfEightSequencesTakesAsManyDispatchesAsOne) {
   };
   const std::vector<std::string> one = step_phases(1), eight = step_phases(8);
   const int64_t layers = cpu().config().n_layer;
-  EXPECT_EQ(count(eight, "conv"), layers);
-  EXPECT_EQ(count(eight, "scan"), layers);
-  EXPECT_LE(count(eight, "norm"), layers);
+  for (const char* phase : {"in_proj", "conv", "x_proj", "scan", "out_proj"})
+    EXPECT_EQ(count(eight, phase), layers) << phase;
+  EXPECT_EQ(count(eight, "dt_proj"), 0);
+  const int64_t mixer_norms = count(eight, "norm");
+  EXPECT_TRUE(mixer_norms == 0 || mixer_norms == layers) << mixer_norms;
+  const int64_t per_layer = 5 * layers + mixer_norms;
+  const int64_t outside =
+      count(eight, "embed") + count(eight, "final_norm") + count(eight, "lm_head") + count(eight, "argmax");
+  EXPECT_EQ(static_cast<int64_t>(eight.size()), per_layer + outside);
   EXPECT_EQ(eight, one) << "batch 8 recorded " << eight.size() << " dispatches, batch 1 " << one.size();
 }
 
@@ -312,9 +319,11 @@ TEST_F(VulkanModelVariants, MatricesCutIntoPiecesGiveTheSameBits) {
   // Matrices larger than one storage binding (lavapipe: 128 MiB, less than an f32 130m LM head)
   // are uploaded in runs of whole panels, one dispatch per run. Cut here at 32 KiB: one panel of
   // the 128-column out_proj, two of the 64-column in_proj (whose dispatches each fuse the layer
-  // norm), x_proj and LM head.
+  // norm), x_proj and LM head. dt_rank 72 makes dt_proj 36 KiB: two pieces, so the cut model
+  // keeps dt_proj's own GEMM dispatches while the whole one runs dt_proj inside the scan.
   MakeModelOptions options;
   options.config = test::small_config(64, 1, 200);
+  options.config.dt_rank = 72;
   options.seed = 21;
   const std::string dir = test::write_model(options, "vulkan_pieces");
   auto host = Model::load(dir), whole = Model::load(dir), cut = Model::load(dir);
@@ -335,15 +344,15 @@ TEST_F(VulkanModelVariants, MatricesCutIntoPiecesGiveTheSameBits) {
       model->forward(ComputeContext{1}, std::span(&input, 1), {OutputKind::LogitsAll, 0}, ws,
                      model == host.get() ? expected : (model == whole.get() ? got_whole : got_cut));
       if (model == cut.get()) {
-        // The LM head and in_proj of 256 rows (four panels) are two pieces each.
+        // The LM head and in_proj of 256 rows (four panels) and dt_proj are two pieces each.
         int checked = 0;
         for (const DevicePhaseTime& time : cut->device()->last_timings(ws)) {
-          if (time.phase == "lm_head" || time.phase == "in_proj") {
+          if (time.phase == "lm_head" || time.phase == "in_proj" || time.phase == "dt_proj") {
             EXPECT_EQ(time.dispatches, 2) << time.phase;
             ++checked;
           }
         }
-        EXPECT_EQ(checked, ctx().info().timestamps ? 2 : 0);
+        EXPECT_EQ(checked, ctx().info().timestamps ? 3 : 0);
       }
     }
     EXPECT_TRUE(test::same_bits(got_cut[0], got_whole[0])) << length << " positions";

@@ -581,6 +581,185 @@ TEST_F(VulkanBatchedOps, SelectiveScanOverPartsEqualsCpuOverStateSizes) {
   }
 }
 
+TEST_F(VulkanBatchedOps, SelectiveScanWithFusedDtProjEqualsCpuDtProjThenScan) {
+  // The scan computing dt itself (GpuSelectiveScanFusedDt) against the CPU's dt_proj (matmul
+  // with bias and softplus) followed by its scan, and against the GPU's own matmul followed by
+  // the plain scan. dt_low, B and C share one buffer at an offset, rows wider than their columns,
+  // as in x_proj's output; 70 channels span two weight panels.
+  const std::vector<int64_t> lengths = {1, 5, 17};
+  const PartLayout layout = layout_of(lengths);
+  const int64_t rows = layout.total_rows, state_at = 5;
+  for (vulkan::Context* context : {&ctx(), &fallback_context(ctx())}) {
+    for (DType dtype : {DType::F32, DType::BF16, DType::F16}) {
+      for (int64_t rank : {1, 3, 16, 48}) {
+        for (int64_t d_state : {1, 16}) {
+          if (context != &ctx() && (rank != 16 || d_state != 16)) continue;  // one shape suffices
+          const int64_t channels = rank == 16 ? 70 : 37;
+          const int64_t low_at = 2, ldbc = rank + 2 * d_state + 3;
+          const std::string what = std::string(context == &ctx() ? "" : "fallback ") +
+                                   std::string(dtype_name(dtype)) + " R=" + std::to_string(rank) +
+                                   " N=" + std::to_string(d_state) + " D=" + std::to_string(channels);
+          ScanData d = make_scan_data(rows, channels, d_state);
+          d.bc = random_floats(low_at + rows * ldbc, 13);  // [rows, ldbc]: dt_low, B, C, padding
+          const auto encoded = encode_f32(random_floats(channels * rank, 17, 0.5f), dtype);
+          const std::vector<uint8_t> packed = pack_weights(encoded.data(), dtype, channels, rank, dtype);
+          const auto dt_bias = random_floats(channels, 18);
+
+          // The CPU: dt_proj [rows, R] -> [rows, D] with softplus, then the scan over the parts.
+          std::vector<float> dt(rows * channels), dt_reference(rows * channels);
+          MatmulArgs product{d.bc.data() + low_at,
+                             ldbc,
+                             rows,
+                             {packed.data(), dtype, channels, rank},
+                             dt_bias.data(),
+                             dt.data(),
+                             channels,
+                             false,
+                             true};
+          matmul(kScalar, product);
+          product.y = dt_reference.data();
+          matmul_reference(product);
+          std::vector<std::vector<float>> states0, cpu_states, reference_states;
+          std::vector<float> cpu(rows * channels, 0.0f), reference(rows * channels, 0.0f);
+          std::vector<SelectiveScanArgs> args;
+          for (size_t p = 0; p < lengths.size(); ++p) {
+            states0.push_back(random_floats(state_at + d_state * channels, 16 + p));
+            cpu_states.push_back(states0.back());
+            reference_states.push_back(states0.back());
+          }
+          for (size_t p = 0; p < lengths.size(); ++p) {
+            const int64_t r = layout.first_rows[p];
+            const float* b = d.bc.data() + low_at + r * ldbc + rank;
+            SelectiveScanArgs a{lengths[p],
+                                channels,
+                                d_state,
+                                d.u.data() + r * channels,
+                                channels,
+                                dt_reference.data() + r * channels,
+                                channels,
+                                b,
+                                b + d_state,
+                                ldbc,
+                                d.z.data() + r * channels,
+                                channels,
+                                d.a_base2.data(),
+                                d.d_skip.data(),
+                                reference_states[p].data() + state_at,
+                                reference.data() + r * channels,
+                                channels};
+            selective_scan_reference(a);
+            a.dt = dt.data() + r * channels;
+            a.state = cpu_states[p].data() + state_at;
+            a.y = cpu.data() + r * channels;
+            args.push_back(a);
+          }
+          selective_scan(kScalar, args);
+
+          Buffer u = Buffer::from_floats(*context, d.u), bc = Buffer::from_floats(*context, d.bc),
+                 z = Buffer::from_floats(*context, d.z), a_base2 = Buffer::from_floats(*context, d.a_base2),
+                 d_skip = Buffer::from_floats(*context, d.d_skip),
+                 bias = Buffer::from_floats(*context, dt_bias),
+                 dt_gpu(*context, rows * channels * sizeof(float)), w(*context, packed.size());
+          w.upload(packed.data(), packed.size());
+          // Fused, then unfused (the GPU's dt_proj GEMM into dt_gpu, then the plain scan).
+          std::vector<std::vector<float>> outputs;
+          std::vector<std::vector<std::vector<float>>> final_states;
+          for (bool fused : {true, false}) {
+            Buffer y = Buffer::from_floats(*context, std::vector<float>(rows * channels, 0.0f));
+            std::vector<Buffer> states;
+            std::vector<vulkan::GpuPart> gpu_parts;
+            for (size_t p = 0; p < lengths.size(); ++p)
+              states.push_back(Buffer::from_floats(*context, states0[p]));
+            for (size_t p = 0; p < lengths.size(); ++p)
+              gpu_parts.push_back({&states[p], layout.first_rows[p], lengths[p]});
+            vulkan::GpuSelectiveScanArgs g;
+            g.channels = channels;
+            g.d_state = d_state;
+            g.u = &u;
+            g.ldu = channels;
+            g.bc = &bc;
+            g.b_offset = low_at + rank;
+            g.c_offset = low_at + rank + d_state;
+            g.ldbc = ldbc;
+            g.z = &z;
+            g.ldz = channels;
+            g.a_base2 = &a_base2;
+            g.d_skip = &d_skip;
+            g.state_offset = state_at;
+            g.y = &y;
+            g.ldy = channels;
+            g.parts = gpu_parts;
+            if (fused) {
+              g.fused_dt = vulkan::GpuSelectiveScanFusedDt{&w, 0, dtype, rank, &bias, 0, low_at};
+            } else {
+              g.dt = &dt_gpu;
+              g.lddt = channels;
+            }
+            const uint32_t dispatches = run_on(*context, [&](vulkan::CommandSequence& s) {
+              if (!fused)
+                vulkan::record_matmul(s, {&bc, low_at, ldbc, rows, &w, 0, dtype, channels, rank, &bias, 0,
+                                          &dt_gpu, 0, channels, false, true});
+              vulkan::record_selective_scan(s, g);
+            });
+            EXPECT_EQ(dispatches, expected_dispatches(*context, lengths.size()) + (fused ? 0 : 1)) << what;
+            outputs.push_back(y.to_floats());
+            final_states.emplace_back();
+            for (const Buffer& state : states) final_states.back().push_back(state.to_floats());
+          }
+          expect_matches(outputs[0], cpu, reference, what);
+          EXPECT_TRUE(test::same_bits(outputs[0], outputs[1])) << what << ": fused != unfused";
+          for (size_t p = 0; p < lengths.size(); ++p) {
+            const std::string part = what + " state of part " + std::to_string(p);
+            expect_matches(final_states[0][p], cpu_states[p], reference_states[p], part);
+            EXPECT_TRUE(test::same_bits(final_states[0][p], final_states[1][p]))
+                << part << ": fused != unfused";
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(VulkanBatchedOps, FusedDtProjOutsideItsBuffersIsRefused) {
+  Buffer rows(ctx(), 256 * sizeof(float)), state(ctx(), 64 * sizeof(float)), small(ctx(), 8 * sizeof(float));
+  const vulkan::GpuPart parts[] = {{&state, 0, 2}};
+  const vulkan::GpuSelectiveScanFusedDt fused{&rows, 0, DType::F32, 2, &rows, 0, 0};
+  vulkan::GpuSelectiveScanArgs g;
+  g.channels = 4;
+  g.d_state = 2;
+  g.u = g.bc = g.a_base2 = g.d_skip = g.y = &rows;
+  g.ldu = g.ldbc = g.ldy = 8;
+  g.parts = parts;
+  vulkan::CommandSequence sequence(ctx(), 4);
+  sequence.begin();
+  const auto refused = [&](const vulkan::GpuSelectiveScanFusedDt& f, const std::string& name) {
+    g.fused_dt = f;
+    try {
+      vulkan::record_selective_scan(sequence, g);
+      ADD_FAILURE() << name << " was accepted";
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find(name), std::string::npos) << error.what();
+    }
+  };
+  vulkan::GpuSelectiveScanFusedDt f = fused;
+  f.weight = &small;  // one 64-row panel of 2 columns needs 128 floats
+  refused(f, "dt_proj weights");
+  f = fused;
+  f.bias = nullptr;
+  refused(f, "dt_proj bias");
+  f = fused;
+  f.dt_low_offset = 250;
+  refused(f, "dt_low");
+  f = fused;
+  f.rank = 0;
+  refused(f, "rank");
+  EXPECT_EQ(sequence.dispatch_count(), 0u);
+  g.fused_dt = fused;
+  vulkan::record_selective_scan(sequence, g);
+  EXPECT_EQ(sequence.dispatch_count(), 1u);
+  sequence.end();
+}
+
 TEST_F(VulkanBatchedOps, PartsSharingAStateAreRefused) {
   Buffer state(ctx(), 64 * sizeof(float)), rows(ctx(), 64 * sizeof(float)), w(ctx(), 64 * sizeof(float));
   const vulkan::GpuPart parts[] = {{&state, 0, 1}, {&state, 1, 1}};

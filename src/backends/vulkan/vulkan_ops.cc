@@ -44,6 +44,11 @@ uint32_t tiled_row_groups(const Context& context) {
   return 0;
 }
 
+// The weight dtype as the shaders' push constants name it (packed_weights.glsl).
+uint32_t dtype_code(DType dtype) {
+  return dtype == DType::F32 ? 0 : dtype == DType::BF16 ? 1 : 2;
+}
+
 uint32_t ceil_div(uint64_t a, uint64_t b) {
   return static_cast<uint32_t>((a + b - 1) / b);
 }
@@ -106,9 +111,7 @@ void record_matmul(CommandSequence& sequence, const GpuMatmulArgs& a) {
          u32(static_cast<int64_t>(a.y_offset), op, "y_offset"),
          u32(static_cast<int64_t>(a.bias_offset), op, "bias_offset"),
          u32(static_cast<int64_t>(a.w_offset), op, "w_offset"),
-         static_cast<uint32_t>(a.dtype == DType::F32    ? 0
-                               : a.dtype == DType::BF16 ? 1
-                                                        : 2),
+         dtype_code(a.dtype),
          a.bias != nullptr,
          a.accumulate,
          a.softplus,
@@ -293,12 +296,27 @@ void record_selective_scan(CommandSequence& sequence, const GpuSelectiveScanArgs
   if (a.channels <= 0 || a.parts.empty()) return;
   require_view(a.a_base2, a.a_offset, a.d_state, a.channels, a.channels, 4, op, "a_base2");
   require_view(a.d_skip, a.d_offset, 1, a.channels, 0, 4, op, "d_skip");
+  if (a.fused_dt) {
+    const GpuSelectiveScanFusedDt& f = *a.fused_dt;
+    if (f.rank <= 0) throw Error(std::string(op) + ": the fused dt_proj has rank " + std::to_string(f.rank));
+    if (f.dtype != DType::F32 && f.dtype != DType::BF16 && f.dtype != DType::F16)
+      throw Error(std::string(op) + ": the fused dt_proj weights are " + std::string(dtype_name(f.dtype)) +
+                  "; f32, bf16 and f16 are supported");
+    const int64_t panels = (a.channels + kPanelWidth - 1) / kPanelWidth;
+    require_view(f.weight, f.weight_offset, 1, panels * f.rank * kPanelWidth, 0,
+                 f.dtype == DType::F32 ? 4 : 2, op, "the packed dt_proj weights");
+    require_view(f.bias, f.bias_offset, 1, a.channels, 0, 4, op, "dt_proj bias");
+  }
   for (const GpuPart& part : a.parts) {
     const auto at = [&](uint64_t offset, int64_t ld) {
       return offset + static_cast<uint64_t>(part.first_row * ld);
     };
     require_view(a.u, at(a.u_offset, a.ldu), part.rows, a.channels, a.ldu, 4, op, "u");
-    require_view(a.dt, at(a.dt_offset, a.lddt), part.rows, a.channels, a.lddt, 4, op, "dt");
+    if (a.fused_dt)
+      require_view(a.bc, at(a.fused_dt->dt_low_offset, a.ldbc), part.rows, a.fused_dt->rank, a.ldbc, 4, op,
+                   "dt_low");
+    else
+      require_view(a.dt, at(a.dt_offset, a.lddt), part.rows, a.channels, a.lddt, 4, op, "dt");
     require_view(a.bc, at(a.b_offset, a.ldbc), part.rows, a.d_state, a.ldbc, 4, op, "B");
     require_view(a.bc, at(a.c_offset, a.ldbc), part.rows, a.d_state, a.ldbc, 4, op, "C");
     if (a.z != nullptr) require_view(a.z, at(a.z_offset, a.ldz), part.rows, a.channels, a.ldz, 4, op, "z");
@@ -313,18 +331,27 @@ void record_selective_scan(CommandSequence& sequence, const GpuSelectiveScanArgs
   const uint32_t channels_per_group =
       std::clamp<uint32_t>(context.info().max_shared_memory_bytes / (4 * d_state), 1, 16);
   const uint32_t state_lanes = std::min<uint32_t>(d_state, 8);
-  const uint32_t per_dispatch = parts_per_dispatch(context, 8);
+  const uint32_t per_dispatch = parts_per_dispatch(context, 10);
+  // Specialization constant 3 fuses dt_proj; the unfused scan compiles without its code.
+  const uint32_t fused = a.fused_dt.has_value();
   const KernelSpec kernel{per_dispatch > 1 ? "selective_scan_parts" : "selective_scan",
-                          9,
-                          18 * sizeof(uint32_t),
-                          {channels_per_group, state_lanes, channels_per_group * d_state},
+                          11,
+                          23 * sizeof(uint32_t),
+                          {channels_per_group, state_lanes, channels_per_group * d_state, fused},
                           per_dispatch};
-  const Buffer* z = a.z != nullptr ? a.z : &context.placeholder_buffer();
+  const Buffer* placeholder = &context.placeholder_buffer();
+  const Buffer* z = a.z != nullptr ? a.z : placeholder;
+  const Buffer* dt = a.fused_dt ? placeholder : a.dt;
+  const Buffer* dt_weight = a.fused_dt ? a.fused_dt->weight : placeholder;
+  const Buffer* dt_bias = a.fused_dt ? a.fused_dt->bias : placeholder;
+  const GpuSelectiveScanFusedDt no_fusion;
+  const GpuSelectiveScanFusedDt& f = a.fused_dt ? *a.fused_dt : no_fusion;
   for_part_groups(sequence, a.parts, per_dispatch, op, [&](size_t first, size_t count, uint32_t parts_at) {
     const struct {
       uint32_t channels, d_state, ldu, lddt, ldbc, ldz, ldy;
       uint32_t u_offset, dt_offset, b_offset, c_offset, z_offset, y_offset, a_offset, d_offset, state_offset;
       uint32_t has_gate, parts_at;
+      uint32_t dt_rank, dt_dtype, dt_low_offset, dt_w_offset, dt_bias_offset;
     } push{u32(a.channels, op, "channels"),
            d_state,
            u32(a.ldu, op, "ldu"),
@@ -342,15 +369,21 @@ void record_selective_scan(CommandSequence& sequence, const GpuSelectiveScanArgs
            u32(static_cast<int64_t>(a.d_offset), op, "d_offset"),
            u32(static_cast<int64_t>(a.state_offset), op, "state_offset"),
            a.z != nullptr,
-           parts_at};
-    static_assert(sizeof push == 18 * sizeof(uint32_t));
-    const std::vector<const Buffer*> buffers =
-        part_buffers(context, {a.u, a.dt, a.bc, z, a.a_base2, a.d_skip, a.y, &sequence.parameter_buffer()},
-                     a.parts.subspan(first, count), per_dispatch);
+           parts_at,
+           u32(f.rank, op, "dt_rank"),
+           dtype_code(f.dtype),
+           u32(static_cast<int64_t>(f.dt_low_offset), op, "dt_low_offset"),
+           u32(static_cast<int64_t>(f.weight_offset), op, "dt_weight_offset"),
+           u32(static_cast<int64_t>(f.bias_offset), op, "dt_bias_offset")};
+    static_assert(sizeof push == 23 * sizeof(uint32_t));
+    const std::vector<const Buffer*> buffers = part_buffers(
+        context,
+        {a.u, dt, a.bc, z, a.a_base2, a.d_skip, a.y, &sequence.parameter_buffer(), dt_weight, dt_bias},
+        a.parts.subspan(first, count), per_dispatch);
     const uint32_t groups[3] = {ceil_div(a.channels, channels_per_group), static_cast<uint32_t>(count), 1};
     sequence.dispatch(kernel, buffers, &push, sizeof push, groups,
-                      "selective_scan " + std::to_string(count) + " parts x" + std::to_string(a.channels) +
-                          "x" + std::to_string(a.d_state));
+                      std::string(a.fused_dt ? "dt_proj+" : "") + "selective_scan " + std::to_string(count) +
+                          " parts x" + std::to_string(a.channels) + "x" + std::to_string(a.d_state));
   });
 }
 

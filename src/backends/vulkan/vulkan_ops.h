@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "backends/vulkan/vulkan_buffer.h"
@@ -120,13 +121,27 @@ struct GpuCausalConvArgs {
 // ops/selective_scan.h over the parts (each part's state read and updated). B and C rows live
 // in one buffer (Mamba-1 keeps both in x_proj's output), at b_offset and c_offset with stride
 // ldbc. Row views are addressed by round row as in GpuCausalConvArgs.
+//
+// With fused_dt the scan runs dt_proj itself and `dt` is not read: per channel c and row,
+// dt = softplus(dt_low[row] W_dt[c]^T + dt_bias[c]) with the bits of record_matmul (and of the
+// CPU's matmul) for the same packed weights. dt_low is [rows, dt_rank] of the bc buffer from
+// dt_low_offset with stride ldbc, the first columns of x_proj's output.
+struct GpuSelectiveScanFusedDt {
+  const Buffer* weight = nullptr;  // packed panels of `channels` x `rank` in `dtype` from weight_offset
+  uint64_t weight_offset = 0;      // in elements of dtype
+  DType dtype = DType::F32;
+  int64_t rank = 0;              // R, inputs per channel
+  const Buffer* bias = nullptr;  // [channels] floats from bias_offset (required)
+  uint64_t bias_offset = 0;
+  uint64_t dt_low_offset = 0;  // of bc
+};
 struct GpuSelectiveScanArgs {
   int64_t channels = 0;
   int64_t d_state = 0;
   const Buffer* u = nullptr;  // [rows, ldu]
   uint64_t u_offset = 0;
   int64_t ldu = 0;
-  const Buffer* dt = nullptr;  // [rows, lddt]
+  const Buffer* dt = nullptr;  // [rows, lddt], softplus applied; unused (may be null) with fused_dt
   uint64_t dt_offset = 0;
   int64_t lddt = 0;
   const Buffer* bc = nullptr;  // B: [rows, ldbc] from b_offset; C: [rows, ldbc] from c_offset
@@ -145,6 +160,7 @@ struct GpuSelectiveScanArgs {
   uint64_t y_offset = 0;
   int64_t ldy = 0;
   std::span<const GpuPart> parts;
+  std::optional<GpuSelectiveScanFusedDt> fused_dt;  // dt_proj inside the scan, or none
 };
 
 enum class ElementwiseOp : uint32_t {

@@ -234,6 +234,13 @@ std::vector<DevicePhaseTime> VulkanMamba1::last_timings(const Workspace& workspa
   return scratch != nullptr ? scratch->timings : std::vector<DevicePhaseTime>{};
 }
 
+// The scan runs dt_proj itself (GpuSelectiveScanFusedDt) when the matrix is one piece, as every
+// dt_proj is in practice (D x R is small), with its bias (Mamba-1 always has one); otherwise
+// dt_proj keeps its own GEMM dispatches into the dt scratch buffer.
+bool VulkanMamba1::fused_dt_proj(const Layer& layer) {
+  return layer.dt_proj.pieces.size() == 1 && layer.dt_bias != nullptr;
+}
+
 void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOptions& options) const {
   const ModelConfig& c = model_.config();
   const int64_t d = c.d_model, D = c.d_inner, N = c.d_state, R = c.dt_rank, K = c.d_conv;
@@ -243,14 +250,15 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
   const StateLayout& layout = model_.state_layout();
   const int64_t parts = static_cast<int64_t>(round.parts.size());
   // An upper bound on the dispatches: per layer a norm, FalconMamba's mixer norm, a dispatch per
-  // matrix piece, and a conv and a scan per sequence (the bound of a device without buffer
-  // arrays; with them, one each per 16 sequences); around the layers an input op per sequence
-  // (a copy or the input projection's pieces), a final norm per sequence, the LM head's pieces
-  // and the argmax.
+  // matrix piece (none for a dt_proj the scan runs), and a conv and a scan per sequence (the
+  // bound of a device without buffer arrays; with them, one each per 16 sequences); around the
+  // layers an input op per sequence (a copy or the input projection's pieces), a final norm per
+  // sequence, the LM head's pieces and the argmax.
   int64_t layer_pieces = 0;
   for (const Layer& layer : layers_)
     layer_pieces += static_cast<int64_t>(layer.in_proj.pieces.size() + layer.x_proj.pieces.size() +
-                                         layer.dt_proj.pieces.size() + layer.out_proj.pieces.size());
+                                         (fused_dt_proj(layer) ? 0 : layer.dt_proj.pieces.size()) +
+                                         layer.out_proj.pieces.size());
   const int64_t input_ops = parts * std::max<int64_t>(1, static_cast<int64_t>(input_proj_.pieces.size()));
   const uint32_t needed = static_cast<uint32_t>(layer_pieces + c.n_layer * (2 + 2 * parts) + input_ops +
                                                 parts + static_cast<int64_t>(lm_head_.pieces.size()) + 1);
@@ -292,6 +300,7 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
   for (const Round::Part& part : round.parts) gpu_parts.push_back({part.state, part.begin, part.count});
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const Layer& layer = layers_[l];
+    const bool fused_dt = fused_dt_proj(layer);
     const auto history_at = static_cast<uint64_t>(layout.offset(l, Mamba1Model::kConvPart));
     const auto ssm_at = static_cast<uint64_t>(layout.offset(l, Mamba1Model::kSsmPart));
     // The layer norm runs inside in_proj's dispatches: rms_norm(hidden) never reaches memory.
@@ -325,16 +334,22 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
                 s.xdbl.get(), 0, xw, pieces});  // [m, R + 2N] in place
       mark("norm");
     }
-    record_product(seq, layer.dt_proj, s.xdbl.get(), 0, xw, m, layer.dt_bias.get(), s.dt.get(), 0, D, false,
-                   true);  // softplus, [m, R] -> [m, D]
-    mark("dt_proj");
     vulkan::GpuSelectiveScanArgs scan;
+    if (fused_dt) {
+      // The scan computes dt = softplus(dt_low W_dt^T + dt_bias) itself, with dt_proj's bits.
+      scan.fused_dt = vulkan::GpuSelectiveScanFusedDt{
+          layer.dt_proj.pieces[0].buffer.get(), 0, layer.dt_proj.dtype, R, layer.dt_bias.get(), 0, 0};
+    } else {
+      record_product(seq, layer.dt_proj, s.xdbl.get(), 0, xw, m, layer.dt_bias.get(), s.dt.get(), 0, D, false,
+                     true);  // softplus, [m, R] -> [m, D]
+      mark("dt_proj");
+      scan.dt = s.dt.get();
+      scan.lddt = D;
+    }
     scan.channels = D;
     scan.d_state = N;
     scan.u = s.u.get();
     scan.ldu = D;
-    scan.dt = s.dt.get();
-    scan.lddt = D;
     scan.bc = s.xdbl.get();
     scan.b_offset = R;
     scan.c_offset = R + N;
@@ -349,7 +364,7 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
     scan.ldy = D;
     scan.parts = gpu_parts;
     vulkan::record_selective_scan(seq, scan);  // -> gated y [m, D], every sequence at once
-    mark("scan");
+    mark("scan");                              // with dt_proj, when fused
     record_product(seq, layer.out_proj, s.y.get(), 0, D, m, layer.out_proj_bias.get(), s.hidden.get(), 0, d,
                    true, false);  // residual += [m, D] -> [m, d]
     mark("out_proj");
@@ -462,7 +477,9 @@ void VulkanMamba1::forward(std::span<const SequenceInput> batch, std::span<const
       s.xz = rows_of(2 * D);
       s.u = rows_of(D);
       s.xdbl = rows_of(xdbl_width);
-      s.dt = rows_of(D);
+      const bool dt_read = std::any_of(layers_.begin(), layers_.end(),
+                                       [](const Layer& layer) { return !fused_dt_proj(layer); });
+      s.dt = dt_read ? rows_of(D) : nullptr;  // only a dt_proj cut into pieces writes dt
       s.y = rows_of(D);
       s.normed = rows_of(d);
       s.rows = m;

@@ -1,7 +1,8 @@
-// What the two GEMM shaders share: their bindings and push constants, the decode of packed
-// weights, the row norm of the fused RMSNorm, and the epilogue. matmul.comp (few rows, decode)
-// and matmul_tiled.comp (many rows, prefill) differ only in how a workgroup walks its outputs;
-// every output is the same chain in both, so either gives the CPU's bits.
+// What the two GEMM shaders share: their bindings and push constants, the weight reads (decoded
+// by packed_weights.glsl, which the selective scan's fused dt_proj shares), the row norm of the
+// fused RMSNorm, and the epilogue. matmul.comp (few rows, decode) and matmul_tiled.comp (many
+// rows, prefill) differ only in how a workgroup walks its outputs; every output is the same
+// chain in both, so either gives the CPU's bits.
 //
 // The packed-weight GEMM of src/ops/matmul.h:
 //   y[m, n] = sum_k x'[m, k] W[n, k] (+ bias[n]), then softplus or y += result,
@@ -12,13 +13,13 @@
 #define MB_MATMUL_COMMON_GLSL
 
 #include "mb_math.glsl"
+#include "packed_weights.glsl"
 
 // Whether x's rows are RMS-normalized on the way in: a specialization constant rather than a push
 // constant, so that the plain product compiles without the norm's code and barriers (lavapipe,
 // for one, runs a shader with barriers markedly slower).
 layout(constant_id = 0) const bool kFusedNorm = false;
 
-const uint kPanelWidth = 64;
 const uint kNormLanes = 16;  // the CPU's Vec16 lanes of the sum of squares
 
 layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };          // [m, ldx] from x_offset
@@ -38,30 +39,15 @@ layout(push_constant) uniform Params {
   float norm_eps;
 } params;
 
-// f16 bits to f32, exactly (as f16_to_f32 in src/core/dtype.cc; no dependence on the device's
-// half-float conversion or its handling of f16 subnormals).
-float f16_to_f32(uint h) {
-  const uint sign = (h & 0x8000u) << 16;
-  const uint exponent = (h >> 10) & 0x1fu;
-  const uint mantissa = h & 0x3ffu;
-  if (exponent == 0u) return uintBitsToFloat(floatBitsToUint(float(mantissa) * mb_pow2(-24)) | sign);
-  if (exponent == 31u) return uintBitsToFloat(sign | 0x7f800000u | (mantissa << 13));
-  return uintBitsToFloat(sign | ((exponent + 112u) << 23) | (mantissa << 13));
-}
-
-// The position of output `lane` (0..63) in its packed panel row: bf16 panels interleave each pair
-// of 16-output vectors element by element (pack_weights); f32 and f16 panels are in order.
-uint panel_slot(uint lane) {
-  return params.dtype == 1u ? (lane / 32u) * 32u + 2u * (lane % 16u) + (lane / 16u) % 2u : lane;
-}
-
-// W[n, k] widened to f32, for n at `slot` of panel `panel`.
+// W[n, kk] widened to f32, for n at `slot` of panel `panel`.
 float weight(uint panel, uint kk, uint slot) {
-  const uint index = params.w_offset + (panel * params.k + kk) * kPanelWidth + slot;
-  if (params.dtype == 0u) return uintBitsToFloat(w_words[index]);
-  const uint word = w_words[index >> 1];
-  const uint bits = (index & 1u) != 0u ? word >> 16 : word & 0xffffu;
-  return params.dtype == 1u ? uintBitsToFloat(bits << 16) : f16_to_f32(bits);
+  const uint index = packed_index(params.w_offset, panel, params.k, kk, slot);
+  return decode_packed(w_words[packed_word_index(index, params.dtype)], index, params.dtype);
+}
+
+// The position of output `lane` (0..63) in its packed panel row (packed_weights.glsl).
+uint panel_slot(uint lane) {
+  return panel_slot(lane, params.dtype);
 }
 
 // Lane `lane` of row `row`'s sum of squares: the CPU's lane j accumulates x[j], x[j + 16], ...

@@ -10,25 +10,37 @@
 // invocation per channel runs it. The workgroup shape and the shared size are specialization
 // constants the host fits to the device (any subgroup size, any shared-memory limit).
 //
+// With kFusedDt the scan also runs dt_proj: dt is not read from a buffer but computed per
+// channel c and row as the GEMM shaders compute an output of dt_proj (matmul_common.glsl), the
+// CPU's chain acc = 0; acc = fma(dt_low[row, k], W_dt[c, k], acc) for k = 0..R-1, then
+// softplus(acc + dt_bias[c]), with W_dt in packed panels (packed_weights.glsl). dt_low is the
+// first R columns of x_proj's output, the buffer B and C come from. Invocation 0 of each channel
+// computes the next position's dt into shared memory while it runs the sum over n, so the fusion
+// adds no barrier and each dt is computed once.
+//
 // Included by selective_scan_parts.comp (MB_MAX_PARTS states, indexed by the workgroup's part:
 // needs shaderStorageBufferArrayDynamicIndexing) and selective_scan.comp (one part per
 // dispatch, the fallback without that feature). The arithmetic is the same in both.
 #include "mb_math.glsl"
+#include "packed_weights.glsl"
 
 layout(local_size_x_id = 0, local_size_y_id = 1) in;
 layout(constant_id = 0) const uint kChannels = 16;    // channels per workgroup (local x)
 layout(constant_id = 1) const uint kStateLanes = 4;   // invocations sharing one channel's states (local y)
 layout(constant_id = 2) const uint kSharedFloats = 4096;  // >= d_state * kChannels
+layout(constant_id = 3) const bool kFusedDt = false;      // dt from dt_low, W_dt and dt_bias
 
 layout(std430, set = 0, binding = 0) readonly buffer U { float u[]; };        // [rows, ldu]
-layout(std430, set = 0, binding = 1) readonly buffer Dt { float dt[]; };      // [rows, lddt], softplus applied
-layout(std430, set = 0, binding = 2) readonly buffer BC { float bc[]; };      // B at b_offset, C at c_offset: [rows, ldbc]
+layout(std430, set = 0, binding = 1) readonly buffer Dt { float dt[]; };      // [rows, lddt], softplus applied; unread with kFusedDt
+layout(std430, set = 0, binding = 2) readonly buffer BC { float bc[]; };      // B, C (and dt_low) from their offsets: [rows, ldbc]
 layout(std430, set = 0, binding = 3) readonly buffer Z { float z[]; };        // [rows, ldz] gate inputs
 layout(std430, set = 0, binding = 4) readonly buffer Rate { float a_base2[]; };  // [N, channels] = A log2(e)
 layout(std430, set = 0, binding = 5) readonly buffer Skip { float d_skip[]; };   // [channels]
 layout(std430, set = 0, binding = 6) writeonly buffer Y { float y[]; };         // [rows, ldy]
 layout(std430, set = 0, binding = 7) readonly buffer Parts { uint part_rows[]; };  // [parts][2] from parts_at
-layout(std430, set = 0, binding = 8) buffer State { float values[]; } states[MB_MAX_PARTS];  // [N, channels] from state_offset
+layout(std430, set = 0, binding = 8) readonly buffer DtWeight { uint dt_words[]; };  // W_dt [channels, R] packed, from dt_w_offset
+layout(std430, set = 0, binding = 9) readonly buffer DtBias { float dt_bias[]; };     // [channels] from dt_bias_offset
+layout(std430, set = 0, binding = 10) buffer State { float values[]; } states[MB_MAX_PARTS];  // [N, channels] from state_offset
 
 layout(push_constant) uniform Params {
   uint channels, d_state;
@@ -37,6 +49,7 @@ layout(push_constant) uniform Params {
   uint a_offset, d_offset, state_offset;
   uint has_gate;
   uint parts_at;
+  uint dt_rank, dt_dtype, dt_low_offset, dt_w_offset, dt_bias_offset;  // kFusedDt only
 } params;
 
 #if MB_MAX_PARTS > 1
@@ -46,6 +59,24 @@ layout(push_constant) uniform Params {
 #endif
 
 shared float h[kSharedFloats];  // [N][kChannels]
+shared float dt_next[kChannels];  // kFusedDt: each channel's dt at the coming position
+
+// dt_proj's output for channel c at `row`, softplus applied: the bits of matmul_common.glsl's
+// chain and store_output for the same weights.
+float fused_dt(uint row, uint c) {
+  const uint panel = c / kPanelWidth;
+  const uint slot = panel_slot(c % kPanelWidth, params.dt_dtype);
+  const uint x_row = params.dt_low_offset + row * params.ldbc;
+  precise float acc = 0.0;
+  for (uint k = 0u; k < params.dt_rank; ++k) {
+    const uint index = packed_index(params.dt_w_offset, panel, params.dt_rank, k, slot);
+    const float w = decode_packed(dt_words[packed_word_index(index, params.dt_dtype)], index, params.dt_dtype);
+    acc = mb_fma(bc[x_row + k], w, acc);
+  }
+  precise float result = acc + dt_bias[params.dt_bias_offset + c];
+  result = mb_softplus(result);
+  return result;
+}
 
 void main() {
   const uint local_c = gl_LocalInvocationID.x;
@@ -58,6 +89,7 @@ void main() {
   const uint positions = part_rows[params.parts_at + 2u * part + 1u];
   if (channel_valid)
     for (uint n = lane; n < N; n += kStateLanes) h[n * kChannels + local_c] = STATE[params.state_offset + n * params.channels + c];
+  if (kFusedDt && channel_valid && lane == 0u && positions > 0u) dt_next[local_c] = fused_dt(first, c);
   barrier();
 
   for (uint t = 0u; t < positions; ++t) {
@@ -65,7 +97,7 @@ void main() {
     float u_t = 0.0, dt_t = 0.0;
     if (channel_valid) {
       u_t = u[params.u_offset + row * params.ldu + c];
-      dt_t = dt[params.dt_offset + row * params.lddt + c];
+      dt_t = kFusedDt ? dt_next[local_c] : dt[params.dt_offset + row * params.lddt + c];
       precise float dt_u = dt_t * u_t;
       for (uint n = lane; n < N; n += kStateLanes) {
         precise float exponent = dt_t * a_base2[params.a_offset + n * params.channels + c];
@@ -81,6 +113,8 @@ void main() {
       out_t = mb_fma(d_skip[params.d_offset + c], u_t, out_t);
       if (params.has_gate != 0u) out_t = out_t * mb_silu(z[params.z_offset + row * params.ldz + c]);
       y[params.y_offset + row * params.ldy + c] = out_t;
+      // Every invocation read dt_next before the barrier above; the one below publishes this.
+      if (kFusedDt && t + 1u < positions) dt_next[local_c] = fused_dt(row + 1u, c);
     }
     barrier();
   }
