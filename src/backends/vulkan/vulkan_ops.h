@@ -125,7 +125,8 @@ struct GpuCausalConvArgs {
 // With fused_dt the scan runs dt_proj itself and `dt` is not read: per channel c and row,
 // dt = softplus(dt_low[row] W_dt[c]^T + dt_bias[c]) with the bits of record_matmul (and of the
 // CPU's matmul) for the same packed weights. dt_low is [rows, dt_rank] of the bc buffer from
-// dt_low_offset with stride ldbc, the first columns of x_proj's output.
+// dt_low_offset with stride ldbc, the first columns of x_proj's output. The shader parks each dt
+// in y (the element its output later replaces), so y must not overlap the inputs.
 struct GpuSelectiveScanFusedDt {
   const Buffer* weight = nullptr;  // packed panels of `channels` x `rank` in `dtype` from weight_offset
   uint64_t weight_offset = 0;      // in elements of dtype

@@ -14,9 +14,12 @@
 // channel c and row as the GEMM shaders compute an output of dt_proj (matmul_common.glsl), the
 // CPU's chain acc = 0; acc = fma(dt_low[row, k], W_dt[c, k], acc) for k = 0..R-1, then
 // softplus(acc + dt_bias[c]), with W_dt in packed panels (packed_weights.glsl). dt_low is the
-// first R columns of x_proj's output, the buffer B and C come from. Invocation 0 of each channel
-// computes the next position's dt into shared memory while it runs the sum over n, so the fusion
-// adds no barrier and each dt is computed once.
+// first R columns of x_proj's output, the buffer B and C come from. Each dt is computed once,
+// before the scan's loop: the channel's invocations take the part's positions in turn and park
+// dt in y (the row and channel whose output later overwrites it), and the loop reads it back.
+// Computed inside the loop instead (the next position's dt by invocation 0, or a block of
+// positions at a time), the same arithmetic made lavapipe's prefill scan up to twice as slow,
+// far more than the dt_proj dispatch it replaced; hoisted out of the loop it costs about that.
 //
 // Included by selective_scan_parts.comp (MB_MAX_PARTS states, indexed by the workgroup's part:
 // needs shaderStorageBufferArrayDynamicIndexing) and selective_scan.comp (one part per
@@ -36,7 +39,7 @@ layout(std430, set = 0, binding = 2) readonly buffer BC { float bc[]; };      //
 layout(std430, set = 0, binding = 3) readonly buffer Z { float z[]; };        // [rows, ldz] gate inputs
 layout(std430, set = 0, binding = 4) readonly buffer Rate { float a_base2[]; };  // [N, channels] = A log2(e)
 layout(std430, set = 0, binding = 5) readonly buffer Skip { float d_skip[]; };   // [channels]
-layout(std430, set = 0, binding = 6) writeonly buffer Y { float y[]; };         // [rows, ldy]
+layout(std430, set = 0, binding = 6) coherent buffer Y { float y[]; };  // [rows, ldy]; with kFusedDt dt first
 layout(std430, set = 0, binding = 7) readonly buffer Parts { uint part_rows[]; };  // [parts][2] from parts_at
 layout(std430, set = 0, binding = 8) readonly buffer DtWeight { uint dt_words[]; };  // W_dt [channels, R] packed, from dt_w_offset
 layout(std430, set = 0, binding = 9) readonly buffer DtBias { float dt_bias[]; };     // [channels] from dt_bias_offset
@@ -59,8 +62,6 @@ layout(push_constant) uniform Params {
 #endif
 
 shared float h[kSharedFloats];  // [N][kChannels]
-shared float dt_next[kChannels];  // kFusedDt: each channel's dt at the coming position
-
 // dt_proj's output for channel c at `row`, softplus applied: the bits of matmul_common.glsl's
 // chain and store_output for the same weights.
 float fused_dt(uint row, uint c) {
@@ -89,7 +90,11 @@ void main() {
   const uint positions = part_rows[params.parts_at + 2u * part + 1u];
   if (channel_valid)
     for (uint n = lane; n < N; n += kStateLanes) h[n * kChannels + local_c] = STATE[params.state_offset + n * params.channels + c];
-  if (kFusedDt && channel_valid && lane == 0u && positions > 0u) dt_next[local_c] = fused_dt(first, c);
+  if (kFusedDt) {
+    if (channel_valid)
+      for (uint t = lane; t < positions; t += kStateLanes) y[params.y_offset + (first + t) * params.ldy + c] = fused_dt(first + t, c);
+    memoryBarrierBuffer();  // the other invocations of the channel read these after the barrier
+  }
   barrier();
 
   for (uint t = 0u; t < positions; ++t) {
@@ -97,7 +102,9 @@ void main() {
     float u_t = 0.0, dt_t = 0.0;
     if (channel_valid) {
       u_t = u[params.u_offset + row * params.ldu + c];
-      dt_t = kFusedDt ? dt_next[local_c] : dt[params.dt_offset + row * params.lddt + c];
+      // With kFusedDt, every invocation reads the parked dt before the barrier below, and
+      // invocation 0 overwrites it with the output only after it.
+      dt_t = kFusedDt ? y[params.y_offset + row * params.ldy + c] : dt[params.dt_offset + row * params.lddt + c];
       precise float dt_u = dt_t * u_t;
       for (uint n = lane; n < N; n += kStateLanes) {
         precise float exponent = dt_t * a_base2[params.a_offset + n * params.channels + c];
@@ -113,8 +120,6 @@ void main() {
       out_t = mb_fma(d_skip[params.d_offset + c], u_t, out_t);
       if (params.has_gate != 0u) out_t = out_t * mb_silu(z[params.z_offset + row * params.ldz + c]);
       y[params.y_offset + row * params.ldy + c] = out_t;
-      // Every invocation read dt_next before the barrier above; the one below publishes this.
-      if (kFusedDt && t + 1u < positions) dt_next[local_c] = fused_dt(row + 1u, c);
     }
     barrier();
   }
