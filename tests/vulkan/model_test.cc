@@ -254,6 +254,18 @@ TEST_P(VulkanModel, ADecodeStepOfEightSequencesTakesAsManyDispatchesAsOne) {
       count(eight, "embed") + count(eight, "final_norm") + count(eight, "lm_head") + count(eight, "argmax");
   EXPECT_EQ(static_cast<int64_t>(eight.size()), per_layer + outside);
   EXPECT_EQ(eight, one) << "batch 8 recorded " << eight.size() << " dispatches, batch 1 " << one.size();
+
+  // A prefill round (kMatmulTiledMinRows rows or more) keeps dt_proj as its own GEMM, one
+  // dispatch a layer, and its scan reads dt from memory: the same bits as the fused decode.
+  SequenceState prefill_state = gpu().new_state();
+  const auto prompt = test::random_tokens(vulkan::kMatmulTiledMinRows, 97, 4);
+  Workspace ws;
+  std::vector<std::vector<float>> out;
+  const SequenceInput input{&prefill_state, prompt, {}};
+  gpu().forward(kCpu, std::span(&input, 1), {OutputKind::LogitsLast, 0}, ws, out);
+  const std::vector<std::string> prefill = executor().recorded_phases(ws);
+  EXPECT_EQ(count(prefill, "dt_proj"), layers);
+  EXPECT_EQ(count(prefill, "scan"), layers);
 }
 
 TEST_P(VulkanModel, ForkedStateContinuesOnTheCpu) {

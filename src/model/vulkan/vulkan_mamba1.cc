@@ -234,11 +234,14 @@ std::vector<DevicePhaseTime> VulkanMamba1::last_timings(const Workspace& workspa
   return scratch != nullptr ? scratch->timings : std::vector<DevicePhaseTime>{};
 }
 
-// The scan runs dt_proj itself (GpuSelectiveScanFusedDt) when the matrix is one piece, as every
-// dt_proj is in practice (D x R is small), with its bias (Mamba-1 always has one); otherwise
-// dt_proj keeps its own GEMM dispatches into the dt scratch buffer.
-bool VulkanMamba1::fused_dt_proj(const Layer& layer) {
-  return layer.dt_proj.pieces.size() == 1 && layer.dt_bias != nullptr;
+// The scan runs dt_proj itself (GpuSelectiveScanFusedDt) in a decode-sized round of `m` rows
+// when the matrix is one piece, as every dt_proj is in practice (D x R is small), with its bias
+// (Mamba-1 always has one). That saves a dispatch and a round trip of dt through memory per
+// layer and step. A prefill round keeps dt_proj's own GEMM: there the tiled shader computes dt
+// in parallel over every row, where the scan would add R sequential multiply-adds per position to
+// its own sequential walk over time. Both give the same bits.
+bool VulkanMamba1::fused_dt_proj(const Layer& layer, int64_t m) {
+  return m < vulkan::kMatmulTiledMinRows && layer.dt_proj.pieces.size() == 1 && layer.dt_bias != nullptr;
 }
 
 void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOptions& options) const {
@@ -257,7 +260,7 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
   int64_t layer_pieces = 0;
   for (const Layer& layer : layers_)
     layer_pieces += static_cast<int64_t>(layer.in_proj.pieces.size() + layer.x_proj.pieces.size() +
-                                         (fused_dt_proj(layer) ? 0 : layer.dt_proj.pieces.size()) +
+                                         (fused_dt_proj(layer, m) ? 0 : layer.dt_proj.pieces.size()) +
                                          layer.out_proj.pieces.size());
   const int64_t input_ops = parts * std::max<int64_t>(1, static_cast<int64_t>(input_proj_.pieces.size()));
   const uint32_t needed = static_cast<uint32_t>(layer_pieces + c.n_layer * (2 + 2 * parts) + input_ops +
@@ -300,7 +303,7 @@ void VulkanMamba1::record_round(Scratch& s, const Round& round, const ForwardOpt
   for (const Round::Part& part : round.parts) gpu_parts.push_back({part.state, part.begin, part.count});
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const Layer& layer = layers_[l];
-    const bool fused_dt = fused_dt_proj(layer);
+    const bool fused_dt = fused_dt_proj(layer, m);
     const auto history_at = static_cast<uint64_t>(layout.offset(l, Mamba1Model::kConvPart));
     const auto ssm_at = static_cast<uint64_t>(layout.offset(l, Mamba1Model::kSsmPart));
     // The layer norm runs inside in_proj's dispatches: rms_norm(hidden) never reaches memory.
@@ -478,8 +481,8 @@ void VulkanMamba1::forward(std::span<const SequenceInput> batch, std::span<const
       s.u = rows_of(D);
       s.xdbl = rows_of(xdbl_width);
       const bool dt_read = std::any_of(layers_.begin(), layers_.end(),
-                                       [](const Layer& layer) { return !fused_dt_proj(layer); });
-      s.dt = dt_read ? rows_of(D) : nullptr;  // only a dt_proj cut into pieces writes dt
+                                       [m](const Layer& layer) { return !fused_dt_proj(layer, m); });
+      s.dt = dt_read ? rows_of(D) : nullptr;  // written by a dt_proj the scan does not run
       s.y = rows_of(D);
       s.normed = rows_of(d);
       s.rows = m;

@@ -9,9 +9,10 @@
 //
 // Dispatches: a layer records in_proj (with the layer's rms_norm fused), causal_conv, x_proj,
 // (FalconMamba: one segmented rms_norm for dt_low, B and C), selective_scan (with dt_proj and
-// its softplus fused) and out_proj (+residual): five dispatches (six for FalconMamba), one per
-// weight piece for the GEMMs, whatever the number of sequences. A dt_proj cut into pieces (only
-// when a test forces tiny pieces) keeps its own GEMM dispatches before the scan. The conv
+// its softplus fused in decode-sized rounds) and out_proj (+residual): five dispatches (six for
+// FalconMamba), one per weight piece for the GEMMs, whatever the number of sequences. A prefill
+// round (from kMatmulTiledMinRows rows) and a dt_proj cut into pieces (only when a test forces
+// tiny pieces) keep dt_proj's own GEMM dispatches before the scan. The conv
 // and the scan reach up to kMaxGpuParts (16) sequences' state buffers through a descriptor
 // array, so only every further 16 sequences add a conv and a scan dispatch. A device without
 // shaderStorageBufferArrayDynamicIndexing takes one conv and one scan dispatch per sequence.
@@ -92,8 +93,8 @@ class VulkanMamba1 final : public DeviceExecutor {
   };
   BufferPtr upload_floats(const float* values, int64_t count) const;
   DeviceMatrix upload_matrix(const WeightMatrix& matrix) const;
-  // Whether the layer's selective scan runs its dt_proj (the matrix is one piece).
-  static bool fused_dt_proj(const Layer& layer);
+  // Whether the layer's selective scan runs its dt_proj in a round of m rows.
+  static bool fused_dt_proj(const Layer& layer, int64_t m);
   // y[:, rows] (+)= x W^T (+ bias) over every piece of W: one matmul dispatch per piece, writing
   // the piece's columns of y. Offsets are in floats. With `norm`, x's rows are RMS-normalized
   // (weight norm, eps norm_eps) inside each dispatch, as rms_norm followed by the product.
