@@ -46,12 +46,39 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   }
   if (!model) throw Error("'" + dir + "': unknown architecture");
   model->set_device(options.device);
+  if (options.device.kind != DeviceKind::Cpu && !options.keep_host_weights) {
+    model->binder_->release_packed_matrices();
+    model->host_matrices_released_ = true;
+  }
   return model;
 }
 
+namespace {
+
+void require_host_matrices(bool released, const DeviceExecutor* device, const std::string& target) {
+  if (!released) return;
+  throw Error("the model's weights live only on " +
+              (device != nullptr ? device->description() : "its device") +
+              " (the host copy was dropped after the upload): load it again to run it on " + target +
+              " (LoadOptions::keep_host_weights keeps the host copy)");
+}
+
+}  // namespace
+
 void Model::set_device(const DeviceSpec& spec) {
+  require_host_matrices(host_matrices_released_, device_.get(), spec.text());
   device_.reset();
   if (spec.kind != DeviceKind::Cpu) device_ = make_device_executor(*this, spec);
+}
+
+void Model::set_executor(std::unique_ptr<DeviceExecutor> executor) {
+  require_host_matrices(host_matrices_released_, device_.get(),
+                        executor != nullptr ? executor->description() : "the CPU");
+  device_ = std::move(executor);
+}
+
+size_t Model::host_matrix_bytes() const {
+  return binder_->resident_packed_bytes();
 }
 
 SequenceState::SequenceState(const SequenceState& other) : values(other.values), position(other.position) {

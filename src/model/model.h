@@ -149,6 +149,10 @@ inline constexpr PhaseId kFirstLayerPhase = 3;
 struct LoadOptions {
   std::optional<DType> weight_dtype;  // empty = as stored
   DeviceSpec device;                  // where forward runs (weights are uploaded there at load)
+  // With a device: keep the host copy of the packed weight matrices after the upload, so that
+  // set_device can move the model to the CPU or another device later. Off by default: forward
+  // reads the device's copy, and the host copy would double the model's memory.
+  bool keep_host_weights = false;
 };
 
 class Model {
@@ -184,10 +188,16 @@ class Model {
 
   // The device forward runs on; null on the CPU.
   const DeviceExecutor* device() const { return device_.get(); }
-  // Moves forward onto `spec`'s device (uploading the weights) or back to the CPU.
+  // Moves forward onto `spec`'s device (uploading the weights) or back to the CPU. Throws
+  // mb::Error for a model loaded for a device without keep_host_weights: its host matrices are gone.
   void set_device(const DeviceSpec& spec);
-  // Runs forward through `executor` (null: on the CPU); for executors made with options of their own.
-  void set_executor(std::unique_ptr<DeviceExecutor> executor) { device_ = std::move(executor); }
+  // Runs forward through `executor` (null: on the CPU); for executors made with options of their
+  // own. The same error as set_device when the host matrices are gone.
+  void set_executor(std::unique_ptr<DeviceExecutor> executor);
+  // Bytes of packed weight matrices held in host memory (0 once a device-only load dropped them).
+  size_t host_matrix_bytes() const;
+  // False once a device-only load dropped the host matrices: nothing may read or upload them.
+  bool has_host_matrices() const { return !host_matrices_released_; }
 
   // The weights shared by every architecture, for device executors to upload.
   const StoredTensor& embedding() const { return *embedding_; }
@@ -222,7 +232,10 @@ class Model {
   std::shared_ptr<WeightBinder> binder_;  // owns converted weight storage
   uint64_t fingerprint_ = 0;
   std::unique_ptr<DeviceExecutor> device_;  // null: forward runs on the CPU
-  StateLayout state_layout_;                // built once by the architecture's constructor
+  // Set once the device's copy is the only one: the WeightMatrix pointers of the layers, the LM
+  // head and the input projection dangle, and nothing may run the CPU path or upload again.
+  bool host_matrices_released_ = false;
+  StateLayout state_layout_;  // built once by the architecture's constructor
 
  private:
   // Throws for a malformed batch before any state changes; fills ws.total.

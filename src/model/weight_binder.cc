@@ -54,18 +54,24 @@ void check_layer_indices(const TensorSet& tensors, int64_t n_layer) {
 WeightMatrix WeightBinder::matrix(const std::string& name, int64_t rows, int64_t cols) {
   const StoredTensor& tensor = require(name, {rows, cols});
   const DType target = storable_dtype(matrix_dtype_.value_or(*tensor.dtype), cols);
-  owned_bytes_.push_back(pack_weights(tensor.data, *tensor.dtype, rows, cols, target));
-  packed_matrix_bytes_ += owned_bytes_.back().size();
+  packed_matrices_.push_back(pack_weights(tensor.data, *tensor.dtype, rows, cols, target));
+  packed_matrix_bytes_ += packed_matrices_.back().size();
   tensors_.release_pages(tensor);
-  return {owned_bytes_.back().data(), target, rows, cols};
+  return {packed_matrices_.back().data(), target, rows, cols};
 }
 
 WeightMatrix WeightBinder::packed_rows(const StoredTensor& tensor, int64_t rows) {
   const DType target = storable_dtype(matrix_dtype_.value_or(*tensor.dtype), tensor.shape[1]);
-  owned_bytes_.push_back(pack_weights(tensor.data, *tensor.dtype, rows, tensor.shape[1], target));
-  packed_matrix_bytes_ += owned_bytes_.back().size();
+  packed_matrices_.push_back(pack_weights(tensor.data, *tensor.dtype, rows, tensor.shape[1], target));
+  packed_matrix_bytes_ += packed_matrices_.back().size();
   tensors_.release_pages(tensor);
-  return {owned_bytes_.back().data(), target, rows, tensor.shape[1]};
+  return {packed_matrices_.back().data(), target, rows, tensor.shape[1]};
+}
+
+size_t WeightBinder::resident_packed_bytes() const {
+  size_t bytes = 0;
+  for (const std::vector<uint8_t>& matrix : packed_matrices_) bytes += matrix.size();
+  return bytes;
 }
 
 const StoredTensor& WeightBinder::tensor_rows_in(const std::string& name,

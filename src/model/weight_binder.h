@@ -47,6 +47,11 @@ class WeightBinder {
   const std::set<std::string>& used() const { return used_; }
   // Bytes of every packed matrix so far: what a decode step streams through the kernels.
   size_t packed_matrix_bytes() const { return packed_matrix_bytes_; }
+  // Frees the packed matrices (every WeightMatrix this binder returned dangles afterwards): for a
+  // model whose forward runs on a device that holds its own copy.
+  void release_packed_matrices() { packed_matrices_.clear(); }
+  // Bytes of packed matrices still held in host memory.
+  size_t resident_packed_bytes() const;
 
  private:
   const StoredTensor& require(const std::string& name, const std::vector<int64_t>& shape);
@@ -54,6 +59,7 @@ class WeightBinder {
   const TensorSet& tensors_;
   std::optional<DType> matrix_dtype_;
   std::deque<std::vector<uint8_t>> owned_bytes_;
+  std::deque<std::vector<uint8_t>> packed_matrices_;  // matrix() and packed_rows() results
   std::deque<std::vector<float>> owned_floats_;
   std::deque<StoredTensor> owned_tensors_;
   std::set<std::string> used_;

@@ -327,6 +327,60 @@ TEST_F(VulkanModelVariants, FalconMambaWithFeatureInputsEqualsTheCpu) {
     ADD_FAILURE() << "Vulkan validation error: " << error;
 }
 
+TEST_F(VulkanModelVariants, ADeviceLoadDropsTheHostMatricesUnlessAskedToKeepThem) {
+  // Forward reads the device's copy of the weights, so a model loaded for a device frees its
+  // packed host matrices after the upload (every VulkanModel test runs such a model, under
+  // ASan in CI); moving it back to the CPU is then an error that says why. keep_host_weights
+  // keeps them, and the move gives the CPU's bits.
+  MakeModelOptions options;
+  options.config = test::small_config(32, 2, 61);
+  options.seed = 5;
+  const std::string dir = test::write_model(options, "vulkan_host_weights");
+  auto cpu = Model::load(dir);
+  LoadOptions on_gpu;
+  on_gpu.device = {DeviceKind::Vulkan, ctx().info().index};
+  auto gpu = Model::load(dir, on_gpu);
+  ASSERT_GT(cpu->host_matrix_bytes(), 0u);
+  EXPECT_EQ(gpu->host_matrix_bytes(), 0u);
+  EXPECT_FALSE(gpu->has_host_matrices());
+  EXPECT_EQ(gpu->matrix_bytes(), cpu->matrix_bytes());  // what a step streams, still reported
+
+  const auto tokens = test::random_tokens(5, 61, 6);
+  auto logits = [&](const Model& model) {
+    SequenceState state = model.new_state();
+    const SequenceInput input{&state, tokens, {}};
+    Workspace ws;
+    std::vector<std::vector<float>> out;
+    model.forward(ComputeContext{1}, std::span(&input, 1), {OutputKind::LogitsLast, 0}, ws, out);
+    return out.at(0);
+  };
+  const std::vector<float> expected = logits(*cpu);
+  auto expect_cpu_bits = [&](const std::vector<float>& got, const char* what) {
+    EXPECT_LE(test::nmse(got, expected), kMaxNmse) << what;
+    if (ctx().exact_fma()) EXPECT_TRUE(test::same_bits(got, expected)) << what;
+  };
+  expect_cpu_bits(logits(*gpu), "device-only model");
+  try {
+    gpu->set_device(DeviceSpec{});
+    ADD_FAILURE() << "moving a device-only model to the CPU should be an error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("load it again"), std::string::npos) << error.what();
+  }
+  EXPECT_NE(gpu->device(), nullptr);  // the refusal left the model on its device, still working
+  expect_cpu_bits(logits(*gpu), "device-only model after the refused move");
+  vulkan::ContextOptions device;
+  device.device_index = ctx().info().index;
+  EXPECT_THROW(VulkanMamba1(dynamic_cast<const Mamba1Model&>(*gpu), device), Error);
+
+  on_gpu.keep_host_weights = true;
+  auto kept = Model::load(dir, on_gpu);
+  EXPECT_EQ(kept->host_matrix_bytes(), cpu->host_matrix_bytes());
+  expect_cpu_bits(logits(*kept), "model that kept its host matrices");
+  kept->set_device(DeviceSpec{});
+  EXPECT_EQ(kept->device(), nullptr);
+  EXPECT_TRUE(test::same_bits(logits(*kept), expected));
+}
+
 TEST_F(VulkanModelVariants, MatricesCutIntoPiecesGiveTheSameBits) {
   // Matrices larger than one storage binding (lavapipe: 128 MiB, less than an f32 130m LM head)
   // are uploaded in runs of whole panels, one dispatch per run. Cut here at 32 KiB: one panel of

@@ -97,11 +97,18 @@ void accumulate_time(std::vector<DevicePhaseTime>& times, const std::string& pha
   times.push_back({phase, ms, 1});
 }
 
+// The model, checked before any device is opened: the upload reads its host matrices.
+const Mamba1Model& with_host_matrices(const Mamba1Model& model) {
+  if (!model.has_host_matrices())
+    throw Error("the model's host weights were dropped after an upload; load it again to upload it here");
+  return model;
+}
+
 }  // namespace
 
 VulkanMamba1::VulkanMamba1(const Mamba1Model& model, const vulkan::ContextOptions& options,
                            uint64_t max_piece_bytes)
-    : model_(model), shared_(std::make_shared<Shared>(options)) {
+    : model_(with_host_matrices(model)), shared_(std::make_shared<Shared>(options)) {
   max_piece_bytes_ = shared_->context.info().max_storage_buffer_bytes;
   if (max_piece_bytes > 0) max_piece_bytes_ = std::min(max_piece_bytes_, max_piece_bytes);
   const ModelConfig& c = model.config();
