@@ -1,8 +1,9 @@
 // Where a model runs: the CPU (the default) or a compute device such as a Vulkan GPU.
 //
-// A model loaded for a device keeps its CPU weights (they are the source of the upload and of
-// the CPU path's bits) and gains a DeviceExecutor: the architecture's forward pass recorded for
-// that device, with the weights uploaded once at load. Model::forward validates the batch as
+// A model loaded for a device gains a DeviceExecutor: the architecture's forward pass recorded
+// for that device, with the weights uploaded once at load from the packed host matrices, which
+// are then dropped (unless LoadOptions::keep_host_weights), so the host does not hold a second
+// copy of a model that runs on the device. Model::forward validates the batch as
 // always and then hands it to the executor. Sequence states the executor advances stay on the
 // device (SequenceState::device) until the caller asks for their values.
 //
