@@ -59,17 +59,9 @@ float norm_lane_sum(uint row, uint lane) {
   return acc;
 }
 
-// 1 / sqrt(mean(x^2) + eps) from the sixteen lane sums, in reduce_sum's fixed tree, exactly as
-// rms_norm.comp computes it.
+// 1 / sqrt(mean(x^2) + eps) of a row from its sixteen lane sums, as rms_norm.comp computes it.
 float inverse_rms(float lanes[kNormLanes]) {
-  precise float s8[8];
-  for (uint i = 0u; i < 8u; ++i) s8[i] = lanes[i] + lanes[i + 8u];
-  precise float s4[4];
-  for (uint i = 0u; i < 4u; ++i) s4[i] = s8[i] + s8[i + 4u];
-  precise float total = (s4[0] + s4[2]) + (s4[1] + s4[3]);
-  const float mean_square = mb_div(total, float(params.k));
-  precise float shifted = mean_square + params.norm_eps;
-  return mb_div(1.0, mb_sqrt(shifted));
+  return mb_inverse_rms(lanes, params.k, params.norm_eps);
 }
 
 // x'[row, kk]: x itself, or RMSNorm's output (x * inv) * w rounded as rms_norm.comp rounds it.

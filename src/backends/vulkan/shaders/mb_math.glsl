@@ -241,4 +241,18 @@ float mb_silu(float x) {
   return mb_div(x, denominator);
 }
 
+// RMSNorm's 1 / sqrt(mean(x^2) + eps) for a row of `dim` values, from the CPU's sixteen lanes of
+// the sum of squares (lane j accumulates x[j], x[j + 16], ... with fma), added in reduce_sum's
+// fixed tree: (l[i] + l[i+8]), then +4, +2, +1. rms_norm.comp and the GEMMs' fused norm share it.
+float mb_inverse_rms(float lanes[16], uint dim, float eps) {
+  precise float s8[8];
+  for (uint i = 0u; i < 8u; ++i) s8[i] = lanes[i] + lanes[i + 8u];
+  precise float s4[4];
+  for (uint i = 0u; i < 4u; ++i) s4[i] = s8[i] + s8[i + 4u];
+  precise float total = (s4[0] + s4[2]) + (s4[1] + s4[3]);
+  const float mean_square = mb_div(total, float(dim));
+  precise float shifted = mean_square + eps;
+  return mb_div(1.0, mb_sqrt(shifted));
+}
+
 #endif

@@ -45,14 +45,9 @@ void main() {
   }
   barrier();
   if (row_valid && lane == 0u) {
-    precise float s8[8];
-    for (uint i = 0u; i < 8u; ++i) s8[i] = lane_sums[i] + lane_sums[i + 8u];
-    precise float s4[4];
-    for (uint i = 0u; i < 4u; ++i) s4[i] = s8[i] + s8[i + 4u];
-    precise float total = (s4[0] + s4[2]) + (s4[1] + s4[3]);
-    const float mean_square = mb_div(total, float(dim));
-    precise float shifted = mean_square + params.eps;
-    inverse_rms = mb_div(1.0, mb_sqrt(shifted));
+    float lanes[kLanes];
+    for (uint i = 0u; i < kLanes; ++i) lanes[i] = lane_sums[i];
+    inverse_rms = mb_inverse_rms(lanes, dim, params.eps);
   }
   barrier();
   if (!row_valid) return;
