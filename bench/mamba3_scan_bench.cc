@@ -1,6 +1,6 @@
 // Mamba-3 prefill throughput of the sequential recurrence against the chunked SSD form at a
 // range of prompt lengths, plus decode throughput; medians over repeats after a warm-up. The
-// crossover it shows is what Mamba3Model::auto_prefers_chunked encodes.
+// crossover it shows is what CpuBackend::mamba3_prefers_chunked encodes.
 //
 //   mamba3_scan_bench MODEL_DIR [--threads 1,2] [--lengths 64,256,1024,4096] [--repeats 3]
 //                     [--decode 32] [--ssd-chunk 0]
@@ -14,7 +14,8 @@
 #include "bench_util.h"
 #include "core/error.h"
 #include "core/profile.h"
-#include "model/mamba3.h"
+#include "backends/cpu/cpu_backend.h"
+#include "model/blocks/mamba3_block.h"
 #include "model/model.h"
 
 namespace {
@@ -95,7 +96,7 @@ int main(int argc, char** argv) {
             });
             ctx.profile = nullptr;
             if (r > 0)
-              scan_us[scan == ScanForm::Chunked].push_back(profile.seconds_of(Mamba3Model::kMixerPhaseName) *
+              scan_us[scan == ScanForm::Chunked].push_back(profile.seconds_of(Mamba3Block::kMixerPhaseName) *
                                                            1e6 / T);
           }
           if (r == 0) continue;  // warm-up

@@ -13,16 +13,17 @@ namespace {
 
 void expect_round_trip(const mb::ModelConfig& config) {
   // FalconMamba's mixer norm exists in the Hugging Face form only.
-  if (config.mixer_rms_norm) return;
+  if (config.ssm.mixer_rms_norm) return;
   const mb::ModelConfig again =
       mb::parse_model_config(mb::model_config_to_original_json(config), "round trip");
   const bool same = again.arch == config.arch && again.d_model == config.d_model &&
                     again.n_layer == config.n_layer && again.vocab_size == config.vocab_size &&
-                    again.vocab_rows == config.vocab_rows && again.d_state == config.d_state &&
-                    again.d_inner == config.d_inner && again.headdim == config.headdim &&
-                    again.ngroups == config.ngroups && again.chunk_size == config.chunk_size &&
+                    again.vocab_rows == config.vocab_rows && again.ssm.d_state == config.ssm.d_state &&
+                    again.ssm.d_inner == config.ssm.d_inner && again.ssm.headdim == config.ssm.headdim &&
+                    again.ssm.ngroups == config.ssm.ngroups &&
+                    again.ssm.chunk_size == config.ssm.chunk_size &&
                     (config.arch == mb::Architecture::Mamba3 ||
-                     (again.d_conv == config.d_conv && again.dt_rank == config.dt_rank));
+                     (again.ssm.d_conv == config.ssm.d_conv && again.ssm.dt_rank == config.ssm.dt_rank));
   if (!same) {
     std::fprintf(stderr, "the config changed in a round trip through model_config_to_original_json\n");
     std::abort();

@@ -121,11 +121,11 @@ ModelConfig tiny_model_config() {
   c.vocab_size = 260;
   c.vocab_rows = 264;
   c.pad_vocab_size_multiple = 8;
-  c.d_state = 4;
-  c.d_conv = 4;
-  c.expand = 2;
-  c.d_inner = 32;
-  c.dt_rank = 1;
+  c.ssm.d_state = 4;
+  c.ssm.d_conv = 4;
+  c.ssm.expand = 2;
+  c.ssm.d_inner = 32;
+  c.ssm.dt_rank = 1;
   return c;
 }
 

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/slot_file.h"
 #include "engine/gguf_convert.h"
 #include "engine/gguf_tokenizer.h"
+#include "engine/slot_file.h"
 #include "engine/state_file.h"
 #include "fuzz_support.h"
 #include "io/gguf.h"
@@ -96,11 +96,11 @@ void config_seeds(const fs::path& out, const fs::path& data_dir) {
   for (const char* arch : {"mamba2", "mamba3"}) {
     mb::ModelConfig config = mamba1;
     config.arch = std::string(arch) == "mamba2" ? mb::Architecture::Mamba2 : mb::Architecture::Mamba3;
-    config.headdim = 8;
-    config.ngroups = 1;
-    config.d_state = 8;
-    config.chunk_size = 16;
-    config.dt_limit_max = 100.0;
+    config.ssm.headdim = 8;
+    config.ssm.ngroups = 1;
+    config.ssm.d_state = 8;
+    config.ssm.chunk_size = 16;
+    config.ssm.dt_limit_max = 100.0;
     write_text(out / (std::string(arch) + "-original.json"),
                mb::model_config_to_original_json(config).dump(2));
     if (config.arch == mb::Architecture::Mamba2)
@@ -206,9 +206,9 @@ void state_seeds(const fs::path& out, const fs::path& scratch) {
   const std::string dir = (scratch / "tiny").string();
   mb::fuzz::write_tiny_model(dir);
   const auto model = mb::Model::load(dir);
-  mb::SequenceState state = model->new_state();
-  for (size_t i = 0; i < state.values.size(); ++i) state.values[i] = static_cast<float>(i % 7) * 0.25f;
-  state.position = 5;
+  std::vector<float> values(model->state_floats());
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 7) * 0.25f;
+  const mb::SequenceState state = model->state_from_host(values, 5, "the seed state");
   mb::save_state((scratch / "state.mbstate").string(), *model, state);
   const std::vector<uint8_t> bytes = read_bytes((scratch / "state.mbstate").string());
   // Mode 1 has the harness rewrite the checksum, so mutations of it reach the later checks.
@@ -220,9 +220,9 @@ void slot_seeds(const fs::path& out, const fs::path& scratch) {
   const std::string dir = (scratch / "tiny-slot").string();
   mb::fuzz::write_tiny_model(dir);
   const auto model = mb::Model::load(dir);
-  mb::SequenceState state = model->new_state();
-  for (size_t i = 0; i < state.values.size(); ++i) state.values[i] = static_cast<float>(i % 5) * 0.5f;
-  state.position = 3;
+  std::vector<float> values(model->state_floats());
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 5) * 0.5f;
+  const mb::SequenceState state = model->state_from_host(values, 3, "the seed state");
   mb::save_slot_file((scratch / "prefix.slot").string(), *model, std::vector<int32_t>{7, 0, 259}, state);
   const std::vector<uint8_t> bytes = read_bytes((scratch / "prefix.slot").string());
   write_bytes(out / "slot-as-is", with_mode(0, bytes));

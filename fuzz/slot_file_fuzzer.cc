@@ -54,10 +54,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     bool tokens_ok = !slot.tokens.empty();
     for (int32_t token : slot.tokens)
       tokens_ok = tokens_ok && token >= 0 && token < model->config().vocab_size;
-    if (!tokens_ok || slot.state.values.size() != model->state_floats() ||
+    if (!tokens_ok || slot.state.floats() != model->state_floats() ||
         slot.state.position != static_cast<int64_t>(slot.tokens.size())) {
       std::fprintf(stderr, "load_slot_file accepted %zu tokens with a state of %zu values at position %lld\n",
-                   slot.tokens.size(), slot.state.values.size(), static_cast<long long>(slot.state.position));
+                   slot.tokens.size(), slot.state.floats(), static_cast<long long>(slot.state.position));
       std::abort();
     }
   });

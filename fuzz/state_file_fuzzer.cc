@@ -34,9 +34,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = mb::fuzz::write_scratch_file("state.mbstate", file);
   mb::fuzz::expect_clean_refusal([&] {
     const mb::SequenceState state = mb::load_state(path, *model);
-    if (state.values.size() != model->state_floats() || state.position < 0) {
-      std::fprintf(stderr, "load_state accepted a state of %zu values at position %lld\n",
-                   state.values.size(), static_cast<long long>(state.position));
+    if (state.floats() != model->state_floats() || state.position < 0) {
+      std::fprintf(stderr, "load_state accepted a state of %zu values at position %lld\n", state.floats(),
+                   static_cast<long long>(state.position));
       std::abort();
     }
   });

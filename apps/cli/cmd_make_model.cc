@@ -99,45 +99,45 @@ void add_make_model(CLI::App& app) {
     set("--d-model", args->d_model, c.d_model, int64_t{1} << 16);
     set("--n-layer", args->n_layer, c.n_layer, 4096);
     set("--vocab", args->vocab, c.vocab_size, int64_t{1} << 24);
-    set("--d-state", args->d_state, c.d_state, kMaxStateSize);
-    set("--d-conv", args->d_conv, c.d_conv, kMaxConvKernel);
-    set("--expand", args->expand, c.expand, 64);
-    c.dt_rank = (c.d_model + 15) / 16;
-    set("--dt-rank", args->dt_rank, c.dt_rank, int64_t{1} << 16);
+    set("--d-state", args->d_state, c.ssm.d_state, kMaxStateSize);
+    set("--d-conv", args->d_conv, c.ssm.d_conv, kMaxConvKernel);
+    set("--expand", args->expand, c.ssm.expand, 64);
+    c.ssm.dt_rank = (c.d_model + 15) / 16;
+    set("--dt-rank", args->dt_rank, c.ssm.dt_rank, int64_t{1} << 16);
     c.tie_embeddings = !args->untied;
-    c.use_bias = args->use_bias;
-    c.use_conv_bias = !args->no_conv_bias;
+    c.ssm.use_bias = args->use_bias;
+    c.ssm.use_conv_bias = !args->no_conv_bias;
     if (args->arch != "mamba1" && args->arch != "mamba2" && args->arch != "falcon-mamba" &&
         args->arch != "mamba3")
       throw Error("--arch must be mamba1, mamba2, falcon-mamba or mamba3");
     // FalconMamba is Mamba-1 plus the mixer norm, at FalconMambaConfig's default epsilon.
-    c.mixer_rms_norm = args->arch == "falcon-mamba";
+    c.ssm.mixer_rms_norm = args->arch == "falcon-mamba";
     if (args->arch == "mamba2") {
       // Mamba-2 defaults are mamba_ssm's: d_state 128, headdim 64, ngroups 1, chunk_size 256.
       c.arch = Architecture::Mamba2;
-      if (sizes->at("--d-state")->count() == 0) c.d_state = 128;
-      c.chunk_size = 256;
-      set("--headdim", args->headdim, c.headdim, int64_t{1} << 16);
-      set("--ngroups", args->ngroups, c.ngroups, int64_t{1} << 16);
-      set("--chunk-size", args->chunk_size, c.chunk_size, int64_t{1} << 24);
+      if (sizes->at("--d-state")->count() == 0) c.ssm.d_state = 128;
+      c.ssm.chunk_size = 256;
+      set("--headdim", args->headdim, c.ssm.headdim, int64_t{1} << 16);
+      set("--ngroups", args->ngroups, c.ssm.ngroups, int64_t{1} << 16);
+      set("--chunk-size", args->chunk_size, c.ssm.chunk_size, int64_t{1} << 24);
     } else if (args->arch == "mamba3") {
       // Mamba-3 defaults are mamba_ssm's: d_state 128, headdim 64.
       c.arch = Architecture::Mamba3;
-      if (sizes->at("--d-state")->count() == 0) c.d_state = 128;
-      set("--headdim", args->headdim, c.headdim, int64_t{1} << 16);
-      set("--ngroups", args->ngroups, c.ngroups, int64_t{1} << 16);
-      set("--chunk-size", args->chunk_size, c.chunk_size, int64_t{1} << 24);
+      if (sizes->at("--d-state")->count() == 0) c.ssm.d_state = 128;
+      set("--headdim", args->headdim, c.ssm.headdim, int64_t{1} << 16);
+      set("--ngroups", args->ngroups, c.ssm.ngroups, int64_t{1} << 16);
+      set("--chunk-size", args->chunk_size, c.ssm.chunk_size, int64_t{1} << 24);
       if (args->rope_fraction != 0.5 && args->rope_fraction != 1.0)
         throw Error("--rope-fraction must be 0.5 or 1.0, got " + std::to_string(args->rope_fraction));
-      c.rope_fraction = args->rope_fraction;
-      c.is_outproj_norm = args->outproj_norm;
+      c.ssm.rope_fraction = args->rope_fraction;
+      c.ssm.is_outproj_norm = args->outproj_norm;
     }
     check_flag_range("--input-dim", args->input_dim, 0, int64_t{1} << 20, "0 = no input projection");
     check_flag_range("--shards", args->shards, 1, 4096);
     const double values = make_model_value_count(c, args->input_dim);
     if (values > static_cast<double>(kMaxMakeModelValues))
       throw Error("--d-model " + std::to_string(c.d_model) + ", --vocab " + std::to_string(c.vocab_size) +
-                  ", --n-layer " + std::to_string(c.n_layer) + " and --expand " + std::to_string(c.expand) +
+                  ", --n-layer " + std::to_string(c.n_layer) + " and --expand " + std::to_string(c.ssm.expand) +
                   " make about " + std::to_string(static_cast<int64_t>(values)) +
                   " weight values; make-model writes at most " + std::to_string(kMaxMakeModelValues) +
                   " (16 GiB as f32)");

@@ -64,7 +64,7 @@ void add_device_option(CLI::App* cmd, std::string& device) {
 }
 
 std::string device_description(const Model& model) {
-  return model.device() != nullptr ? model.device()->description() : "cpu";
+  return model.backend().description();
 }
 
 LoadOptions make_load_options(const std::string& dtype, const std::string& device) {

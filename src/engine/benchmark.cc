@@ -55,8 +55,7 @@ BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const B
       model.forward(prefill_ctx, std::span(&input, 1), {OutputKind::LogitsLast, o.chunk, o.scan, o.ssd_chunk},
                     ws, out);
     });
-    if (model.device() != nullptr && run == o.repeats)
-      result.device_prefill = model.device()->last_timings(ws);
+    if (model.on_device() && run == o.repeats) result.device_prefill = model.device_timings(ws);
     // The other sequences of a decode batch are prefilled untimed, as one batch, so that their
     // states are where the first one's is (on the device, for a device model).
     std::vector<SequenceState> states(o.batch);
@@ -79,8 +78,7 @@ BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const B
         for (int64_t b = 0; b < o.batch; ++b) tokens[b] = static_cast<int32_t>(out[b][0]);
       }
     });
-    if (model.device() != nullptr && run == o.repeats)
-      result.device_decode_step = model.device()->last_timings(ws);
+    if (model.on_device() && run == o.repeats) result.device_decode_step = model.device_timings(ws);
     SequenceState step_state = model.new_state();
     const double step_s = time_seconds([&] {
       for (int64_t i = 0; i < result.step_tokens; ++i) {

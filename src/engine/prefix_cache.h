@@ -47,7 +47,7 @@ class PrefixStateCache {
     std::vector<int32_t> prefix;
     SequenceState state;
     uint64_t hash;
-    size_t bytes() const { return prefix.size() * sizeof(int32_t) + state.values.size() * sizeof(float); }
+    size_t bytes() const { return prefix.size() * sizeof(int32_t) + state.bytes(); }
   };
   using Lru = std::list<Entry>;  // most recently used first
 

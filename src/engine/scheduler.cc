@@ -183,7 +183,7 @@ size_t Scheduler::restore_prefix(const std::string& name) {
     if (slot.tokens[i] >= s.n_valid_vocab)
       throw Error("slot '" + name + "': token " + std::to_string(slot.tokens[i]) +
                   " is outside the tokenizer's vocabulary");
-  const size_t bytes = (slot.tokens.size() + slot.state.values.size()) * sizeof(float);
+  const size_t bytes = (slot.tokens.size() + slot.state.floats()) * sizeof(float);
   if (bytes > s.cache.budget_bytes())
     throw Error("slot '" + name + "' needs " + std::to_string(bytes) +
                 " bytes but the prefix cache holds at most " + std::to_string(s.cache.budget_bytes()));

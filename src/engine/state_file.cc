@@ -20,18 +20,18 @@ constexpr auto checksum = binary::fnv1a64;
 }  // namespace
 
 std::vector<uint8_t> serialize_state(const Model& model, const SequenceState& state) {
-  model.state_layout().check_size(state.values.size(), "the state to save");
+  model.state_layout().check_size(state.floats(), "the state to save", state.position);
   std::vector<uint8_t> out;
-  out.reserve(kHeaderBytes + state.values.size() * 4 + 8);
+  out.reserve(kHeaderBytes + state.floats() * 4 + 8);
   out.resize(8);
   std::memcpy(out.data(), kMagic, 8);
   put<uint32_t>(out, kVersion);
   put<uint32_t>(out, static_cast<uint32_t>(model.config().arch));
   put<uint64_t>(out, model.fingerprint());
-  put<uint64_t>(out, state.values.size());
+  put<uint64_t>(out, state.floats());
   put<int64_t>(out, state.position);
-  // A state held by a device is downloaded here: saving is one of the times the caller asks.
-  const std::vector<float> current = state.host_values();
+  // The host form: a state held by a device is downloaded here, as the caller asks by saving it.
+  const std::vector<float> current = state.download();
   const auto* values = reinterpret_cast<const uint8_t*>(current.data());
   out.insert(out.end(), values, values + current.size() * 4);
   put<uint64_t>(out, checksum(out.data(), out.size()));
@@ -59,18 +59,16 @@ SequenceState parse_state(std::span<const uint8_t> bytes, const Model& model, co
   if (get<uint32_t>(bytes.data() + 12) != static_cast<uint32_t>(model.config().arch) ||
       fingerprint != model.fingerprint())
     throw Error(where + " was saved from a different model");
-  model.state_layout().check_size(count, where);
+  if (position < 0) throw Error(where + " has a negative position");
+  model.state_layout().check_size(count, where, position);
   if (bytes.size() != kHeaderBytes + count * 4 + 8)
     throw Error(where + " is truncated or has trailing bytes");
   const size_t payload = kHeaderBytes + count * 4;
   if (checksum(bytes.data(), payload) != get<uint64_t>(bytes.data() + payload))
     throw Error(where + " is corrupted (checksum mismatch)");
-  if (position < 0) throw Error(where + " has a negative position");
-  SequenceState state;
-  state.values.resize(count);
-  std::memcpy(state.values.data(), bytes.data() + kHeaderBytes, count * 4);
-  state.position = position;
-  return state;
+  std::vector<float> values(count);
+  std::memcpy(values.data(), bytes.data() + kHeaderBytes, count * 4);
+  return model.state_from_host(values, position, where);
 }
 
 }  // namespace mb

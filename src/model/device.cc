@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "backends/cpu/cpu_backend.h"
+#include "backends/vulkan_factory.h"
 #include "core/error.h"
 
 namespace mb {
@@ -26,6 +28,11 @@ DeviceSpec parse_device(const std::string& text) {
   }
   throw Error("unknown device '" + text +
               "': expected cpu, vulkan or vulkan:N (`mambacpp devices` lists them)");
+}
+
+std::shared_ptr<const Backend> make_backend(const DeviceSpec& spec) {
+  if (spec.kind == DeviceKind::Cpu) return std::make_shared<CpuBackend>();
+  return make_vulkan_backend(spec.index);
 }
 
 }  // namespace mb

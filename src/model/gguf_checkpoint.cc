@@ -133,7 +133,7 @@ GgufCheckpoint open_gguf_checkpoint(const GgufFile& file) {
   GgufCheckpoint checkpoint;
   checkpoint.config = parse_model_config(hf_config_json(file, arch, vocab_rows), where);
   const ModelConfig& c = checkpoint.config;
-  const std::vector<GgufTensorRole>& roles = gguf_tensor_roles(c.arch);
+  const std::vector<TensorSpec> specs = gguf_tensor_specs(c);
 
   std::vector<StoredTensor> stored;
   std::set<std::string> present;
@@ -144,11 +144,11 @@ GgufCheckpoint open_gguf_checkpoint(const GgufFile& file) {
     if (in_layer && layer >= c.n_layer)
       throw Error(where + ": tensor '" + info.name + "' belongs to a layer outside the " +
                   std::to_string(c.n_layer) + " of block_count");
-    const GgufTensorRole* role = find_gguf_role(roles, suffix, in_layer);
-    if (role == nullptr)
+    const auto spec =
+        std::find_if(specs.begin(), specs.end(), [&](const TensorSpec& s) { return s.gguf == info.name; });
+    if (spec == specs.end())
       throw Error(where + ": tensor '" + info.name + "' is not part of a " + arch + " model");
-    const std::vector<int64_t> shape = gguf_role_hf_shape(*role, c);
-    const std::vector<int64_t> expected = gguf_role_dims(*role, c);
+    const std::vector<int64_t> expected = gguf_dims(*spec, c);
     if (info.ne != expected) {
       GgufTensorInfo want;
       want.ne = expected;
@@ -156,10 +156,11 @@ GgufCheckpoint open_gguf_checkpoint(const GgufFile& file) {
                   " but the metadata implies " + want.dims_string());
     }
     StoredTensor tensor;
-    tensor.name = in_layer ? "backbone.layers." + std::to_string(layer) + "." + role->hf : role->hf;
+    // GGUF holds A = -exp(A_log), which is bound under its own name (weight_schema.h).
+    tensor.name = spec->gguf_negexp_name.empty() ? spec->name : spec->gguf_negexp_name;
     tensor.dtype_string = ggml_type_info(info.type)->name;
     tensor.dtype = gguf_engine_dtype(info.type);
-    tensor.shape = shape;
+    tensor.shape = spec->shape;
     tensor.data = info.data;
     tensor.byte_size = info.byte_size;
     tensor.file = file.path();
@@ -167,13 +168,8 @@ GgufCheckpoint open_gguf_checkpoint(const GgufFile& file) {
     stored.push_back(std::move(tensor));
   }
   // Every tensor the config calls for must be there, named as llama.cpp names it.
-  for (const GgufTensorRole& role : roles) {
-    if (!gguf_role_wanted(role, c)) continue;
-    for (int64_t l = 0; l < (role.per_layer ? c.n_layer : 1); ++l) {
-      const std::string name = role.per_layer ? "blk." + std::to_string(l) + "." + role.gguf : role.gguf;
-      if (!present.count(name)) throw Error(where + " is missing tensor '" + name + "'");
-    }
-  }
+  for (const TensorSpec& spec : specs)
+    if (!present.count(spec.gguf)) throw Error(where + " is missing tensor '" + spec.gguf + "'");
   checkpoint.tensors =
       std::make_shared<const TensorSet>(TensorSet::from_tensors(file.mapping(), std::move(stored)));
   return checkpoint;

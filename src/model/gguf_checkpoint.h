@@ -2,25 +2,14 @@
 //
 // Reading maps the file onto what the engine loads from a Hugging Face folder: a ModelConfig
 // from the {arch}.* metadata and a TensorSet under the Hugging Face tensor names, pointing into
-// the mapping (no copy). GGUF dims are reversed into PyTorch shapes and the few tensors
-// llama.cpp's converter reshapes get their Hugging Face shapes back:
-//   token_embd.weight            backbone.embeddings.weight
-//   output_norm.weight           backbone.norm_f.weight
-//   output.weight                lm_head.weight (absent: tied to the embedding)
-//   blk.N.attn_norm.weight       backbone.layers.N.norm.weight
-//   blk.N.ssm_in.{weight,bias}   ...mixer.in_proj.*
-//   blk.N.ssm_conv1d.weight      ...mixer.conv1d.weight   ({K, C} -> [C, 1, K])
-//   blk.N.ssm_conv1d.bias        ...mixer.conv1d.bias
-//   blk.N.ssm_x.weight           ...mixer.x_proj.weight   (Mamba-1)
-//   blk.N.ssm_dt.weight          ...mixer.dt_proj.weight  (Mamba-1)
-//   blk.N.ssm_dt.bias            ...mixer.dt_proj.bias (Mamba-1), ...mixer.dt_bias (Mamba-2)
-//   blk.N.ssm_a                  ...mixer.A               (Mamba-2: {1, H} -> [H])
-//   blk.N.ssm_d                  ...mixer.D               (Mamba-2: {1, H} -> [H])
-//   blk.N.ssm_norm.weight        ...mixer.norm.weight     (Mamba-2: {di/ng, ng} -> [di])
-//   blk.N.ssm_out.{weight,bias}  ...mixer.out_proj.*
-// GGUF stores A = -exp(A_log) rather than A_log, so it is bound as `mixer.A`, which the Mamba-1
-// and Mamba-2 models use as given (see mamba1.cc and mamba2.cc for the one rounding in which
-// that differs from starting at A_log).
+// the mapping (no copy). Each tensor's GGUF name ("token_embd.weight", "blk.N.ssm_in.weight",
+// ...) and the reshaping llama.cpp's converter applies to it (the conv weight squeezed, Mamba-2's
+// A and D given a unit column, its norm weight split by group) come from the weight schema
+// (weight_schema.h, model/blocks/mamba_schema.cc): GGUF dims are reversed into PyTorch shapes
+// and those tensors get their Hugging Face shapes back. GGUF stores A = -exp(A_log) rather than
+// A_log, so it is bound under the schema's name for A, which the Mamba-1 and Mamba-2 mixers use
+// as given (see model/blocks/mamba1_block.cc for the one rounding in which that differs from
+// starting at A_log).
 //
 // Writing produces files llama.cpp loads: the same keys, names, shapes and f32 tensors as its
 // convert_hf_to_gguf.py (norms, conv weights, A, D and biases stay f32) and its quantizer.

@@ -112,11 +112,11 @@ std::vector<uint8_t> encode(const std::vector<float>& values, uint32_t type, int
 void check_exportable(const ModelConfig& c, const TensorSet& tensors) {
   if (c.arch == Architecture::Mamba3)
     throw Error("Mamba-3 models cannot be written as GGUF (llama.cpp has no mamba3)");
-  if (tensors.find("input_proj.weight") != nullptr)
+  if (tensors.find(model_tensor_specs(c, true, 0).head[kInputProj].name) != nullptr)
     throw Error("models with an input projection cannot be written as GGUF (llama.cpp has no such tensor)");
   if (c.arch == Architecture::Mamba2) {
-    if (!c.gated_norm) throw Error("Mamba-2 models without the gated norm cannot be written as GGUF");
-    if (c.dt_limit_min != 0.0 || std::isfinite(c.dt_limit_max))
+    if (!c.ssm.gated_norm) throw Error("Mamba-2 models without the gated norm cannot be written as GGUF");
+    if (c.ssm.dt_limit_min != 0.0 || std::isfinite(c.ssm.dt_limit_max))
       throw Error("Mamba-2 models with a dt limit cannot be written as GGUF (llama.cpp has no key for it)");
   }
 }
@@ -150,51 +150,46 @@ void write_gguf_checkpoint(const std::string& path, const ModelConfig& c, const 
   writer.set(arch + ".feed_forward_length", u32(0));
   writer.set(arch + ".attention.head_count", u32(0));
   writer.set(arch + ".block_count", u32(c.n_layer));
-  writer.set(arch + ".ssm.conv_kernel", u32(c.d_conv));
-  writer.set(arch + ".ssm.inner_size", u32(c.d_inner));
-  writer.set(arch + ".ssm.state_size", u32(c.d_state));
-  writer.set(arch + ".ssm.time_step_rank", u32(mamba2 ? c.n_heads() : c.dt_rank));
-  if (mamba2) writer.set(arch + ".ssm.group_count", u32(c.ngroups));
+  writer.set(arch + ".ssm.conv_kernel", u32(c.ssm.d_conv));
+  writer.set(arch + ".ssm.inner_size", u32(c.ssm.d_inner));
+  writer.set(arch + ".ssm.state_size", u32(c.ssm.d_state));
+  writer.set(arch + ".ssm.time_step_rank", u32(mamba2 ? c.ssm.n_heads() : c.ssm.dt_rank));
+  if (mamba2) writer.set(arch + ".ssm.group_count", u32(c.ssm.ngroups));
   writer.set(arch + ".attention.layer_norm_rms_epsilon", GgufValue::f32(c.norm_eps));
-  if (!mamba2) writer.set(arch + ".ssm.dt_b_c_rms", GgufValue::boolean(c.mixer_rms_norm));
-  if (c.mixer_rms_norm && static_cast<float>(c.mixer_rms_eps) != c.norm_eps)
-    writer.set(kGgufMixerRmsEpsKey, GgufValue::f32(static_cast<float>(c.mixer_rms_eps)));
+  if (!mamba2) writer.set(arch + ".ssm.dt_b_c_rms", GgufValue::boolean(c.ssm.mixer_rms_norm));
+  if (c.ssm.mixer_rms_norm && static_cast<float>(c.ssm.mixer_rms_eps) != c.norm_eps)
+    writer.set(kGgufMixerRmsEpsKey, GgufValue::f32(static_cast<float>(c.ssm.mixer_rms_eps)));
   writer.set("general.file_type", u32(file_type_id(options.type)));
   if (quantized(options.type)) writer.set("general.quantization_version", u32(2));
   for (const auto& [key, value] : options.extra_metadata) writer.set(key, value);
 
+  const TensorSpec embedding_spec = model_tensor_specs(c, true, 0).head[kEmbedding];
   const std::string embedding_name =
-      tensors.find("backbone.embeddings.weight") ? "backbone.embeddings.weight" : "backbone.embedding.weight";
+      tensors.find(embedding_spec.name) ? embedding_spec.name : embedding_spec.alt_name;
   const StoredTensor* embedding = tensors.find(embedding_name);
   if (embedding == nullptr || embedding->shape.size() != 2)
-    throw Error("the model has no 2-D embedding ('backbone.embeddings.weight')");
+    throw Error("the model has no 2-D embedding ('" + embedding_spec.name + "')");
   // GGUF has one vocabulary size: the embedding's rows, which the LM head must share.
   ModelConfig shaped = c;
   shaped.vocab_rows = embedding->shape[0];
-  for (const GgufTensorRole& role : gguf_tensor_roles(c.arch)) {
-    if (!gguf_role_wanted(role, c)) continue;
-    for (int64_t l = 0; l < (role.per_layer ? c.n_layer : 1); ++l) {
-      const std::string prefix = "backbone.layers." + std::to_string(l) + ".";
-      std::string source = role.per_layer ? prefix + role.hf : role.hf;
-      if (role.kind == GgufTensorKind::Embedding) source = embedding_name;
-      // Hugging Face folders hold A_log; files opened by open_gguf_checkpoint hold A.
-      const bool from_log = role.kind == GgufTensorKind::A && tensors.find(source) == nullptr;
-      if (from_log) source = prefix + "mixer.A_log";
-      const StoredTensor* tensor = tensors.find(source);
-      if (tensor == nullptr) throw Error("the model has no tensor '" + source + "'");
-      const std::vector<int64_t> shape = gguf_role_hf_shape(role, shaped);
-      if (tensor->shape != shape)
-        throw Error("tensor '" + source + "' has shape " + tensor->shape_string() + "; GGUF needs " +
-                    shape_string(shape));
-      std::vector<float> values = widen(*tensor);
-      // llama.cpp's converter stores A = -exp(A_log); computed in double, rounded once.
-      if (from_log)
-        for (float& v : values) v = static_cast<float>(-std::exp(static_cast<double>(v)));
-      const std::string name = role.per_layer ? "blk." + std::to_string(l) + "." + role.gguf : role.gguf;
-      std::vector<int64_t> ne = gguf_role_dims(role, shaped);
-      const uint32_t type = storage_type(name, ne, options.type, l, c.n_layer, !c.tie_embeddings);
-      writer.add_tensor(name, ne, type, encode(values, type, ne[0]));
-    }
+  for (const TensorSpec& spec : gguf_tensor_specs(shaped)) {
+    std::string source = spec.name == embedding_spec.name ? embedding_name : spec.name;
+    // Hugging Face folders hold A_log; files opened by open_gguf_checkpoint hold A.
+    const bool from_log = !spec.gguf_negexp_name.empty() && tensors.find(spec.gguf_negexp_name) == nullptr;
+    if (!spec.gguf_negexp_name.empty() && !from_log) source = spec.gguf_negexp_name;
+    const StoredTensor* tensor = tensors.find(source);
+    if (tensor == nullptr) throw Error("the model has no tensor '" + source + "'");
+    if (tensor->shape != spec.shape)
+      throw Error("tensor '" + source + "' has shape " + tensor->shape_string() + "; GGUF needs " +
+                  shape_string(spec.shape));
+    std::vector<float> values = widen(*tensor);
+    // llama.cpp's converter stores A = -exp(A_log); computed in double, rounded once.
+    if (from_log)
+      for (float& v : values) v = static_cast<float>(-std::exp(static_cast<double>(v)));
+    const std::vector<int64_t> ne = gguf_dims(spec, shaped);
+    const int64_t layer = spec.gguf.rfind("blk.", 0) == 0 ? std::stoll(spec.gguf.substr(4)) : 0;
+    const uint32_t type = storage_type(spec.gguf, ne, options.type, layer, c.n_layer, !c.tie_embeddings);
+    writer.add_tensor(spec.gguf, ne, type, encode(values, type, ne[0]));
   }
   writer.write(path);
 }

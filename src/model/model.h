@@ -1,15 +1,17 @@
-// A loaded model: immutable weights shared by any number of sequences, plus the forward pass
+// A loaded model: an embedding, a list of blocks built from the config (model/blocks/), a final
+// norm and a head, with immutable weights shared by any number of sequences, and the forward pass
 // over batches of sequences. Per-sequence recurrent state lives in SequenceState, outside.
 //
-// One forward call runs a batch of sequences, each with its own number of new positions, as
-// one pass over the weights: the positions of all sequences are rows of the same GEMMs, and
-// the per-channel phases (conv, scan) run per sequence on their own state. A decode step is
-// the case of one position per sequence. Long inputs run in rounds of at most `chunk`
-// positions per sequence, so scratch memory is bounded by the chunk, not the input.
+// Model::forward is the only round loop, for every backend: it validates the batch, moves each
+// state to the model's backend, and runs rounds of at most `chunk` positions per sequence. A
+// round embeds its rows, runs every block's ops over them (backends/backend.h), then the heads;
+// the positions of all sequences are rows of the same GEMMs, and the per-sequence ops (conv,
+// scans) run on each sequence's own state. A decode step is the case of one position per
+// sequence; scratch memory is bounded by the chunk, not the input.
 //
 // Exactness: every per-element result is one fixed sequence of operations (see ops/), so the
 // outputs and final states are bit-identical whatever the batch composition, the chunk size,
-// the thread count, or whether positions come one per call or all at once.
+// the thread count, the backend, or whether positions come one per call or all at once.
 #pragma once
 
 #include <cstdint>
@@ -19,48 +21,59 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "core/dtype.h"
 #include "core/profile.h"
 #include "core/threading.h"
 #include "model/config.h"
 #include "model/device.h"
 #include "model/state_layout.h"
-#include "ops/causal_conv.h"
-#include "ops/mamba2_scan.h"
-#include "ops/mamba3_scan.h"
 #include "ops/matmul.h"
-#include "ops/selective_scan.h"
+#include "ops/scan_form.h"
 
 namespace mb {
 
+class Block;
 class WeightBinder;
 class TensorSet;
 struct StoredTensor;
+struct Weight;
 
-// Recurrent state of one sequence: all layers' buffers in one flat f32 array, so that a fork
-// is a copy and a snapshot is a write of `values`. What the array holds is the model's
-// StateLayout (Model::state_layout).
+// Recurrent state of one sequence, held by a backend (host memory for the CPU, device buffers
+// for a GPU), and the number of positions it has consumed. What it holds is the model's
+// StateLayout: fixed parts (conv, SSM) and parts that grow with the position (KV caches), which
+// take memory for the positions used, in blocks, never for a maximum context.
 //
-// A model running on a device keeps the state there between calls (`device`), and `values`
-// is then only as new as the last sync_to_host(). Copying a state downloads the device copy
-// into the new state's values (a fork on the device is rare; a fork on the host is exact), and
-// to replace a state's contents, assign a new SequenceState (which drops the device copy).
-struct SequenceState {
-  std::vector<float> values;
-  int64_t position = 0;                 // positions consumed so far
-  std::unique_ptr<DeviceState> device;  // the current values when set, else null
-
+// A copy is a fork in the same place (on a device, a device-side copy; nothing passes through
+// the host) sized to what the state has used. Reading the values is an explicit download().
+class SequenceState {
+ public:
   SequenceState() = default;
-  SequenceState(std::vector<float> initial, int64_t at) : values(std::move(initial)), position(at) {}
+  // A host state whose fixed region is `values` (no growing parts): the host form of a state of a
+  // model without KV caches, as a state file stores it. Model::forward checks it fits the model.
+  SequenceState(std::vector<float> values, int64_t position);
+  SequenceState(std::unique_ptr<StateStorage> storage, int64_t position);
   SequenceState(const SequenceState& other);
   SequenceState& operator=(const SequenceState& other);
   SequenceState(SequenceState&&) noexcept = default;
   SequenceState& operator=(SequenceState&&) noexcept = default;
 
-  // Makes `values` current (downloads the device copy, which stays the one forward calls use).
-  void sync_to_host();
-  // The current values, downloaded when the device holds them.
-  std::vector<float> host_values() const;
+  int64_t position = 0;  // positions consumed so far
+
+  // The host form: every fixed part, then each growing part's used positions (see state_layout.h);
+  // downloaded when the state lives on a device.
+  std::vector<float> download() const;
+  // Floats and bytes of the host form: what a state file, a slot file or the prefix cache holds.
+  size_t floats() const;
+  size_t bytes() const { return floats() * sizeof(float); }
+  bool empty() const { return storage_ == nullptr; }
+  // True when a device holds the state (not host memory).
+  bool on_device() const { return storage_ != nullptr && storage_->home() != nullptr; }
+  StateStorage* storage() const { return storage_.get(); }
+  void set_storage(std::unique_ptr<StateStorage> storage) { storage_ = std::move(storage); }
+
+ private:
+  std::unique_ptr<StateStorage> storage_;
 };
 
 enum class OutputKind {
@@ -81,13 +94,6 @@ struct SequenceInput {
   std::span<const float> features;  // [T, input_dim] row-major when tokens is empty
 };
 
-// How Mamba-2 and Mamba-3 run a round's positions of one sequence: the sequential recurrence
-// (bit-identical to decode steps, the default), the chunked SSD form (equal up to rounding, faster
-// for long rounds), or the architecture's choice by the round's length. With the chunked form
-// each round is a window continued from the last, so the round size changes results within
-// rounding; only the sequential form keeps the exactness contract.
-enum class ScanForm { Auto, Sequential, Chunked };
-
 struct ForwardOptions {
   OutputKind output = OutputKind::LogitsLast;
   // Positions per sequence per round; 0 = all at once. The default bounds scratch memory for
@@ -98,53 +104,33 @@ struct ForwardOptions {
   int64_t ssd_chunk = 0;                 // SSD chunk length; 0 = the config's chunk_size
 };
 
-// The rows of one round's hidden buffer that belong to one sequence.
-struct RowRange {
-  SequenceState* state;
-  int64_t begin, count;
-};
-
-// An architecture's own reusable scratch (its per-sequence op arguments), kept in
-// Workspace::layers so that Workspace names no architecture.
-class LayerScratch {
- public:
-  virtual ~LayerScratch() = default;
-};
-
-// Reusable scratch for forward calls; grows to the largest round seen and is then reused,
-// so steady-state calls allocate nothing. One per concurrent caller.
+// Reusable scratch for forward calls: the round's bookkeeping and the backend's Stream (the
+// activation buffers, which grow to the largest round seen and are then reused, so steady-state
+// calls allocate nothing). One per concurrent caller.
 struct Workspace {
-  std::vector<float> arena;
   std::vector<int64_t> total, consumed, owner;
-  std::vector<RowRange> rows;
+  std::vector<Part> parts;
   std::vector<double> pooled;
   std::vector<const SequenceState*> sorted_states;  // the batch's states, sorted to find repeats
-  std::unique_ptr<LayerScratch> layers;             // the architecture's, made on first use
-  std::unique_ptr<DeviceWorkspace> device;          // a device executor's buffers and recorded steps
-  float* reserve(size_t floats) {
-    if (arena.size() < floats) arena.resize(floats);
-    return arena.data();
-  }
-  // The architecture's scratch of type T, made on first use (and again when a workspace moves
-  // between models of different architectures).
-  template <class T>
-  T& layer_scratch() {
-    auto* held = dynamic_cast<T*>(layers.get());
-    if (held == nullptr) {
-      layers = std::make_unique<T>();
-      held = static_cast<T*>(layers.get());
-    }
-    return *held;
-  }
+  std::vector<uint64_t> key;
+  std::vector<int32_t> tokens;   // a run of token sequences' ids, embedded at once
+  std::vector<float> mean_rows;  // HiddenMean's rows of one sequence, summed on the host
+  // The round's buffers: the residual stream, feature rows, normalized rows for the LM head,
+  // the logits argmax reads, the outputs the host reads, and the blocks' scratch.
+  View hidden, features, normed, logits, out;
+  std::vector<View> scratch;
+  std::unique_ptr<Stream> stream;  // the model's backend's, made on first use
+  // Bytes of the activation buffers held.
+  size_t bytes() const { return stream ? stream->bytes() : 0; }
 };
 
-// Profiling phases (core/profile.h) are ids into Model::phase_names(). The three that
-// Model::forward times around the layers come first; each architecture numbers its own layer
-// phases from kFirstLayerPhase, in the order of its layer_phase_names().
+// Profiling phases (core/profile.h) are ids into Model::phase_names(): the model's own first,
+// then each kind of block's, from kFirstBlockPhase in the order of first appearance.
 inline constexpr PhaseId kEmbedPhase = 0;
 inline constexpr PhaseId kFinalNormPhase = 1;
 inline constexpr PhaseId kLmHeadPhase = 2;
-inline constexpr PhaseId kFirstLayerPhase = 3;
+inline constexpr PhaseId kArgmaxPhase = 3;
+inline constexpr PhaseId kFirstBlockPhase = 4;
 
 struct LoadOptions {
   std::optional<DType> weight_dtype;  // empty = as stored
@@ -157,24 +143,31 @@ struct LoadOptions {
 
 class Model {
  public:
-  virtual ~Model() = default;
+  ~Model();
   static std::unique_ptr<Model> load(const std::string& dir, const LoadOptions& options = {});
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
 
   const ModelConfig& config() const { return config_; }
-  int64_t input_dim() const { return input_proj_.cols; }  // 0 when the checkpoint has no input projection
-  DType matrix_dtype() const { return lm_head_.dtype; }
+  int64_t input_dim() const { return input_dim_; }  // 0 when the checkpoint has no input projection
+  DType matrix_dtype() const;
   // Bytes of all packed weight matrices (LM head included): the weight traffic of a decode step.
   size_t matrix_bytes() const;
   // What one sequence's state holds, per layer: named parts with shapes and offsets.
   const StateLayout& state_layout() const { return state_layout_; }
+  // Floats of the fixed parts of a state (its host form at position 0).
   size_t state_floats() const { return state_layout_.total_floats(); }
-  // The names of the profiling phases, indexed by PhaseId: the embedding, final norm and LM head
-  // of every architecture, then the architecture's own layer phases.
+  // The names of the profiling phases, indexed by PhaseId: the embedding, final norm, LM head and
+  // argmax of every model, then the blocks' phases.
   std::vector<std::string> phase_names() const;
   // Identifies the checkpoint (config and stored weight bytes, independent of the load dtype),
   // so saved states are never restored into a different model.
   uint64_t fingerprint() const { return fingerprint_; }
-  SequenceState new_state() const { return SequenceState(std::vector<float>(state_floats(), 0.0f), 0); }
+  // A zero state in the model's backend.
+  SequenceState new_state() const;
+  // A state holding `host`, the host form of a state of `position` positions (a state file's
+  // contents), in the model's backend; throws mb::Error when it does not fit the layout.
+  SequenceState state_from_host(std::span<const float> host, int64_t position, const std::string& what) const;
 
   // Runs every sequence's new positions; `outputs[i]` receives sequence i's output rows
   // (resized as needed). Throws mb::Error for out-of-range token ids, malformed inputs, a state
@@ -186,64 +179,64 @@ class Model {
   // Width of one output row for `kind`.
   int64_t output_width(OutputKind kind) const;
 
-  // The device forward runs on; null on the CPU.
-  const DeviceExecutor* device() const { return device_.get(); }
+  // Where forward runs.
+  const Backend& backend() const { return *backend_; }
+  bool on_device() const { return backend_->state_home() != nullptr; }
   // Moves forward onto `spec`'s device (uploading the weights) or back to the CPU. Throws
-  // mb::Error for a model loaded for a device without keep_host_weights: its host matrices are gone.
+  // mb::Error for a model loaded for a device without keep_host_weights (its host matrices are
+  // gone), or for a device that cannot run one of the blocks' ops (the model stays where it was).
   void set_device(const DeviceSpec& spec);
-  // Runs forward through `executor` (null: on the CPU); for executors made with options of their
-  // own. The same error as set_device when the host matrices are gone.
-  void set_executor(std::unique_ptr<DeviceExecutor> executor);
+  // The same with a backend made by the caller (tests: options of their own).
+  void set_backend(std::shared_ptr<const Backend> backend);
+  // Device time per phase of the last forward call through `workspace` (empty on the CPU).
+  std::vector<DevicePhaseTime> device_timings(const Workspace& workspace) const;
   // Bytes of packed weight matrices held in host memory (0 once a device-only load dropped them).
   size_t host_matrix_bytes() const;
   // False once a device-only load dropped the host matrices: nothing may read or upload them.
   bool has_host_matrices() const { return !host_matrices_released_; }
 
-  // The weights shared by every architecture, for device executors to upload.
-  const StoredTensor& embedding() const { return *embedding_; }
-  const WeightMatrix& lm_head() const { return lm_head_; }
-  const float* norm_f() const { return norm_f_; }
-  const WeightMatrix& input_proj() const { return input_proj_; }
-  const float* input_proj_bias() const { return input_proj_bias_; }
-
- protected:
-  using Rows = RowRange;
-  // The architecture's layer stack over one round: hidden [M, d_model] in, residual stream out.
-  virtual void forward_layers(const ComputeContext& ctx, std::span<const Rows> rows, float* hidden, int64_t m,
-                              const ForwardOptions& options, Workspace& workspace, float* scratch) const = 0;
-  // Scratch floats forward_layers needs per row.
-  virtual size_t scratch_floats_per_row() const = 0;
-  // The names of the architecture's layer phases, for ids kFirstLayerPhase onwards.
-  virtual std::span<const std::string_view> layer_phase_names() const = 0;
-
-  // The first step of every architecture's constructor: keeps the config and the tensors, checks
-  // the layer indices, resolves the bias presence a config leaves to the checkpoint, and binds the
-  // embedding, final norm, LM head and optional input projection shared by all architectures.
-  WeightBinder& bind_common(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors,
-                            const LoadOptions& options);
-
-  ModelConfig config_;
-  const StoredTensor* embedding_ = nullptr;  // [vocab_rows or vocab_size, d_model], read in place for lookups
-  WeightMatrix lm_head_;  // packed [vocab_size, d_model]: the real rows of lm_head (tied: of the embedding)
-  const float* norm_f_ = nullptr;           // [d_model]
-  WeightMatrix input_proj_;                 // [d_model, input_dim] or empty
-  const float* input_proj_bias_ = nullptr;  // [d_model] or null
-  std::shared_ptr<const TensorSet> tensors_;
-  std::shared_ptr<WeightBinder> binder_;  // owns converted weight storage
-  uint64_t fingerprint_ = 0;
-  std::unique_ptr<DeviceExecutor> device_;  // null: forward runs on the CPU
-  // Set once the device's copy is the only one: the WeightMatrix pointers of the layers, the LM
-  // head and the input projection dangle, and nothing may run the CPU path or upload again.
-  bool host_matrices_released_ = false;
-  StateLayout state_layout_;  // built once by the architecture's constructor
+  std::span<const std::unique_ptr<Block>> blocks() const { return blocks_; }
+  Block& block(size_t index) { return *blocks_[index]; }
 
  private:
+  Model();
+  void bind(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors, const LoadOptions& options);
   // Throws for a malformed batch before any state changes; fills ws.total.
   void validate_batch(const ComputeContext& ctx, std::span<const SequenceInput> batch,
                       const ForwardOptions& options, Workspace& ws) const;
-  void forward_cpu(const ComputeContext& ctx, std::span<const SequenceInput> batch,
-                   const ForwardOptions& options, Workspace& ws,
-                   std::vector<std::vector<float>>& outputs) const;
+  // Moves each state to the backend and makes room for its new positions.
+  void adopt_states(std::span<const SequenceInput> batch, const Workspace& ws) const;
+  // Plans the next round into ws.parts and ws.owner; false when every sequence is done.
+  bool plan_round(std::span<const SequenceInput> batch, const ForwardOptions& options, Workspace& ws,
+                  int64_t& m, int64_t& finishing) const;
+  void run_round(const ComputeContext& ctx, std::span<const SequenceInput> batch,
+                 const ForwardOptions& options, Workspace& ws, int64_t m, int64_t finishing,
+                 std::vector<std::vector<float>>& outputs) const;
+  // Reserves the round's buffers (before it begins: growing one invalidates a recording).
+  void reserve_buffers(const ForwardOptions& options, Workspace& ws, int64_t m, int64_t finishing) const;
+  void embed_rows(std::span<const SequenceInput> batch, Workspace& ws) const;
+  // The final norm and the head, into ws.out.
+  void record_heads(const ForwardOptions& options, Workspace& ws, int64_t m, int64_t finishing) const;
+  void collect_outputs(const ForwardOptions& options, Workspace& ws,
+                       std::vector<std::vector<float>>& outputs) const;
+
+  ModelConfig config_;
+  int64_t input_dim_ = 0;
+  std::shared_ptr<const TensorSet> tensors_;
+  std::shared_ptr<WeightBinder> binder_;     // owns converted weight storage
+  const StoredTensor* embedding_ = nullptr;  // [vocab_rows or vocab_size, d_model], read in place for lookups
+  std::vector<Weight> weights_;              // the model's own: ModelTensor, then ModelTailTensor
+  std::vector<std::unique_ptr<Block>> blocks_;  // in order
+  std::vector<std::string> phase_names_;
+  StateLayout state_layout_;  // built once from the blocks
+  StateShape state_shape_;
+  std::vector<int64_t> scratch_widths_;  // the most floats per row each scratch buffer needs
+  uint64_t fingerprint_ = 0;
+  std::shared_ptr<const Backend> backend_;
+  std::vector<std::unique_ptr<Storage>> uploaded_;  // the backend's copies of every weight
+  // Set once the device's copy is the only one: the host matrices are gone, and nothing may run
+  // the CPU path or upload again.
+  bool host_matrices_released_ = false;
 };
 
 }  // namespace mb

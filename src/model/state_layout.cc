@@ -15,7 +15,8 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 std::string parts_text(const LayerStateLayout& layer) {
   std::string text;
   for (const StatePart& part : layer.parts)
-    text += (text.empty() ? "" : " + ") + part.name + " " + shape_text(part.shape);
+    text += (text.empty() ? "" : " + ") + part.name + " " + shape_text(part.shape) +
+            (part.grows ? " per position" : "");
   return text;
 }
 
@@ -31,6 +32,11 @@ void StateLayout::add_layer(std::vector<StatePart> parts) {
   LayerStateLayout layer;
   layer.offset = total_;
   for (StatePart& part : parts) {
+    if (part.grows) {
+      part.offset = static_cast<int64_t>(growing_.size());
+      growing_.push_back(part.floats());
+      continue;
+    }
     part.offset = layer.offset + layer.floats;
     layer.floats += part.floats();
   }
@@ -58,13 +64,27 @@ std::string StateLayout::describe() const {
             (first == last ? " floats); " : " floats each); ");
     first = last + 1;
   }
+  if (!growing_.empty()) {
+    int64_t per_position = 0;
+    for (int64_t floats : growing_) per_position += floats;
+    return text + std::to_string(total_) + " fixed f32 values and " + std::to_string(per_position) +
+           " per position in all";
+  }
   return text + std::to_string(total_) + " f32 values in all";
 }
 
-void StateLayout::check_size(size_t floats, const std::string& what) const {
-  if (floats == total_floats()) return;
+StateShape StateLayout::shape() const {
+  return {total_, growing_};
+}
+
+void StateLayout::check_size(size_t floats, const std::string& what, int64_t positions) const {
+  if (static_cast<int64_t>(floats) == shape().host_floats(positions)) return;
+  std::string expected = describe();
+  if (!growing_.empty())
+    expected += " and " + std::to_string(shape().host_floats(positions)) + " at position " +
+                std::to_string(positions);
   throw Error(what + " holds " + std::to_string(floats) + " state values but this model's state has " +
-              describe());
+              expected);
 }
 
 }  // namespace mb

@@ -15,6 +15,11 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return text + "]";
 }
 
+std::vector<int64_t> WeightBinder::shape_of(const std::string& name) const {
+  const StoredTensor* tensor = tensors_.find(name);
+  return tensor != nullptr ? tensor->shape : std::vector<int64_t>{};
+}
+
 std::string WeightBinder::first_present(std::initializer_list<std::string> names) const {
   for (const auto& name : names)
     if (has(name)) return name;

@@ -23,6 +23,8 @@ class WeightBinder {
       : tensors_(tensors), matrix_dtype_(matrix_dtype) {}
 
   bool has(const std::string& name) const { return tensors_.find(name) != nullptr; }
+  // The stored shape of `name` (empty when the checkpoint has no such tensor).
+  std::vector<int64_t> shape_of(const std::string& name) const;
   // The first of `names` the checkpoint holds, or the first name when none is present.
   std::string first_present(std::initializer_list<std::string> names) const;
 

@@ -36,7 +36,7 @@ Mamba2Reference::Mamba2Reference(const std::string& dir, const DType* round_to)
       read_tensor_values(set, config_.tie_embeddings ? embedding_name : "lm_head.weight", round_to, true);
   norm_f_ = read_tensor_values(set, "backbone.norm_f.weight", nullptr, true);
   const ModelConfig& c = config_;
-  const int64_t H = c.d_inner / c.headdim, W = c.d_inner + 2 * c.ngroups * c.d_state;
+  const int64_t H = c.ssm.d_inner / c.ssm.headdim, W = c.ssm.d_inner + 2 * c.ssm.ngroups * c.ssm.d_state;
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const std::string p = "backbone.layers." + std::to_string(l) + ".";
     const std::string m = p + "mixer.";
@@ -52,15 +52,15 @@ Mamba2Reference::Mamba2Reference(const std::string& dir, const DType* round_to)
     layer.gate_norm = read_tensor_values(set, m + "norm.weight", nullptr);
     layer.out_proj = read_tensor_values(set, m + "out_proj.weight", round_to, true);
     layer.out_proj_bias = read_tensor_values(set, m + "out_proj.bias", nullptr);
-    layer.conv_state.assign(W * c.d_conv, 0.0);
-    layer.ssm.assign(H * c.headdim * c.d_state, 0.0);
+    layer.conv_state.assign(W * c.ssm.d_conv, 0.0);
+    layer.ssm.assign(H * c.ssm.headdim * c.ssm.d_state, 0.0);
     layers_.push_back(std::move(layer));
   }
 }
 
 std::vector<double> Mamba2Reference::step(int token) {
   const ModelConfig& c = config_;
-  const int64_t d = c.d_model, di = c.d_inner, N = c.d_state, P = c.headdim, G = c.ngroups, K = c.d_conv;
+  const int64_t d = c.d_model, di = c.ssm.d_inner, N = c.ssm.d_state, P = c.ssm.headdim, G = c.ssm.ngroups, K = c.ssm.d_conv;
   const int64_t H = di / P, W = di + 2 * G * N, ip = di + W + H;
   std::vector<double> h(embedding_.begin() + token * d, embedding_.begin() + (token + 1) * d);
   for (Layer& L : layers_) {
@@ -88,7 +88,7 @@ std::vector<double> Mamba2Reference::step(int token) {
     for (int64_t hd = 0; hd < H; ++hd) {
       const int64_t g = hd / (H / G);
       const double dt =
-          std::clamp(softplus(zxbcdt[di + W + hd] + L.dt_bias[hd]), c.dt_limit_min, c.dt_limit_max);
+          std::clamp(softplus(zxbcdt[di + W + hd] + L.dt_bias[hd]), c.ssm.dt_limit_min, c.ssm.dt_limit_max);
       const double decay = std::exp(dt * -std::exp(L.a_log[hd]));
       for (int64_t p = 0; p < P; ++p) {
         const double x = xbc[hd * P + p];

@@ -20,13 +20,13 @@ inline ModelConfig mamba2_config(int64_t d_model = 64, int64_t d_state = 16, int
   c.d_model = d_model;
   c.n_layer = 2;
   c.vocab_size = vocab;
-  c.expand = 2;
-  c.d_inner = 2 * d_model;
-  c.d_state = d_state;
-  c.d_conv = 4;
-  c.headdim = headdim;
-  c.ngroups = ngroups;
-  c.chunk_size = 32;
+  c.ssm.expand = 2;
+  c.ssm.d_inner = 2 * d_model;
+  c.ssm.d_state = d_state;
+  c.ssm.d_conv = 4;
+  c.ssm.headdim = headdim;
+  c.ssm.ngroups = ngroups;
+  c.ssm.chunk_size = 32;
   c.pad_vocab_size_multiple = 16;
   return c;
 }

@@ -19,15 +19,15 @@ inline ModelConfig mamba3_config(int64_t d_model = 64, int64_t d_state = 16, int
   c.d_model = d_model;
   c.n_layer = 2;
   c.vocab_size = vocab;
-  c.expand = 2;
-  c.d_inner = 2 * d_model;
-  c.d_state = d_state;
-  c.headdim = headdim;
-  c.ngroups = 1;
-  c.rope_fraction = 0.5;
-  c.a_floor = 1e-4;
-  c.is_outproj_norm = false;
-  c.chunk_size = 64;
+  c.ssm.expand = 2;
+  c.ssm.d_inner = 2 * d_model;
+  c.ssm.d_state = d_state;
+  c.ssm.headdim = headdim;
+  c.ssm.ngroups = 1;
+  c.ssm.rope_fraction = 0.5;
+  c.ssm.a_floor = 1e-4;
+  c.ssm.is_outproj_norm = false;
+  c.ssm.chunk_size = 64;
   c.pad_vocab_size_multiple = 8;
   return c;
 }

@@ -78,7 +78,7 @@ void expect_prefill_then_decode_equals_decode(const Model& model, const ComputeC
       step_logits(model, ctx, std::vector<int32_t>(tokens.begin() + 25, tokens.end()), mixed);
   const int64_t V = model.config().vocab_size;
   EXPECT_TRUE(same_bits(continued, std::vector<float>(all_steps.begin() + 25 * V, all_steps.end())));
-  EXPECT_TRUE(same_bits(mixed.values, stepped.values));
+  EXPECT_TRUE(same_bits(mixed.download(), stepped.download()));
 }
 
 }  // namespace mb::test

@@ -17,11 +17,11 @@ inline ModelConfig small_config(int64_t d_model = 32, int64_t n_layer = 2, int64
   c.d_model = d_model;
   c.n_layer = n_layer;
   c.vocab_size = vocab;
-  c.d_state = 16;
-  c.d_conv = 4;
-  c.expand = 2;
-  c.d_inner = 2 * d_model;
-  c.dt_rank = (d_model + 15) / 16;
+  c.ssm.d_state = 16;
+  c.ssm.d_conv = 4;
+  c.ssm.expand = 2;
+  c.ssm.d_inner = 2 * d_model;
+  c.ssm.dt_rank = (d_model + 15) / 16;
   c.pad_vocab_size_multiple = 8;
   return c;
 }

@@ -67,7 +67,7 @@ TEST(Generate, BatchedRequestsEqualTheirSoloRunsBitForBit) {
     EXPECT_EQ(results[i].tokens, solo_result.tokens) << "request " << i;
     EXPECT_EQ(results[i].text, solo_result.text) << "request " << i;
     EXPECT_EQ(static_cast<int>(results[i].tokens.size()), requests[i].max_new_tokens);
-    EXPECT_TRUE(test::same_bits(batch_states[i].values, solo_state.values)) << "request " << i;
+    EXPECT_TRUE(test::same_bits(batch_states[i].download(), solo_state.download())) << "request " << i;
   }
 }
 
@@ -116,7 +116,7 @@ TEST(StateFile, SaveRestoreContinuesExactlyLikeTheUninterruptedRun) {
   const auto turn1 = generator.generate(request(tok, "User: hi. Bot:", 10, 0.8f, 11), first);
   save_state(path, *m.model, first);
   SequenceState restored = load_state(path, *m.model);
-  EXPECT_TRUE(test::same_bits(restored.values, first.values));
+  EXPECT_TRUE(test::same_bits(restored.download(), first.download()));
   EXPECT_EQ(restored.position, first.position);
   const auto turn2 = generator.generate(request(tok, " User: more. Bot:", 10, 0.8f, 12), restored);
 
@@ -128,10 +128,10 @@ TEST(StateFile, SaveRestoreContinuesExactlyLikeTheUninterruptedRun) {
   std::vector<std::vector<float>> out;
   SequenceInput input{&whole, stream, {}};
   m.model->forward(ComputeContext{1, best_isa()}, std::span(&input, 1), {OutputKind::None, 0}, ws, out);
-  EXPECT_TRUE(test::same_bits(whole.values, first.values));
+  EXPECT_TRUE(test::same_bits(whole.download(), first.download()));
   const auto turn2_whole = generator.generate(request(tok, " User: more. Bot:", 10, 0.8f, 12), whole);
   EXPECT_EQ(turn2.tokens, turn2_whole.tokens);
-  EXPECT_TRUE(test::same_bits(restored.values, whole.values));
+  EXPECT_TRUE(test::same_bits(restored.download(), whole.download()));
 
   // A fork (a copy) continues independently and identically.
   SequenceState fork = first;

@@ -52,7 +52,7 @@ TEST_P(PrefixCacheExactness, AResumedRequestEqualsTheColdOneBitForBit) {
   const std::vector<int32_t> rest(prompt.begin() + 40, prompt.end());
   const auto warm_logits = test::prefill(model, ctx, rest, resumed, {OutputKind::LogitsAll, 16});
   EXPECT_TRUE(same_bits(warm_logits, std::vector<float>(cold_logits.end() - 15 * 97, cold_logits.end())));
-  EXPECT_TRUE(same_bits(resumed.values, cold.values));
+  EXPECT_TRUE(same_bits(resumed.download(), cold.download()));
   EXPECT_EQ(resumed.position, cold.position);
   EXPECT_EQ(cache.hits(), 1u);
 }
@@ -71,10 +71,10 @@ TEST(PrefixCache, TheLongestUsablePrefixWinsAndTokensAreCompared) {
   cache.put(all.first(30), state_after(model, all.first(30)));
   SequenceState state = model.new_state();
   EXPECT_EQ(cache.lookup(all, state), 30u);
-  EXPECT_TRUE(same_bits(state.values, state_after(model, all.first(30)).values));
+  EXPECT_TRUE(same_bits(state.download(), state_after(model, all.first(30)).download()));
   // A request must keep a token to prefill: a cap below 30 falls back to the 10-token entry.
   EXPECT_EQ(cache.lookup(all, state, 29), 10u);
-  EXPECT_TRUE(same_bits(state.values, state_after(model, all.first(10)).values));
+  EXPECT_TRUE(same_bits(state.download(), state_after(model, all.first(10)).download()));
   // The same length with one token changed is a different prefix.
   std::vector<int32_t> other(tokens.begin(), tokens.begin() + 30);
   other[5] = (other[5] + 1) % 97;

@@ -46,14 +46,14 @@ std::string error_of(const json& config) {
 TEST(FalconMambaConfig, ReadsThePublishedSevenBillionConfig) {
   const ModelConfig c = parse_model_config(falcon_mamba_7b_config(), "falcon-mamba-7b");
   EXPECT_EQ(c.arch, Architecture::Mamba1);
-  EXPECT_TRUE(c.mixer_rms_norm);
-  EXPECT_EQ(c.mixer_rms_eps, 1e-6);
+  EXPECT_TRUE(c.ssm.mixer_rms_norm);
+  EXPECT_EQ(c.ssm.mixer_rms_eps, 1e-6);
   EXPECT_EQ(c.d_model, 4096);
-  EXPECT_EQ(c.d_inner, 8192);
-  EXPECT_EQ(c.expand, 2);
+  EXPECT_EQ(c.ssm.d_inner, 8192);
+  EXPECT_EQ(c.ssm.expand, 2);
   EXPECT_EQ(c.n_layer, 64);
-  EXPECT_EQ(c.d_state, 16);
-  EXPECT_EQ(c.dt_rank, 256);
+  EXPECT_EQ(c.ssm.d_state, 16);
+  EXPECT_EQ(c.ssm.dt_rank, 256);
   EXPECT_EQ(c.vocab_size, 65024);
   EXPECT_FALSE(c.tie_embeddings);
   EXPECT_EQ(c.norm_eps, 1e-5f);
@@ -63,7 +63,7 @@ TEST(FalconMambaConfig, ReadsThePublishedSevenBillionConfig) {
 TEST(FalconMambaConfig, ReadsAStatedMixerEpsilon) {
   json config = falcon_mamba_7b_config();
   config["mixer_rms_eps"] = 3e-5;
-  EXPECT_EQ(parse_model_config(config, "x").mixer_rms_eps, 3e-5);
+  EXPECT_EQ(parse_model_config(config, "x").ssm.mixer_rms_eps, 3e-5);
 }
 
 TEST(FalconMambaConfig, PlainMambaHasNoMixerNormEvenWithTheKey) {
@@ -71,7 +71,7 @@ TEST(FalconMambaConfig, PlainMambaHasNoMixerNormEvenWithTheKey) {
   config["model_type"] = "mamba";
   config["expand"] = 2;
   config["mixer_rms_eps"] = 1e-3;
-  EXPECT_FALSE(parse_model_config(config, "x").mixer_rms_norm);
+  EXPECT_FALSE(parse_model_config(config, "x").ssm.mixer_rms_norm);
 }
 
 TEST(FalconMambaConfig, BadMixerEpsilonIsRefusedNamingTheKey) {
@@ -87,20 +87,20 @@ TEST(FalconMambaConfig, BadMixerEpsilonIsRefusedNamingTheKey) {
 
 TEST(FalconMambaConfig, HfJsonRoundTripsWithTheFalconIdentity) {
   ModelConfig c = test::small_config(40, 3, 77);
-  c.mixer_rms_norm = true;
-  c.mixer_rms_eps = 2e-6;
+  c.ssm.mixer_rms_norm = true;
+  c.ssm.mixer_rms_eps = 2e-6;
   const json written = model_config_to_hf_json(c);
   EXPECT_EQ(written["model_type"], "falcon_mamba");
   EXPECT_EQ(written["architectures"], json::array({"FalconMambaForCausalLM"}));
   EXPECT_EQ(written["mixer_rms_eps"], 2e-6);
   const ModelConfig read = parse_model_config(written, "written");
-  EXPECT_TRUE(read.mixer_rms_norm);
-  EXPECT_EQ(read.mixer_rms_eps, 2e-6);
+  EXPECT_TRUE(read.ssm.mixer_rms_norm);
+  EXPECT_EQ(read.ssm.mixer_rms_eps, 2e-6);
   EXPECT_EQ(read.d_model, 40);
   EXPECT_EQ(read.n_layer, 3);
-  EXPECT_EQ(read.d_inner, 80);
+  EXPECT_EQ(read.ssm.d_inner, 80);
 
-  c.mixer_rms_norm = false;
+  c.ssm.mixer_rms_norm = false;
   const json plain = model_config_to_hf_json(c);
   EXPECT_EQ(plain["model_type"], "mamba");
   EXPECT_EQ(plain["architectures"], json::array({"MambaForCausalLM"}));
@@ -110,7 +110,7 @@ TEST(FalconMambaConfig, HfJsonRoundTripsWithTheFalconIdentity) {
 TEST(FalconMambaConfig, MakeModelRefusesTheStateSpacesForm) {
   MakeModelOptions o;
   o.config = test::small_config();
-  o.config.mixer_rms_norm = true;
+  o.config.ssm.mixer_rms_norm = true;
   o.form = ConfigForm::Original;
   try {
     make_model(test::make_temp_dir("falcon_original"), o);
@@ -130,7 +130,7 @@ void edit_config(const std::string& dir, const std::function<void(json&)>& edit)
 TEST(FalconMambaModel, TheMixerNormChangesTheFingerprintAndTheLogits) {
   MakeModelOptions o;
   o.config = test::small_config(32, 2, 97);
-  o.config.mixer_rms_norm = true;
+  o.config.ssm.mixer_rms_norm = true;
   o.seed = 5;
   const std::string dir = test::write_model(o, "falcon_identity");
   const auto tokens = test::random_tokens(12, 97, 9);

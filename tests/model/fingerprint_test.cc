@@ -227,18 +227,18 @@ std::vector<ModelCase> model_cases() {
   mamba1.config = test::small_config(32, 2, 97);
   mamba1.seed = 21;
   MakeModelOptions falcon = mamba1;
-  falcon.config.mixer_rms_norm = true;
+  falcon.config.ssm.mixer_rms_norm = true;
   falcon.dtype = DType::BF16;
   falcon.seed = 22;
   MakeModelOptions mamba2;
   mamba2.config = test::mamba2_config(32, 16, 16, 2, 97);
-  mamba2.config.chunk_size = 8;
+  mamba2.config.ssm.chunk_size = 8;
   mamba2.dtype = DType::F16;
   mamba2.seed = 23;
   MakeModelOptions mamba3;
   mamba3.config = test::mamba3_config(32, 32, 16, 97);
-  mamba3.config.rope_fraction = 1.0;
-  mamba3.config.chunk_size = 8;
+  mamba3.config.ssm.rope_fraction = 1.0;
+  mamba3.config.ssm.chunk_size = 8;
   mamba3.dtype = DType::BF16;
   mamba3.seed = 24;
   return {
@@ -263,7 +263,7 @@ void add_model_fingerprints(const ModelCase& c, const std::string& dir, Isa isa,
     if (scan == ScanForm::Sequential) {
       out[c.name + "_decode"] = fnv1a(test::step_logits(*model, ctx, steps, state));
     }
-    out[c.name + form + "_state"] = fnv1a(state.values);
+    out[c.name + form + "_state"] = fnv1a(state.download());
   }
 }
 

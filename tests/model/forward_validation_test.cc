@@ -47,7 +47,7 @@ TEST(ForwardValidation, ThreadCountsOutsideTheSupportedRangeAreRefused) {
               std::string::npos)
         << threads << ": " << message;
   }
-  EXPECT_TRUE(same_bits(state.values, before.values));
+  EXPECT_TRUE(same_bits(state.download(), before.download()));
   EXPECT_EQ(state.position, 0);
   // The bounds themselves are allowed (checked without starting 1024 threads).
   EXPECT_NO_THROW(check_thread_count(1));
@@ -75,7 +75,7 @@ TEST(ForwardValidation, OneStateTwiceInABatchIsRefusedBeforeAnyStateChanges) {
   EXPECT_NE(message.find("sequences 0 and 2 of the batch share one SequenceState"), std::string::npos)
       << message;
   for (size_t i = 0; i < states.size(); ++i) {
-    EXPECT_TRUE(same_bits(states[i].values, before[i].values)) << "state " << i;
+    EXPECT_TRUE(same_bits(states[i].download(), before[i].download())) << "state " << i;
     EXPECT_EQ(states[i].position, before[i].position) << "state " << i;
   }
 }
@@ -89,26 +89,26 @@ TEST(ForwardValidation, AStateOfAnotherLayoutIsRefusedNamingThePartsExpected) {
   const LayerStateLayout& layer = layout.layer(1);
   ASSERT_EQ(layer.parts.size(), 2u);
   EXPECT_EQ(layer.parts[0].name, "conv");
-  EXPECT_EQ(layer.parts[0].shape, (std::vector<int64_t>{c.d_conv - 1, c.d_inner}));
+  EXPECT_EQ(layer.parts[0].shape, (std::vector<int64_t>{c.ssm.d_conv - 1, c.ssm.d_inner}));
   EXPECT_EQ(layer.parts[1].name, "ssm");
-  EXPECT_EQ(layer.parts[1].shape, (std::vector<int64_t>{c.d_state, c.d_inner}));
+  EXPECT_EQ(layer.parts[1].shape, (std::vector<int64_t>{c.ssm.d_state, c.ssm.d_inner}));
   EXPECT_EQ(layer.offset, layout.layer(0).floats);
-  EXPECT_EQ(layer.parts[1].offset, layer.offset + (c.d_conv - 1) * c.d_inner);
-  EXPECT_EQ(model.state_floats(), static_cast<size_t>(c.n_layer * (c.d_conv - 1 + c.d_state) * c.d_inner));
+  EXPECT_EQ(layer.parts[1].offset, layer.offset + (c.ssm.d_conv - 1) * c.ssm.d_inner);
+  EXPECT_EQ(model.state_floats(), static_cast<size_t>(c.n_layer * (c.ssm.d_conv - 1 + c.ssm.d_state) * c.ssm.d_inner));
 
   SequenceState state(std::vector<float>(model.state_floats() - 1, 0.5f), 0);
   const SequenceState before = state;
   const std::vector<int32_t> tokens = {1, 2};
   const SequenceInput input{&state, tokens, {}};
   const std::string message = forward_error(ComputeContext{1, best_isa()}, std::span(&input, 1));
-  const std::string expected_parts = "conv [" + std::to_string(c.d_conv - 1) + ", " +
-                                     std::to_string(c.d_inner) + "] + ssm [" + std::to_string(c.d_state) +
-                                     ", " + std::to_string(c.d_inner) + "]";
+  const std::string expected_parts = "conv [" + std::to_string(c.ssm.d_conv - 1) + ", " +
+                                     std::to_string(c.ssm.d_inner) + "] + ssm [" + std::to_string(c.ssm.d_state) +
+                                     ", " + std::to_string(c.ssm.d_inner) + "]";
   EXPECT_NE(message.find("sequence 0's state holds " + std::to_string(model.state_floats() - 1)),
             std::string::npos)
       << message;
   EXPECT_NE(message.find(expected_parts), std::string::npos) << message;
-  EXPECT_TRUE(same_bits(state.values, before.values));
+  EXPECT_TRUE(same_bits(state.download(), before.download()));
   EXPECT_EQ(state.position, 0);
 }
 

@@ -1,7 +1,7 @@
 // GGUF checkpoints (model/gguf_checkpoint.h) against the Hugging Face folders they are written
 // from: the same config, and the same logits. GGUF stores A = -exp(A_log) as an f32, so the
 // models' base-2 decay A * log2(e) takes one more rounding from a GGUF file than from A_log (see
-// mamba1.cc). With A_log = 0 (A = -1 exactly) that rounding vanishes and the logits must be
+// model/blocks/mamba1_block.cc). With A_log = 0 (A = -1 exactly) that rounding vanishes and the logits must be
 // bit-identical; with the fixtures' real A_log they may differ within a tight tolerance.
 #include <gtest/gtest.h>
 
@@ -26,17 +26,17 @@ struct Variant {
 
 ModelConfig falcon_config() {
   ModelConfig c = test::small_config(32, 2, 97);
-  c.mixer_rms_norm = true;
-  c.mixer_rms_eps = 1e-6;
+  c.ssm.mixer_rms_norm = true;
+  c.ssm.mixer_rms_eps = 1e-6;
   return c;
 }
 
 ModelConfig biased_untied_config() {
   ModelConfig c = test::small_config(48, 3, 120);
-  c.use_bias = true;
+  c.ssm.use_bias = true;
   c.tie_embeddings = false;
-  c.use_conv_bias = false;
-  c.dt_rank = 5;
+  c.ssm.use_conv_bias = false;
+  c.ssm.dt_rank = 5;
   return c;
 }
 
@@ -102,21 +102,21 @@ TEST_P(GgufModel, ConfigMatchesTheFolders) {
   EXPECT_EQ(got.d_model, want.d_model);
   EXPECT_EQ(got.n_layer, want.n_layer);
   EXPECT_EQ(got.vocab_size, want.vocab_rows);  // GGUF has one vocabulary size, the embedding's rows
-  EXPECT_EQ(got.d_state, want.d_state);
-  EXPECT_EQ(got.d_conv, want.d_conv);
-  EXPECT_EQ(got.d_inner, want.d_inner);
+  EXPECT_EQ(got.ssm.d_state, want.ssm.d_state);
+  EXPECT_EQ(got.ssm.d_conv, want.ssm.d_conv);
+  EXPECT_EQ(got.ssm.d_inner, want.ssm.d_inner);
   EXPECT_EQ(got.norm_eps, want.norm_eps);
   EXPECT_EQ(got.tie_embeddings, want.tie_embeddings);
-  EXPECT_EQ(got.use_bias, want.use_bias);
-  EXPECT_EQ(got.use_conv_bias, want.use_conv_bias);
-  EXPECT_EQ(got.mixer_rms_norm, want.mixer_rms_norm);
-  EXPECT_EQ(static_cast<float>(got.mixer_rms_eps), static_cast<float>(want.mixer_rms_eps));
+  EXPECT_EQ(got.ssm.use_bias, want.ssm.use_bias);
+  EXPECT_EQ(got.ssm.use_conv_bias, want.ssm.use_conv_bias);
+  EXPECT_EQ(got.ssm.mixer_rms_norm, want.ssm.mixer_rms_norm);
+  EXPECT_EQ(static_cast<float>(got.ssm.mixer_rms_eps), static_cast<float>(want.ssm.mixer_rms_eps));
   if (want.arch == Architecture::Mamba1) {
-    EXPECT_EQ(got.dt_rank, want.dt_rank);
+    EXPECT_EQ(got.ssm.dt_rank, want.ssm.dt_rank);
   }
   if (want.arch == Architecture::Mamba2) {
-    EXPECT_EQ(got.headdim, want.headdim);
-    EXPECT_EQ(got.ngroups, want.ngroups);
+    EXPECT_EQ(got.ssm.headdim, want.ssm.headdim);
+    EXPECT_EQ(got.ssm.ngroups, want.ssm.ngroups);
   }
 }
 
@@ -264,7 +264,7 @@ TEST(GgufModel, ReWritingAGgufKeepsEveryTensorByte) {
 TEST(GgufModel, FilesTheFormatsCannotHoldAreRefused) {
   MakeModelOptions o;
   o.config = test::mamba2_config(64, 16, 16, 2, 90);
-  o.config.dt_limit_max = 0.5;
+  o.config.ssm.dt_limit_max = 0.5;
   const std::string dir = test::write_model(o, "gguf_refused");
   try {
     write_gguf(dir, DType::F32);

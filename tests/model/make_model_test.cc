@@ -14,8 +14,8 @@ namespace {
 
 TEST(MakeModel, ImpossibleSizesAreRefusedNotReplaced) {
   const std::vector<std::pair<std::function<void(MakeModelOptions&)>, std::string>> cases = {
-      {[](MakeModelOptions& o) { o.config.dt_rank = 0; }, "dt_rank must be >= 1, got 0"},
-      {[](MakeModelOptions& o) { o.config.dt_rank = -2; }, "dt_rank must be >= 1, got -2"},
+      {[](MakeModelOptions& o) { o.config.ssm.dt_rank = 0; }, "dt_rank must be >= 1, got 0"},
+      {[](MakeModelOptions& o) { o.config.ssm.dt_rank = -2; }, "dt_rank must be >= 1, got -2"},
       {[](MakeModelOptions& o) { o.config.pad_vocab_size_multiple = 0; },
        "pad_vocab_size_multiple must be >= 1"},
       {[](MakeModelOptions& o) { o.shards = 0; }, "shards must be >= 1, got 0"},

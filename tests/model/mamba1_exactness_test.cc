@@ -32,8 +32,8 @@ const Fixture& fixture_for(DType dtype, Variant variant = Variant::Mamba1) {
     const bool quantized = dtype_is_quantized(dtype);
     MakeModelOptions o;
     o.config = test::small_config(quantized ? 256 : 48, 2, 131);
-    o.config.d_state = 16;
-    o.config.mixer_rms_norm = variant == Variant::FalconMamba;
+    o.config.ssm.d_state = 16;
+    o.config.ssm.mixer_rms_norm = variant == Variant::FalconMamba;
     o.dtype = quantized ? DType::F32 : dtype;
     o.seed = 11;
     Fixture f;
@@ -42,7 +42,7 @@ const Fixture& fixture_for(DType dtype, Variant variant = Variant::Mamba1) {
     if (quantized) load.weight_dtype = dtype;
     f.model = Model::load(f.dir, load);
     EXPECT_EQ(f.model->matrix_dtype(), dtype);
-    EXPECT_EQ(f.model->config().mixer_rms_norm, o.config.mixer_rms_norm);
+    EXPECT_EQ(f.model->config().ssm.mixer_rms_norm, o.config.ssm.mixer_rms_norm);
     it = fixtures.emplace(std::pair{variant, dtype}, std::move(f)).first;
   }
   return it->second;
@@ -78,7 +78,7 @@ TEST_P(Exactness, PrefillEqualsDecodeStepsForEveryLengthUpTo300) {
         T % 3 == 0 ? std::vector<float>(step_all.begin(), step_all.begin() + T * V)
                    : std::vector<float>(step_all.begin() + (T - 1) * V, step_all.begin() + T * V);
     ASSERT_TRUE(same_bits(logits, expected)) << "logits differ at T=" << T;
-    ASSERT_TRUE(same_bits(fresh.values, states[T - 1].values)) << "state differs at T=" << T;
+    ASSERT_TRUE(same_bits(fresh.download(), states[T - 1].download())) << "state differs at T=" << T;
     ASSERT_EQ(fresh.position, T);
   }
 }
@@ -100,7 +100,7 @@ TEST_P(Exactness, ThreadCountsAndChunkSizesChangeNoBit) {
       const auto got =
           prefill(model, ComputeContext{threads, best_isa()}, tokens, state, OutputKind::LogitsAll, chunk);
       EXPECT_TRUE(same_bits(got, base)) << "threads " << threads << " chunk " << chunk;
-      EXPECT_TRUE(same_bits(state.values, base_state.values)) << "threads " << threads << " chunk " << chunk;
+      EXPECT_TRUE(same_bits(state.download(), base_state.download())) << "threads " << threads << " chunk " << chunk;
     }
   }
   // Every instruction set gives the same bits too.
@@ -133,7 +133,7 @@ TEST_P(Exactness, EachSequenceOfABatchEqualsItAlone) {
         SequenceState alone = model.new_state();
         const auto solo = prefill(model, ComputeContext{1, best_isa()}, prompts[i], alone, kind, 0);
         EXPECT_TRUE(same_bits(batched[i], solo)) << "sequence " << i << " chunk " << chunk;
-        EXPECT_TRUE(same_bits(states[i].values, alone.values)) << "sequence " << i;
+        EXPECT_TRUE(same_bits(states[i].download(), alone.download())) << "sequence " << i;
       }
     }
   }
@@ -165,7 +165,7 @@ INSTANTIATE_TEST_SUITE_P(Storage, Exactness, ::testing::ValuesIn(exactness_cases
 TEST(Mamba1Model, RejectsBadInputsWithoutTouchingState) {
   const Model& model = *fixture_for(DType::F32).model;
   SequenceState state = model.new_state();
-  const auto before = state.values;
+  const auto before = state.download();
   Workspace ws;
   std::vector<std::vector<float>> out;
   const std::vector<int32_t> bad = {1, 2, static_cast<int32_t>(model.config().vocab_size)};
@@ -181,7 +181,7 @@ TEST(Mamba1Model, RejectsBadInputsWithoutTouchingState) {
   EXPECT_THROW(model.forward(ComputeContext{}, std::span(&input, 1), {}, ws, out), std::runtime_error);
   input.tokens = {};
   EXPECT_THROW(model.forward(ComputeContext{}, std::span(&input, 1), {}, ws, out), std::runtime_error);
-  EXPECT_TRUE(same_bits(state.values, before));
+  EXPECT_TRUE(same_bits(state.download(), before));
   EXPECT_EQ(state.position, 0);
 }
 

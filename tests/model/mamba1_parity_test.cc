@@ -22,18 +22,18 @@ std::vector<ParityCase> parity_cases() {
     tweak(o);
     cases.push_back({std::move(name), o, load});
   };
-  for (int64_t n : {1, 16, 64, 128}) add("d_state_" + std::to_string(n), [n](auto& o) { o.config.d_state = n; });
-  add("d_conv_2", [](auto& o) { o.config.d_conv = 2; });
-  add("dt_rank_5", [](auto& o) { o.config.dt_rank = 5; });
-  add("use_bias", [](auto& o) { o.config.use_bias = true; });
-  add("no_conv_bias", [](auto& o) { o.config.use_conv_bias = false; });
+  for (int64_t n : {1, 16, 64, 128}) add("d_state_" + std::to_string(n), [n](auto& o) { o.config.ssm.d_state = n; });
+  add("d_conv_2", [](auto& o) { o.config.ssm.d_conv = 2; });
+  add("dt_rank_5", [](auto& o) { o.config.ssm.dt_rank = 5; });
+  add("use_bias", [](auto& o) { o.config.ssm.use_bias = true; });
+  add("no_conv_bias", [](auto& o) { o.config.ssm.use_conv_bias = false; });
   add("untied_odd_vocab", [](auto& o) {
     o.config.tie_embeddings = false;
     o.config.vocab_size = 101;
   });
   add("odd_width", [](auto& o) {
     o.config.d_model = 37;
-    o.config.dt_rank = 3;
+    o.config.ssm.dt_rank = 3;
   });
   add("original_config_form", [](auto& o) { o.form = ConfigForm::Original; });
   add("sharded_3", [](auto& o) { o.shards = 3; });
@@ -47,17 +47,17 @@ std::vector<ParityCase> parity_cases() {
   auto add_falcon = [&](std::string name, std::function<void(MakeModelOptions&)> tweak,
                         std::optional<DType> load = {}) {
     auto falcon = [tweak](MakeModelOptions& o) {
-      o.config.mixer_rms_norm = true;
+      o.config.ssm.mixer_rms_norm = true;
       tweak(o);
     };
     add("falcon_" + name, falcon, load);
   };
   for (int64_t n : {1, 16, 64})
-    add_falcon("d_state_" + std::to_string(n), [n](auto& o) { o.config.d_state = n; });
-  add_falcon("dt_rank_1", [](auto& o) { o.config.dt_rank = 1; });
+    add_falcon("d_state_" + std::to_string(n), [n](auto& o) { o.config.ssm.d_state = n; });
+  add_falcon("dt_rank_1", [](auto& o) { o.config.ssm.dt_rank = 1; });
   add_falcon("odd_width", [](auto& o) {
     o.config.d_model = 37;
-    o.config.dt_rank = 3;
+    o.config.ssm.dt_rank = 3;
   });
   add_falcon("untied_odd_vocab", [](auto& o) {
     o.config.tie_embeddings = false;

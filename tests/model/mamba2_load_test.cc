@@ -49,11 +49,11 @@ TEST(Mamba2Config, HuggingFaceFormWithInfinityParses) {
     "conv_kernel": 4, "time_step_limit": [0.0, Infinity], "chunk_size": 128, "name": "Infinity and beyond"})");
   const ModelConfig c = load_model_config(dir);
   EXPECT_EQ(c.arch, Architecture::Mamba2);
-  EXPECT_EQ(c.n_heads(), 8);
-  EXPECT_EQ(c.ngroups, 2);
-  EXPECT_EQ(c.chunk_size, 128);
-  EXPECT_EQ(c.dt_limit_min, 0.0);
-  EXPECT_TRUE(std::isinf(c.dt_limit_max));
+  EXPECT_EQ(c.ssm.n_heads(), 8);
+  EXPECT_EQ(c.ssm.ngroups, 2);
+  EXPECT_EQ(c.ssm.chunk_size, 128);
+  EXPECT_EQ(c.ssm.dt_limit_min, 0.0);
+  EXPECT_TRUE(std::isinf(c.ssm.dt_limit_max));
   EXPECT_FALSE(c.tie_embeddings);  // Mamba2Config's default
 }
 
@@ -63,13 +63,13 @@ TEST(Mamba2Config, StateSpacesFormUsesTheModuleDefaults) {
     "pad_vocab_size_multiple": 16, "tie_embeddings": true})");
   const ModelConfig c = parse_model_config(config, "config");
   EXPECT_EQ(c.arch, Architecture::Mamba2);
-  EXPECT_EQ(c.d_state, 128);
-  EXPECT_EQ(c.headdim, 64);
-  EXPECT_EQ(c.n_heads(), 2);
-  EXPECT_EQ(c.ngroups, 1);
-  EXPECT_EQ(c.chunk_size, 256);
+  EXPECT_EQ(c.ssm.d_state, 128);
+  EXPECT_EQ(c.ssm.headdim, 64);
+  EXPECT_EQ(c.ssm.n_heads(), 2);
+  EXPECT_EQ(c.ssm.ngroups, 1);
+  EXPECT_EQ(c.ssm.chunk_size, 256);
   EXPECT_EQ(c.vocab_rows, 50288);
-  EXPECT_TRUE(c.gated_norm);
+  EXPECT_TRUE(c.ssm.gated_norm);
 }
 
 TEST(Mamba2Config, ConfigsThatDoNotFitAreRefusedNamingTheKey) {
@@ -164,7 +164,7 @@ TEST(Mamba2Load, BadForwardInputsLeaveTheStateUntouched) {
   SequenceState state = model->new_state();
   const auto tokens = test::random_tokens(5, 40, 1);
   test::prefill(*model, ComputeContext{1, best_isa()}, tokens, state, {OutputKind::None, 0});
-  const auto before = state.values;
+  const auto before = state.download();
   Workspace ws;
   std::vector<std::vector<float>> out;
   const std::vector<int32_t> bad = {1, 40};
@@ -174,7 +174,7 @@ TEST(Mamba2Load, BadForwardInputsLeaveTheStateUntouched) {
   ForwardOptions negative_ssd;
   negative_ssd.ssd_chunk = -1;
   EXPECT_THROW(model->forward(ComputeContext{}, std::span(&input, 1), negative_ssd, ws, out), Error);
-  EXPECT_TRUE(test::same_bits(state.values, before));
+  EXPECT_TRUE(test::same_bits(state.download(), before));
   EXPECT_EQ(state.position, 5);
 }
 

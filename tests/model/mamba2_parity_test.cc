@@ -26,24 +26,24 @@ std::vector<ParityCase> parity_cases() {
     cases.push_back({std::move(name), o, load});
   };
   // d_model 64 -> d_inner 128: headdim 16 gives 8 heads, 64 gives 2.
-  for (int64_t g : {1, 2, 8}) add("groups_" + std::to_string(g), [g](auto& o) { o.config.ngroups = g; });
-  add("headdim_64", [](auto& o) { o.config.headdim = 64; });
-  for (int64_t n : {1, 64, 128}) add("d_state_" + std::to_string(n), [n](auto& o) { o.config.d_state = n; });
+  for (int64_t g : {1, 2, 8}) add("groups_" + std::to_string(g), [g](auto& o) { o.config.ssm.ngroups = g; });
+  add("headdim_64", [](auto& o) { o.config.ssm.headdim = 64; });
+  for (int64_t n : {1, 64, 128}) add("d_state_" + std::to_string(n), [n](auto& o) { o.config.ssm.d_state = n; });
   add("six_heads_partial_vectors", [](auto& o) {
     o.config.d_model = 72;  // d_inner 144 = 6 heads of 24
-    o.config.headdim = 24;
-    o.config.ngroups = 3;
+    o.config.ssm.headdim = 24;
+    o.config.ssm.ngroups = 3;
   });
-  add("d_conv_2", [](auto& o) { o.config.d_conv = 2; });
-  add("use_bias", [](auto& o) { o.config.use_bias = true; });
-  add("no_conv_bias", [](auto& o) { o.config.use_conv_bias = false; });
+  add("d_conv_2", [](auto& o) { o.config.ssm.d_conv = 2; });
+  add("use_bias", [](auto& o) { o.config.ssm.use_bias = true; });
+  add("no_conv_bias", [](auto& o) { o.config.ssm.use_conv_bias = false; });
   add("no_gated_norm_original", [](auto& o) {
-    o.config.gated_norm = false;
+    o.config.ssm.gated_norm = false;
     o.form = ConfigForm::Original;
   });
   add("dt_limit", [](auto& o) {
-    o.config.dt_limit_min = 0.01;
-    o.config.dt_limit_max = 0.05;
+    o.config.ssm.dt_limit_min = 0.01;
+    o.config.ssm.dt_limit_max = 0.05;
   });
   add("untied_odd_vocab", [](auto& o) {
     o.config.tie_embeddings = false;
@@ -116,9 +116,9 @@ TEST(Mamba2Parity, DPerChannelCheckpointsMatchTheReference) {
   test::rewrite_tensors(dir, [&](std::vector<StoredTensor>& tensors) {
     for (StoredTensor& t : tensors) {
       if (t.name.find("mixer.D") == std::string::npos) continue;
-      std::vector<float>& values = storage.emplace_back(o.config.d_inner);
-      for (int64_t i = 0; i < o.config.d_inner; ++i) values[i] = 0.5f + 0.01f * static_cast<float>(i % 37);
-      t.shape = {o.config.d_inner};
+      std::vector<float>& values = storage.emplace_back(o.config.ssm.d_inner);
+      for (int64_t i = 0; i < o.config.ssm.d_inner; ++i) values[i] = 0.5f + 0.01f * static_cast<float>(i % 37);
+      t.shape = {o.config.ssm.d_inner};
       t.data = reinterpret_cast<const uint8_t*>(values.data());
       t.byte_size = values.size() * sizeof(float);
     }
@@ -144,7 +144,7 @@ TEST(Mamba2Chunked, ChunkedPrefillIsWithin1e5OfTheSequentialPrefill) {
         const double scale = test::max_abs(sequential);
         EXPECT_LE(test::max_abs_diff(sequential, chunked), 1e-5 * scale)
             << "T " << T << " ssd chunk " << ssd_chunk << " round " << round;
-        EXPECT_LE(test::max_abs_diff(seq_state.values, state.values), 1e-5 * test::max_abs(seq_state.values))
+        EXPECT_LE(test::max_abs_diff(seq_state.download(), state.download()), 1e-5 * test::max_abs(seq_state.download()))
             << "T " << T << " ssd chunk " << ssd_chunk << " round " << round;
       }
     }

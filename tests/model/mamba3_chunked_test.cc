@@ -7,10 +7,11 @@
 #include <cmath>
 #include <map>
 
+#include "backends/cpu/cpu_backend.h"
 #include "common/mamba3_reference.h"
 #include "common/model_fixture.h"
 #include "common/test_util.h"
-#include "model/mamba3.h"
+#include "model/blocks/mamba3_block.h"
 
 namespace mb {
 namespace {
@@ -25,8 +26,8 @@ std::string model_dir(const std::string& name) {
     o.seed = 21;
   } else {
     o.config = test::mamba3_config(72, 20, 24, 131);
-    o.config.ngroups = 3;
-    o.config.is_outproj_norm = true;
+    o.config.ssm.ngroups = 3;
+    o.config.ssm.is_outproj_norm = true;
     o.seed = 22;
   }
   return dirs[name] = test::write_model(o, "m3chunk_" + name);
@@ -68,11 +69,12 @@ double worst_relative(const std::vector<float>& a, const std::vector<float>& b, 
 // least 1), angles within 1e-4 rad modulo 2 pi.
 void expect_states_close(const Model& model, const SequenceState& a, const SequenceState& b,
                          const std::string& what) {
-  const auto& m3 = dynamic_cast<const Mamba3Model&>(model);
-  const Mamba3StateLayout layout = mamba3_state_layout(m3.layers()[0].scan);
+  const auto& m3 = dynamic_cast<const Mamba3Block&>(*model.blocks()[0]);
+  const Mamba3StateLayout layout = mamba3_state_layout(m3.params());
+  const std::vector<float> a_values = a.download(), b_values = b.download();
   for (int64_t l = 0; l < model.config().n_layer; ++l) {
-    const float* x = a.values.data() + model.state_layout().layer(l).offset;
-    const float* y = b.values.data() + model.state_layout().layer(l).offset;
+    const float* x = a_values.data() + model.state_layout().layer(l).offset;
+    const float* y = b_values.data() + model.state_layout().layer(l).offset;
     const int64_t bounds[] = {layout.ssm, layout.k, layout.v, layout.angle, layout.total};
     for (int part = 0; part < 4; ++part) {
       double peak = 1, diff = 0;
@@ -162,7 +164,8 @@ TEST_P(Mamba3Chunked, ContinuedWindowsMatchTheSequentialOrder) {
 
 TEST_P(Mamba3Chunked, RemovingTheBoundaryFoldBreaksContinuedWindows) {
   auto unfolded = Model::load(model_dir(GetParam()));
-  dynamic_cast<Mamba3Model&>(*unfolded).disable_boundary_fold_for_testing();
+  for (size_t i = 0; i < unfolded->blocks().size(); ++i)
+    dynamic_cast<Mamba3Block&>(unfolded->block(i)).disable_boundary_fold_for_testing();
   const double with_fold = continued_window_error(model_named(GetParam()), false);
   const double without_fold = continued_window_error(*unfolded, false);
   EXPECT_LE(with_fold, 1e-4);
@@ -176,14 +179,14 @@ TEST_P(Mamba3Chunked, AutoChoosesByRoundLength) {
   const auto tokens = test::random_tokens(160, model.config().vocab_size, 34);
   for (int64_t T : {3, 160}) {
     const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + T);
-    const bool chunked = Mamba3Model::auto_prefers_chunked(T, model.config().chunk_size);
+    const bool chunked = CpuBackend::mamba3_prefers_chunked(T, model.config().ssm.chunk_size);
     SequenceState a = model.new_state(), b = model.new_state();
     const auto automatic = run(model, a, prompt, ScanForm::Auto);
     const auto explicit_choice = run(model, b, prompt, chunked ? ScanForm::Chunked : ScanForm::Sequential);
     EXPECT_TRUE(test::same_bits(automatic, explicit_choice)) << "T " << T;
   }
-  EXPECT_FALSE(Mamba3Model::auto_prefers_chunked(1, 64));
-  EXPECT_TRUE(Mamba3Model::auto_prefers_chunked(4096, 64));
+  EXPECT_FALSE(CpuBackend::mamba3_prefers_chunked(1, 64));
+  EXPECT_TRUE(CpuBackend::mamba3_prefers_chunked(4096, 64));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Mamba3Chunked, ::testing::Values("d_state_128", "partial"));

@@ -14,7 +14,8 @@
 #include "core/error.h"
 #include "io/mapped_file.h"
 #include "io/safetensors.h"
-#include "model/mamba3.h"
+#include "backends/cpu/cpu_backend.h"
+#include "model/blocks/mamba3_block.h"
 
 namespace mb {
 namespace {
@@ -25,7 +26,7 @@ using nlohmann::json;
 std::string good_model(bool outproj_norm) {
   MakeModelOptions o;
   o.config = test::mamba3_config(32, 16, 16, 40);
-  o.config.is_outproj_norm = outproj_norm;
+  o.config.ssm.is_outproj_norm = outproj_norm;
   return test::write_model(o, "m3load");
 }
 
@@ -99,7 +100,7 @@ TEST(Mamba3Load, ConfigValuesOutsideTheArchitectureAreRefused) {
 TEST(Mamba3Load, BadForwardOptionsLeaveTheStateUntouched) {
   auto model = Model::load(good_model(true));
   SequenceState state = model->new_state();
-  const auto before = state.values;
+  const auto before = state.download();
   const std::vector<int32_t> tokens = {1, 2, 3};
   SequenceInput input{&state, tokens, {}};
   Workspace ws;
@@ -110,7 +111,7 @@ TEST(Mamba3Load, BadForwardOptionsLeaveTheStateUntouched) {
   const std::vector<int32_t> bad = {1, 40};
   input.tokens = bad;
   EXPECT_THROW(model->forward(ComputeContext{}, std::span(&input, 1), {}, ws, out), Error);
-  EXPECT_TRUE(test::same_bits(state.values, before));
+  EXPECT_TRUE(test::same_bits(state.download(), before));
   EXPECT_EQ(state.position, 0);
 }
 
@@ -136,7 +137,7 @@ TEST(Mamba3Load, FeatureInputsRunThroughTheInputProjection) {
     steps.insert(steps.end(), out[0].begin(), out[0].end());
   }
   EXPECT_TRUE(test::same_bits(prefilled, steps));
-  EXPECT_TRUE(test::same_bits(all.values, stepped.values));
+  EXPECT_TRUE(test::same_bits(all.download(), stepped.download()));
 }
 
 }  // namespace

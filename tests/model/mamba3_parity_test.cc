@@ -28,30 +28,30 @@ std::vector<ParityCase> parity_cases() {
     cases.push_back({std::move(name), o, load});
   };
   add("silu_gate", [](ModelConfig&) {});
-  add("outproj_norm", [](ModelConfig& c) { c.is_outproj_norm = true; });
+  add("outproj_norm", [](ModelConfig& c) { c.ssm.is_outproj_norm = true; });
   add("ngroups_2", [](ModelConfig& c) {
     c.d_model = 128;
-    c.ngroups = 2;
+    c.ssm.ngroups = 2;
   });
-  add("rope_1", [](ModelConfig& c) { c.rope_fraction = 1.0; });
-  add("d_state_128", [](ModelConfig& c) { c.d_state = 128; });
+  add("rope_1", [](ModelConfig& c) { c.ssm.rope_fraction = 1.0; });
+  add("d_state_128", [](ModelConfig& c) { c.ssm.d_state = 128; });
   add("d_state_128_norm_groups_rope_1", [](ModelConfig& c) {
     c.d_model = 128;
-    c.d_state = 128;
-    c.ngroups = 2;
-    c.rope_fraction = 1.0;
-    c.is_outproj_norm = true;
+    c.ssm.d_state = 128;
+    c.ssm.ngroups = 2;
+    c.ssm.rope_fraction = 1.0;
+    c.ssm.is_outproj_norm = true;
   });
   add("headdim_16_groups_4", [](ModelConfig& c) {
-    c.headdim = 16;
-    c.ngroups = 4;
-    c.is_outproj_norm = true;
+    c.ssm.headdim = 16;
+    c.ssm.ngroups = 4;
+    c.ssm.is_outproj_norm = true;
   });
   add("headdim_8_d_state_10", [](ModelConfig& c) {  // partial vectors everywhere
-    c.headdim = 8;
-    c.d_state = 10;
+    c.ssm.headdim = 8;
+    c.ssm.d_state = 10;
   });
-  add("no_rope_angles", [](ModelConfig& c) { c.d_state = 2; });  // floor(2 * 0.5) / 2 = 0 angles
+  add("no_rope_angles", [](ModelConfig& c) { c.ssm.d_state = 2; });  // floor(2 * 0.5) / 2 = 0 angles
   add("untied_odd_vocab", [](ModelConfig& c) {
     c.tie_embeddings = false;
     c.vocab_size = 101;
@@ -59,7 +59,7 @@ std::vector<ParityCase> parity_cases() {
   add(
       "stored_bf16", [](ModelConfig&) {}, DType::BF16);
   add(
-      "f32_loaded_as_f16", [](ModelConfig& c) { c.is_outproj_norm = true; }, DType::F32, DType::F16);
+      "f32_loaded_as_f16", [](ModelConfig& c) { c.ssm.is_outproj_norm = true; }, DType::F32, DType::F16);
   return cases;
 }
 

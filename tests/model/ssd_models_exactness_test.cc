@@ -7,11 +7,12 @@
 
 #include <map>
 
+#include "backends/cpu/cpu_backend.h"
 #include "common/mamba2_reference.h"
 #include "common/mamba3_reference.h"
 #include "common/model_fixture.h"
 #include "common/test_util.h"
-#include "model/mamba3.h"
+#include "model/blocks/mamba3_block.h"
 
 namespace mb {
 namespace {
@@ -33,9 +34,9 @@ std::vector<Shape> shapes() {
   a.seed = 11;
   MakeModelOptions b;
   b.config = test::mamba3_config(72, 20, 24, 131);
-  b.config.ngroups = 2;
-  b.config.rope_fraction = 1.0;
-  b.config.is_outproj_norm = true;
+  b.config.ssm.ngroups = 2;
+  b.config.ssm.rope_fraction = 1.0;
+  b.config.ssm.is_outproj_norm = true;
   b.dtype = DType::BF16;
   b.seed = 12;
   MakeModelOptions c;
@@ -43,7 +44,7 @@ std::vector<Shape> shapes() {
   c.seed = 13;
   MakeModelOptions d;
   d.config = test::mamba2_config(48, 20, 24, 2, 131);
-  d.config.use_bias = true;
+  d.config.ssm.use_bias = true;
   d.dtype = DType::BF16;
   d.seed = 14;
   MakeModelOptions e;
@@ -92,7 +93,7 @@ TEST_P(SsdModelExactness, SequentialPrefillEqualsDecodeStepsForEveryLength) {
         prefill(model, ctx, prompt, fresh, all ? OutputKind::LogitsAll : OutputKind::LogitsLast, 0);
     const std::vector<float> expected(step_all.begin() + (all ? 0 : (T - 1) * V), step_all.begin() + T * V);
     ASSERT_TRUE(same_bits(logits, expected)) << "logits differ at T=" << T;
-    ASSERT_TRUE(same_bits(fresh.values, states[T - 1].values)) << "state differs at T=" << T;
+    ASSERT_TRUE(same_bits(fresh.download(), states[T - 1].download())) << "state differs at T=" << T;
     ASSERT_EQ(fresh.position, T);
   }
 }
@@ -115,7 +116,7 @@ TEST_P(SsdModelExactness, ThreadCountsRoundSizesAndInstructionSetsChangeNoBit) {
                                  OutputKind::LogitsAll, chunk, scan);
         EXPECT_TRUE(same_bits(got, base))
             << "threads " << threads << " round " << chunk << " chunked " << (scan == ScanForm::Chunked);
-        EXPECT_TRUE(same_bits(state.values, base_state.values))
+        EXPECT_TRUE(same_bits(state.download(), base_state.download()))
             << "threads " << threads << " round " << chunk;
       }
     }
@@ -124,7 +125,7 @@ TEST_P(SsdModelExactness, ThreadCountsRoundSizesAndInstructionSetsChangeNoBit) {
       EXPECT_TRUE(same_bits(
           prefill(model, ComputeContext{2, isa}, tokens, state, OutputKind::LogitsAll, 0, scan), base))
           << isa_name(isa);
-      EXPECT_TRUE(same_bits(state.values, base_state.values)) << isa_name(isa);
+      EXPECT_TRUE(same_bits(state.download(), base_state.download())) << isa_name(isa);
     }
   }
 }
@@ -152,7 +153,7 @@ TEST_P(SsdModelExactness, EachSequenceOfABatchEqualsItAlone) {
           const auto solo =
               prefill(model, ComputeContext{1, best_isa()}, prompts[i], alone, kind, chunk, scan, 16);
           EXPECT_TRUE(same_bits(batched[i], solo)) << "sequence " << i << " round " << chunk;
-          EXPECT_TRUE(same_bits(states[i].values, alone.values)) << "sequence " << i;
+          EXPECT_TRUE(same_bits(states[i].download(), alone.download())) << "sequence " << i;
         }
       }
     }
@@ -175,11 +176,12 @@ void expect_fresh_state_reproduces_mamba3(const Model& model) {
   SequenceState second = model.new_state();
   const auto b = test::step_logits(model, ctx, tokens, second);
   EXPECT_TRUE(same_bits(a, b));
-  EXPECT_TRUE(same_bits(first.values, second.values));
+  EXPECT_TRUE(same_bits(first.download(), second.download()));
   // The state moved away from zero in all four parts of the model's layout (which names them
   // at the offsets the scan op uses), and the angles stayed in [0, 2 pi].
-  const auto& m3 = dynamic_cast<const Mamba3Model&>(model);
-  const Mamba3StateLayout op_layout = mamba3_state_layout(m3.layers()[0].scan);
+  const auto& m3 = dynamic_cast<const Mamba3Block&>(*model.blocks()[0]);
+  const Mamba3StateLayout op_layout = mamba3_state_layout(m3.params());
+  const std::vector<float> values = first.download();
   const StateLayout& layout = model.state_layout();
   ASSERT_EQ(layout.n_layers(), model.config().n_layer);
   for (int64_t l = 0; l < model.config().n_layer; ++l) {
@@ -187,15 +189,15 @@ void expect_fresh_state_reproduces_mamba3(const Model& model) {
     ASSERT_EQ(layer.parts.size(), 4u);
     EXPECT_EQ(layer.floats, op_layout.total);
     for (const StatePart& part : layer.parts) {
-      const float* begin = first.values.data() + part.offset;
+      const float* begin = values.data() + part.offset;
       EXPECT_GT(test::max_abs(std::vector<float>(begin, begin + part.floats())), 0.0)
           << "layer " << l << " part " << part.name;
     }
     const StatePart& angles = layer.parts[layout.part_index(l, "angles")];
     EXPECT_EQ(angles.offset - layer.offset, op_layout.angle);
     for (int64_t i = 0; i < angles.floats(); ++i) {
-      EXPECT_GE(first.values[angles.offset + i], 0.0f);
-      EXPECT_LE(first.values[angles.offset + i], 6.2831855f);
+      EXPECT_GE(values[angles.offset + i], 0.0f);
+      EXPECT_LE(values[angles.offset + i], 6.2831855f);
     }
   }
 }

@@ -48,7 +48,7 @@ TEST(TorchBinLoad, Mamba1Bf16UntiedLogitsAreBitIdentical) {
   MakeModelOptions o;
   o.config = test::small_config(32, 2, 97);
   o.config.tie_embeddings = false;
-  o.config.use_bias = true;
+  o.config.ssm.use_bias = true;
   o.dtype = DType::BF16;
   o.form = ConfigForm::Original;
   o.seed = 12;

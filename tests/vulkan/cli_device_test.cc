@@ -76,9 +76,9 @@ TEST_F(VulkanCli, BenchReportsTheCpuFieldsAndDeviceTimings) {
   if (ctx().info().timestamps) {
     ASSERT_TRUE(gpu_json.contains("device_phases")) << gpu.out;
     const auto& step = gpu_json["device_phases"]["decode_step"];
-    ASSERT_TRUE(step.contains("in_proj")) << gpu.out;
-    EXPECT_EQ(step["in_proj"]["dispatches"].get<int>(), 2);  // one per layer
-    EXPECT_TRUE(gpu_json["device_phases"]["prefill"].contains("scan")) << gpu.out;
+    ASSERT_TRUE(step.contains("in_proj gemm")) << gpu.out;
+    EXPECT_EQ(step["in_proj gemm"]["dispatches"].get<int>(), 2);  // one per layer
+    EXPECT_TRUE(gpu_json["device_phases"]["prefill"].contains("selective scan+gate")) << gpu.out;
   }
 }
 

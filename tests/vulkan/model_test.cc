@@ -9,11 +9,11 @@
 #include <memory>
 #include <string>
 
+#include "backends/vulkan/vulkan_backend.h"
 #include "backends/vulkan/vulkan_ops.h"
 #include "common/model_fixture.h"
 #include "common/test_util.h"
 #include "core/error.h"
-#include "model/vulkan/vulkan_mamba1.h"
 #include "vulkan/vulkan_test_util.h"
 
 namespace mb {
@@ -21,6 +21,18 @@ namespace {
 
 const ComputeContext kCpu{2};
 constexpr double kMaxNmse = 1e-7;
+
+const vulkan::VulkanBackend& vulkan_of(const Model& model) {
+  return dynamic_cast<const vulkan::VulkanBackend&>(model.backend());
+}
+
+// The phase name of each dispatch of the workspace's current recording.
+std::vector<std::string> recorded_phases(const Model& model, const Workspace& ws) {
+  const std::vector<std::string> names = model.phase_names();
+  std::vector<std::string> phases;
+  for (PhaseId id : vulkan::VulkanBackend::recorded_phases(*ws.stream)) phases.push_back(names.at(id));
+  return phases;
+}
 
 struct Loaded {
   std::unique_ptr<Model> cpu, gpu;
@@ -65,7 +77,7 @@ class VulkanModel : public test::VulkanTest, public ::testing::WithParamInterfac
   }
   const Model& cpu() { return *models_->cpu; }
   const Model& gpu() { return *models_->gpu; }
-  const VulkanMamba1& executor() { return dynamic_cast<const VulkanMamba1&>(*models_->gpu->device()); }
+  const vulkan::VulkanBackend& executor() { return vulkan_of(*models_->gpu); }
   bool bitwise() { return executor().context().exact_fma(); }
 
   // One forward call of one sequence from `state`.
@@ -98,8 +110,8 @@ TEST_P(VulkanModel, LogitsAndStateEqualTheCpu) {
   const auto gpu_logits = run(gpu(), gpu_state, tokens, OutputKind::LogitsAll);
   ASSERT_EQ(gpu_logits.size(), 11u * 97u);
   expect_cpu_equal(gpu_logits, cpu_logits, "prefill logits");
-  ASSERT_NE(gpu_state.device, nullptr) << "the state should stay on the device";
-  expect_cpu_equal(gpu_state.host_values(), cpu_state.values, "state after the prefill");
+  ASSERT_TRUE(gpu_state.on_device()) << "the state should stay on the device";
+  expect_cpu_equal(gpu_state.download(), cpu_state.download(), "state after the prefill");
   EXPECT_EQ(gpu_state.position, 11);
   // Decode steps continue from the device state and still equal the CPU.
   for (int32_t token : test::random_tokens(4, 97, 2)) {
@@ -107,7 +119,7 @@ TEST_P(VulkanModel, LogitsAndStateEqualTheCpu) {
     const auto gpu_step = run(gpu(), gpu_state, {token}, OutputKind::LogitsLast);
     expect_cpu_equal(gpu_step, cpu_step, "decode logits");
   }
-  expect_cpu_equal(gpu_state.host_values(), cpu_state.values, "state after the steps");
+  expect_cpu_equal(gpu_state.download(), cpu_state.download(), "state after the steps");
 }
 
 TEST_P(VulkanModel, EveryOutputKindEqualsTheCpu) {
@@ -118,7 +130,7 @@ TEST_P(VulkanModel, EveryOutputKindEqualsTheCpu) {
     const auto expected = run(cpu(), cpu_state, tokens, kind, 3);
     const auto got = run(gpu(), gpu_state, tokens, kind, 3);
     expect_cpu_equal(got, expected, "output kind " + std::to_string(static_cast<int>(kind)));
-    expect_cpu_equal(gpu_state.host_values(), cpu_state.values, "state");
+    expect_cpu_equal(gpu_state.download(), cpu_state.download(), "state");
   }
 }
 
@@ -133,7 +145,7 @@ TEST_P(VulkanModel, PrefillEqualsDecodeSteps) {
   }
   EXPECT_TRUE(test::same_bits(all, steps))
       << "first difference at " << test::first_bit_difference(all, steps);
-  EXPECT_TRUE(test::same_bits(prefilled.host_values(), stepped.host_values()));
+  EXPECT_TRUE(test::same_bits(prefilled.download(), stepped.download()));
 }
 
 TEST_P(VulkanModel, ChunkSizeChangesNoBit) {
@@ -144,7 +156,7 @@ TEST_P(VulkanModel, ChunkSizeChangesNoBit) {
     SequenceState state = gpu().new_state();
     const auto chunked = run(gpu(), state, tokens, OutputKind::LogitsAll, chunk);
     EXPECT_TRUE(test::same_bits(chunked, whole)) << "chunk " << chunk;
-    EXPECT_TRUE(test::same_bits(state.host_values(), whole_state.host_values())) << "chunk " << chunk;
+    EXPECT_TRUE(test::same_bits(state.download(), whole_state.download())) << "chunk " << chunk;
   }
 }
 
@@ -162,13 +174,13 @@ TEST_P(VulkanModel, BatchEqualsEachSequenceAlone) {
     SequenceState alone = gpu().new_state();
     const auto expected = run(gpu(), alone, prompts[i], OutputKind::LogitsAll);
     EXPECT_TRUE(test::same_bits(out[i], expected)) << "sequence " << i;
-    EXPECT_TRUE(test::same_bits(states[i].host_values(), alone.host_values())) << "sequence " << i;
+    EXPECT_TRUE(test::same_bits(states[i].download(), alone.download())) << "sequence " << i;
   }
   // Batched decode steps equal solo steps too.
   for (int step = 0; step < 3; ++step) {
     std::vector<int32_t> next = {static_cast<int32_t>(step), 50, 96};
     std::vector<SequenceState> solo;
-    for (auto& state : states) solo.push_back(state);  // forks: downloaded copies
+    for (auto& state : states) solo.push_back(state);  // forks: device-side copies
     for (size_t i = 0; i < states.size(); ++i) batch[i] = {&states[i], std::span(&next[i], 1), {}};
     gpu().forward(kCpu, batch, {OutputKind::LogitsLast, 0}, ws_, out);
     for (size_t i = 0; i < states.size(); ++i) {
@@ -206,20 +218,21 @@ TEST_P(VulkanModel, DecodeRecordsOnceAndReplays) {
   int32_t token = 3;
   input.tokens = std::span(&token, 1);
   gpu().forward(kCpu, std::span(&input, 1), {OutputKind::LogitsLast, 0}, ws, out);
-  const int64_t after_first = executor().recordings(ws);
+  const int64_t after_first = vulkan::VulkanBackend::recordings(*ws.stream);
   EXPECT_EQ(after_first, 1);
   for (int step = 0; step < 5; ++step) {
     token = static_cast<int32_t>(std::max_element(out[0].begin(), out[0].end()) - out[0].begin());
     gpu().forward(kCpu, std::span(&input, 1), {OutputKind::LogitsLast, 0}, ws, out);
   }
-  EXPECT_EQ(executor().recordings(ws), after_first) << "a steady decode loop should replay its recording";
+  EXPECT_EQ(vulkan::VulkanBackend::recordings(*ws.stream), after_first)
+      << "a steady decode loop should replay its recording";
   EXPECT_EQ(state.position, 6);
   // A new state (whose buffer may reuse the freed one's handle) is a new shape: recorded anew,
   // and its first step equals a fresh state's first step in another workspace.
   state = gpu().new_state();
   token = 3;
   gpu().forward(kCpu, std::span(&input, 1), {OutputKind::LogitsLast, 0}, ws, out);
-  EXPECT_EQ(executor().recordings(ws), after_first + 1);
+  EXPECT_EQ(vulkan::VulkanBackend::recordings(*ws.stream), after_first + 1);
   SequenceState fresh = gpu().new_state();
   EXPECT_TRUE(test::same_bits(out[0], run(gpu(), fresh, {3}, OutputKind::LogitsLast)));
 }
@@ -237,21 +250,22 @@ TEST_P(VulkanModel, ADecodeStepOfEightSequencesTakesAsManyDispatchesAsOne) {
     Workspace ws;
     std::vector<std::vector<float>> out;
     gpu().forward(kCpu, batch, {OutputKind::ArgmaxLast, 0}, ws, out);
-    return executor().recorded_phases(ws);
+    return recorded_phases(gpu(), ws);
   };
   auto count = [](const std::vector<std::string>& phases, const std::string& phase) {
     return std::count(phases.begin(), phases.end(), phase);
   };
   const std::vector<std::string> one = step_phases(1), eight = step_phases(8);
   const int64_t layers = cpu().config().n_layer;
-  for (const char* phase : {"in_proj", "conv", "x_proj", "scan", "out_proj"})
+  for (const char* phase :
+       {"in_proj gemm", "conv+silu", "x_proj gemm", "selective scan+gate", "out_proj gemm+residual"})
     EXPECT_EQ(count(eight, phase), layers) << phase;
-  EXPECT_EQ(count(eight, "dt_proj"), 0);
-  const int64_t mixer_norms = count(eight, "norm");
+  EXPECT_EQ(count(eight, "dt_proj gemm+softplus"), 0);
+  const int64_t mixer_norms = count(eight, "rmsnorm");
   EXPECT_TRUE(mixer_norms == 0 || mixer_norms == layers) << mixer_norms;
   const int64_t per_layer = 5 * layers + mixer_norms;
   const int64_t outside =
-      count(eight, "embed") + count(eight, "final_norm") + count(eight, "lm_head") + count(eight, "argmax");
+      count(eight, "embed") + count(eight, "norm_f") + count(eight, "lm_head gemm") + count(eight, "argmax");
   EXPECT_EQ(static_cast<int64_t>(eight.size()), per_layer + outside);
   EXPECT_EQ(eight, one) << "batch 8 recorded " << eight.size() << " dispatches, batch 1 " << one.size();
 
@@ -263,25 +277,28 @@ TEST_P(VulkanModel, ADecodeStepOfEightSequencesTakesAsManyDispatchesAsOne) {
   std::vector<std::vector<float>> out;
   const SequenceInput input{&prefill_state, prompt, {}};
   gpu().forward(kCpu, std::span(&input, 1), {OutputKind::LogitsLast, 0}, ws, out);
-  const std::vector<std::string> prefill = executor().recorded_phases(ws);
-  EXPECT_EQ(count(prefill, "dt_proj"), layers);
-  EXPECT_EQ(count(prefill, "scan"), layers);
+  const std::vector<std::string> prefill = recorded_phases(gpu(), ws);
+  EXPECT_EQ(count(prefill, "dt_proj gemm+softplus"), layers);
+  EXPECT_EQ(count(prefill, "selective scan+gate"), layers);
 }
 
 TEST_P(VulkanModel, ForkedStateContinuesOnTheCpu) {
-  // A state advanced on the device, copied (downloaded) and continued on the CPU, equals the
-  // device continuing it: the state layout is the same on both sides.
+  // A state advanced on the device, downloaded and continued on the CPU, equals the device
+  // continuing it: the state layout is the same on both sides. A fork stays on the device.
   const auto tokens = test::random_tokens(6, 97, 9);
   SequenceState state = gpu().new_state();
   run(gpu(), state, tokens, OutputKind::None);
-  SequenceState fork = state;
-  EXPECT_EQ(fork.device, nullptr);
+  const SequenceState device_fork = state;
+  EXPECT_TRUE(device_fork.on_device());
+  EXPECT_TRUE(test::same_bits(device_fork.download(), state.download()));
+  SequenceState fork(state.download(), state.position);
+  EXPECT_FALSE(fork.on_device());
   const auto on_cpu = run(cpu(), fork, {17}, OutputKind::LogitsLast);
   const auto on_gpu = run(gpu(), state, {17}, OutputKind::LogitsLast);
   expect_cpu_equal(on_gpu, on_cpu, "continued logits");
   // The device-held state itself, given to the CPU model, is downloaded and continues there.
   const auto from_device = run(cpu(), state, {18}, OutputKind::LogitsLast);
-  EXPECT_EQ(state.device, nullptr);
+  EXPECT_FALSE(state.on_device());
   expect_cpu_equal(from_device, run(cpu(), fork, {18}, OutputKind::LogitsLast),
                    "the device state on the CPU");
 }
@@ -296,7 +313,7 @@ TEST_F(VulkanModelVariants, FalconMambaWithFeatureInputsEqualsTheCpu) {
   // token sequence: the remaining paths of the executor.
   MakeModelOptions options;
   options.config = test::small_config(32, 2, 61);
-  options.config.mixer_rms_norm = true;
+  options.config.ssm.mixer_rms_norm = true;
   options.input_dim = 5;
   options.seed = 11;
   const std::string dir = test::write_model(options, "vulkan_falcon");
@@ -322,8 +339,7 @@ TEST_F(VulkanModelVariants, FalconMambaWithFeatureInputsEqualsTheCpu) {
       EXPECT_TRUE(test::same_bits(got[i], expected[i])) << "sequence " << i;
     }
   }
-  for (const std::string& error :
-       dynamic_cast<const VulkanMamba1&>(*gpu->device()).context().validation_errors())
+  for (const std::string& error : vulkan_of(*gpu).context().validation_errors())
     ADD_FAILURE() << "Vulkan validation error: " << error;
 }
 
@@ -357,7 +373,9 @@ TEST_F(VulkanModelVariants, ADeviceLoadDropsTheHostMatricesUnlessAskedToKeepThem
   const std::vector<float> expected = logits(*cpu);
   auto expect_cpu_bits = [&](const std::vector<float>& got, const char* what) {
     EXPECT_LE(test::nmse(got, expected), kMaxNmse) << what;
-    if (ctx().exact_fma()) EXPECT_TRUE(test::same_bits(got, expected)) << what;
+    if (ctx().exact_fma()) {
+      EXPECT_TRUE(test::same_bits(got, expected)) << what;
+    }
   };
   expect_cpu_bits(logits(*gpu), "device-only model");
   try {
@@ -366,18 +384,18 @@ TEST_F(VulkanModelVariants, ADeviceLoadDropsTheHostMatricesUnlessAskedToKeepThem
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("load it again"), std::string::npos) << error.what();
   }
-  EXPECT_NE(gpu->device(), nullptr);  // the refusal left the model on its device, still working
+  EXPECT_TRUE(gpu->on_device());  // the refusal left the model on its device, still working
   expect_cpu_bits(logits(*gpu), "device-only model after the refused move");
   vulkan::ContextOptions device;
   device.device_index = ctx().info().index;
-  EXPECT_THROW(VulkanMamba1(dynamic_cast<const Mamba1Model&>(*gpu), device), Error);
+  EXPECT_THROW(gpu->set_backend(std::make_shared<vulkan::VulkanBackend>(device)), Error);
 
   on_gpu.keep_host_weights = true;
   auto kept = Model::load(dir, on_gpu);
   EXPECT_EQ(kept->host_matrix_bytes(), cpu->host_matrix_bytes());
   expect_cpu_bits(logits(*kept), "model that kept its host matrices");
   kept->set_device(DeviceSpec{});
-  EXPECT_EQ(kept->device(), nullptr);
+  EXPECT_FALSE(kept->on_device());
   EXPECT_TRUE(test::same_bits(logits(*kept), expected));
 }
 
@@ -389,16 +407,15 @@ TEST_F(VulkanModelVariants, MatricesCutIntoPiecesGiveTheSameBits) {
   // keeps dt_proj's own GEMM dispatches while the whole one runs dt_proj inside the scan.
   MakeModelOptions options;
   options.config = test::small_config(64, 1, 200);
-  options.config.dt_rank = 72;
+  options.config.ssm.dt_rank = 72;
   options.seed = 21;
   const std::string dir = test::write_model(options, "vulkan_pieces");
   auto host = Model::load(dir), whole = Model::load(dir), cut = Model::load(dir);
   setenv("MB_VULKAN_VALIDATION", "1", 1);
   vulkan::ContextOptions context;
   context.device_index = ctx().info().index;
-  whole->set_executor(std::make_unique<VulkanMamba1>(dynamic_cast<const Mamba1Model&>(*whole), context));
-  cut->set_executor(
-      std::make_unique<VulkanMamba1>(dynamic_cast<const Mamba1Model&>(*cut), context, 128 * kPanelWidth * 4));
+  whole->set_backend(std::make_shared<vulkan::VulkanBackend>(context));
+  cut->set_backend(std::make_shared<vulkan::VulkanBackend>(context, 128 * kPanelWidth * 4));
   // 5 positions take the decode GEMM; 140 the tiled one, over two tiles of rows (the last partial).
   for (int64_t length : {5, 140}) {
     const auto tokens = test::random_tokens(length, 200, 22);
@@ -412,8 +429,9 @@ TEST_F(VulkanModelVariants, MatricesCutIntoPiecesGiveTheSameBits) {
       if (model == cut.get()) {
         // The LM head and in_proj of 256 rows (four panels) and dt_proj are two pieces each.
         int checked = 0;
-        for (const DevicePhaseTime& time : cut->device()->last_timings(ws)) {
-          if (time.phase == "lm_head" || time.phase == "in_proj" || time.phase == "dt_proj") {
+        for (const DevicePhaseTime& time : cut->device_timings(ws)) {
+          if (time.phase == "lm_head gemm" || time.phase == "in_proj gemm" ||
+              time.phase == "dt_proj gemm+softplus") {
             EXPECT_EQ(time.dispatches, 2) << time.phase;
             ++checked;
           }
@@ -435,17 +453,16 @@ TEST_F(VulkanModelVariants, ManySequencesAndTheOnePerSequenceFallbackGiveTheSame
   // context pretends it cannot index buffer arrays (one conv and one scan dispatch per sequence).
   MakeModelOptions options;
   options.config = test::small_config(32, 2, 53);
-  options.config.mixer_rms_norm = true;
+  options.config.ssm.mixer_rms_norm = true;
   options.seed = 31;
   const std::string dir = test::write_model(options, "vulkan_many");
   setenv("MB_VULKAN_VALIDATION", "1", 1);
   auto batched = Model::load(dir), fallback = Model::load(dir);
   vulkan::ContextOptions context;
   context.device_index = ctx().info().index;
-  batched->set_executor(std::make_unique<VulkanMamba1>(dynamic_cast<const Mamba1Model&>(*batched), context));
+  batched->set_backend(std::make_shared<vulkan::VulkanBackend>(context));
   context.buffer_arrays = false;
-  fallback->set_executor(
-      std::make_unique<VulkanMamba1>(dynamic_cast<const Mamba1Model&>(*fallback), context));
+  fallback->set_backend(std::make_shared<vulkan::VulkanBackend>(context));
   const size_t n = vulkan::kMaxGpuParts + 2;
   std::vector<std::vector<int32_t>> prompts;
   for (size_t i = 0; i < n; ++i) prompts.push_back(test::random_tokens(1 + i % 4, 53, 40 + i));
@@ -465,13 +482,13 @@ TEST_F(VulkanModelVariants, ManySequencesAndTheOnePerSequenceFallbackGiveTheSame
     for (size_t i = 0; i < n; ++i) batch[i] = {&states[i], std::span(&next[i], 1), {}};
     model.forward(ComputeContext{2}, batch, {OutputKind::LogitsLast, 0}, ws, out);
     results[which].insert(results[which].end(), out.begin(), out.end());
-    const auto& executor = dynamic_cast<const VulkanMamba1&>(*model.device());
-    const std::vector<std::string> phases = executor.recorded_phases(ws);
+    const vulkan::VulkanBackend& executor = vulkan_of(model);
+    const std::vector<std::string> phases = recorded_phases(model, ws);
     // Per layer (2): ceil(18 / 16) scans batched, 18 without arrays; the mixer norms are one
     // dispatch, at most one more normalizes the layer's input.
-    const int64_t scans = std::count(phases.begin(), phases.end(), "scan");
+    const int64_t scans = std::count(phases.begin(), phases.end(), "selective scan+gate");
     EXPECT_EQ(scans, which == 0 ? 2 * 2 : static_cast<int64_t>(2 * n));
-    EXPECT_LE(std::count(phases.begin(), phases.end(), "norm"), 2 * 2);
+    EXPECT_LE(std::count(phases.begin(), phases.end(), "rmsnorm"), 2 * 2);
     for (const std::string& error : executor.context().validation_errors())
       ADD_FAILURE() << "Vulkan validation error: " << error;
     // Each sequence's results equal the sequence run alone on the batching executor.

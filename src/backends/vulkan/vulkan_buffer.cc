@@ -233,6 +233,14 @@ void Buffer::download(void* data, uint64_t bytes, uint64_t offset) const {
   std::memcpy(data, staging.data(), bytes);
 }
 
+void Buffer::copy_from(const Buffer& from, uint64_t from_offset, uint64_t to_offset, uint64_t bytes) {
+  if (from_offset > from.bytes_ || bytes > from.bytes_ - from_offset || to_offset > bytes_ ||
+      bytes > bytes_ - to_offset)
+    throw Error("Vulkan copy of " + std::to_string(bytes) + " bytes overruns a buffer");
+  if (bytes == 0) return;
+  copy_and_wait(*context_, from.buffer_, from_offset, buffer_, to_offset, bytes);
+}
+
 Buffer Buffer::from_floats(Context& context, const std::vector<float>& values) {
   Buffer buffer(context, values.size() * sizeof(float));
   buffer.upload(values.data(), values.size() * sizeof(float));

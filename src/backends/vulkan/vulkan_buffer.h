@@ -42,6 +42,10 @@ class Buffer {
   void upload(const void* data, uint64_t bytes, uint64_t offset = 0);
   void download(void* data, uint64_t bytes, uint64_t offset = 0) const;
 
+  // Copies `bytes` bytes of `from` at byte `from_offset` to byte `to_offset` of this buffer, on the
+  // device (no host round trip).
+  void copy_from(const Buffer& from, uint64_t from_offset, uint64_t to_offset, uint64_t bytes);
+
   // A buffer holding these floats, and all floats of a buffer.
   static Buffer from_floats(Context& context, const std::vector<float>& values);
   std::vector<float> to_floats() const;

@@ -1,5 +1,6 @@
 #include "backends/vulkan/vulkan_commands.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "backends/vulkan/vulkan_buffer.h"
@@ -29,48 +30,77 @@ void full_barrier(VkCommandBuffer command_buffer) {
 
 }  // namespace
 
-CommandSequence::CommandSequence(Context& context, uint32_t max_dispatches)
-    : context_(context), max_dispatches_(max_dispatches > 0 ? max_dispatches : 1) {
-  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, max_dispatches_ * kMaxDescriptorsPerDispatch};
-  VkDescriptorPoolCreateInfo pool{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-  pool.maxSets = max_dispatches_;
-  pool.poolSizeCount = 1;
-  pool.pPoolSizes = &size;
-  context.check(vkCreateDescriptorPool(context.device(), &pool, nullptr, &descriptor_pool_),
-                "descriptor pool creation");
+CommandSequence::CommandSequence(Context& context, uint32_t pool_dispatches)
+    : context_(context), pool_dispatches_(pool_dispatches > 0 ? pool_dispatches : 1) {
   try {
-    if (context.info().timestamps) {
-      VkQueryPoolCreateInfo queries{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
-      queries.queryType = VK_QUERY_TYPE_TIMESTAMP;
-      queries.queryCount = 2 * max_dispatches_;
-      context.check(vkCreateQueryPool(context.device(), &queries, nullptr, &query_pool_),
-                    "query pool creation");
-    }
     command_buffer_ = context.allocate_command_buffer();
   } catch (...) {
-    if (query_pool_ != VK_NULL_HANDLE) vkDestroyQueryPool(context.device(), query_pool_, nullptr);
-    vkDestroyDescriptorPool(context.device(), descriptor_pool_, nullptr);
+    destroy();
     throw;
   }
 }
 
 CommandSequence::~CommandSequence() {
-  context_.free_command_buffer(command_buffer_);
-  if (query_pool_ != VK_NULL_HANDLE) vkDestroyQueryPool(context_.device(), query_pool_, nullptr);
-  vkDestroyDescriptorPool(context_.device(), descriptor_pool_, nullptr);
+  destroy();
+}
+
+void CommandSequence::destroy() {
+  if (command_buffer_ != VK_NULL_HANDLE) context_.free_command_buffer(command_buffer_);
+  for (VkQueryPool pool : query_pools_) vkDestroyQueryPool(context_.device(), pool, nullptr);
+  for (VkDescriptorPool pool : descriptor_pools_) vkDestroyDescriptorPool(context_.device(), pool, nullptr);
+  command_buffer_ = VK_NULL_HANDLE;
+  query_pools_.clear();
+  descriptor_pools_.clear();
+}
+
+void CommandSequence::make_room() {
+  if (labels_.size() < static_cast<size_t>(pools_in_use_) * pool_dispatches_) return;
+  if (pools_in_use_ == descriptor_pools_.size()) {
+    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                              pool_dispatches_ * kMaxDescriptorsPerDispatch};
+    VkDescriptorPoolCreateInfo info{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+    info.maxSets = pool_dispatches_;
+    info.poolSizeCount = 1;
+    info.pPoolSizes = &size;
+    VkDescriptorPool pool = VK_NULL_HANDLE;
+    context_.check(vkCreateDescriptorPool(context_.device(), &info, nullptr, &pool),
+                   "descriptor pool creation");
+    descriptor_pools_.push_back(pool);
+    if (context_.info().timestamps) {
+      VkQueryPoolCreateInfo queries{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+      queries.queryType = VK_QUERY_TYPE_TIMESTAMP;
+      queries.queryCount = 2 * pool_dispatches_;
+      VkQueryPool query_pool = VK_NULL_HANDLE;
+      context_.check(vkCreateQueryPool(context_.device(), &queries, nullptr, &query_pool),
+                     "query pool creation");
+      query_pools_.push_back(query_pool);
+    }
+  }
+  // The pool was reset with the others at begin(); its queries are reset here, in the recording,
+  // before the dispatches that write them.
+  if (!query_pools_.empty())
+    vkCmdResetQueryPool(command_buffer_, query_pools_[pools_in_use_], 0, 2 * pool_dispatches_);
+  ++pools_in_use_;
+}
+
+VkQueryPool CommandSequence::query_pool_of(uint32_t index, uint32_t& query) const {
+  if (query_pools_.empty()) return VK_NULL_HANDLE;
+  query = 2 * (index % pool_dispatches_);
+  return query_pools_[index / pool_dispatches_];
 }
 
 void CommandSequence::begin() {
   context_.check(vkResetCommandBuffer(command_buffer_, 0), "command buffer reset");
-  context_.check(vkResetDescriptorPool(context_.device(), descriptor_pool_, 0), "descriptor pool reset");
+  for (VkDescriptorPool pool : descriptor_pools_)
+    context_.check(vkResetDescriptorPool(context_.device(), pool, 0), "descriptor pool reset");
   labels_.clear();
+  pools_in_use_ = 0;
+  parameter_buffer_ = 0;
   parameter_words_ = 0;
   recorded_ = false;
   ran_ = false;
   VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   context_.check(vkBeginCommandBuffer(command_buffer_, &begin), "beginning a recording");
-  if (query_pool_ != VK_NULL_HANDLE)
-    vkCmdResetQueryPool(command_buffer_, query_pool_, 0, 2 * max_dispatches_);
   recording_ = true;
 }
 
@@ -78,8 +108,6 @@ void CommandSequence::dispatch(const KernelSpec& kernel, std::span<const Buffer*
                                const void* push_constants, uint32_t push_constant_bytes,
                                const uint32_t (&groups)[3], std::string label) {
   MB_CHECK(recording_);
-  if (labels_.size() >= max_dispatches_)
-    throw Error("a Vulkan command sequence holds at most " + std::to_string(max_dispatches_) + " dispatches");
   MB_CHECK(buffers.size() == kernel.descriptors() && push_constant_bytes == kernel.push_constant_bytes);
   MB_CHECK(kernel.descriptors() <= kMaxDescriptorsPerDispatch);
   for (int axis = 0; axis < 3; ++axis)
@@ -88,9 +116,10 @@ void CommandSequence::dispatch(const KernelSpec& kernel, std::span<const Buffer*
                   " workgroups along an axis; the device allows " +
                   std::to_string(context_.limits().maxComputeWorkGroupCount[axis]));
   const Pipeline& pipeline = context_.pipeline(kernel);
+  make_room();
 
   VkDescriptorSetAllocateInfo allocate{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-  allocate.descriptorPool = descriptor_pool_;
+  allocate.descriptorPool = descriptor_pools_[pools_in_use_ - 1];
   allocate.descriptorSetCount = 1;
   allocate.pSetLayouts = &pipeline.set_layout;
   VkDescriptorSet set = VK_NULL_HANDLE;
@@ -112,10 +141,11 @@ void CommandSequence::dispatch(const KernelSpec& kernel, std::span<const Buffer*
   }
   vkUpdateDescriptorSets(context_.device(), static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
 
-  const uint32_t index = static_cast<uint32_t>(labels_.size());
+  uint32_t query = 0;
+  const VkQueryPool queries = query_pool_of(static_cast<uint32_t>(labels_.size()), query);
   full_barrier(command_buffer_);
-  if (query_pool_ != VK_NULL_HANDLE)
-    vkCmdWriteTimestamp(command_buffer_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, query_pool_, 2 * index);
+  if (queries != VK_NULL_HANDLE)
+    vkCmdWriteTimestamp(command_buffer_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries, query);
   vkCmdBindPipeline(command_buffer_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.pipeline);
   vkCmdBindDescriptorSets(command_buffer_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout, 0, 1, &set, 0,
                           nullptr);
@@ -124,55 +154,54 @@ void CommandSequence::dispatch(const KernelSpec& kernel, std::span<const Buffer*
                        push_constants);
   if (groups[0] > 0 && groups[1] > 0 && groups[2] > 0)
     vkCmdDispatch(command_buffer_, groups[0], groups[1], groups[2]);
-  if (query_pool_ != VK_NULL_HANDLE)
-    vkCmdWriteTimestamp(command_buffer_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, query_pool_, 2 * index + 1);
+  if (queries != VK_NULL_HANDLE)
+    vkCmdWriteTimestamp(command_buffer_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries, query + 1);
   labels_.push_back(std::move(label));
 }
 
 void CommandSequence::copy(const Buffer& from, uint64_t from_offset, const Buffer& to, uint64_t to_offset,
                            uint64_t bytes, std::string label) {
   MB_CHECK(recording_);
-  if (labels_.size() >= max_dispatches_)
-    throw Error("a Vulkan command sequence holds at most " + std::to_string(max_dispatches_) + " dispatches");
   if (from_offset > from.bytes() || bytes > from.bytes() - from_offset || to_offset > to.bytes() ||
       bytes > to.bytes() - to_offset)
     throw Error("Vulkan copy '" + label + "' of " + std::to_string(bytes) + " bytes overruns a buffer");
-  const uint32_t index = static_cast<uint32_t>(labels_.size());
+  make_room();
+  uint32_t query = 0;
+  const VkQueryPool queries = query_pool_of(static_cast<uint32_t>(labels_.size()), query);
   full_barrier(command_buffer_);
-  if (query_pool_ != VK_NULL_HANDLE)
-    vkCmdWriteTimestamp(command_buffer_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, query_pool_, 2 * index);
+  if (queries != VK_NULL_HANDLE)
+    vkCmdWriteTimestamp(command_buffer_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries, query);
   if (bytes > 0) {
     const VkBufferCopy region{from_offset, to_offset, bytes};
     vkCmdCopyBuffer(command_buffer_, from.handle(), to.handle(), 1, &region);
   }
-  if (query_pool_ != VK_NULL_HANDLE)
-    vkCmdWriteTimestamp(command_buffer_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, query_pool_, 2 * index + 1);
+  if (queries != VK_NULL_HANDLE)
+    vkCmdWriteTimestamp(command_buffer_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries, query + 1);
   labels_.push_back(std::move(label));
 }
 
-const Buffer& CommandSequence::parameter_buffer() {
-  if (!parameters_)
-    parameters_ = std::make_unique<Buffer>(
-        context_, static_cast<uint64_t>(max_dispatches_) * kParameterWordsPerDispatch * 4,
-        Memory::HostVisible);
-  return *parameters_;
-}
-
-uint32_t CommandSequence::stage(std::span<const uint32_t> words) {
+CommandSequence::Staged CommandSequence::stage(std::span<const uint32_t> words) {
   MB_CHECK(recording_);
-  const Buffer& buffer = parameter_buffer();
-  if ((parameter_words_ + words.size()) * 4 > buffer.bytes())
-    throw Error("a Vulkan command sequence stages at most " + std::to_string(buffer.bytes() / 4) +
-                " parameter words");
+  const uint64_t buffer_words = static_cast<uint64_t>(pool_dispatches_) * kParameterWordsPerDispatch;
+  if (words.size() > buffer_words)
+    throw Error("a Vulkan command sequence stages at most " + std::to_string(buffer_words) +
+                " parameter words at once");
+  if (parameter_buffer_ < parameters_.size() && parameter_words_ + words.size() > buffer_words) {
+    ++parameter_buffer_;
+    parameter_words_ = 0;
+  }
+  if (parameter_buffer_ == parameters_.size())
+    parameters_.push_back(std::make_unique<Buffer>(context_, buffer_words * 4, Memory::HostVisible));
+  const Buffer& buffer = *parameters_[parameter_buffer_];
   const uint32_t at = parameter_words_;
   std::memcpy(static_cast<uint32_t*>(buffer.mapped()) + at, words.data(), words.size_bytes());
   parameter_words_ += static_cast<uint32_t>(words.size());
-  return at;
+  return {&buffer, at};
 }
 
 void CommandSequence::end() {
   MB_CHECK(recording_);
-  if (parameters_ && parameter_words_ > 0) parameters_->flush();
+  for (size_t i = 0; i < parameters_.size() && i <= parameter_buffer_; ++i) parameters_[i]->flush();
   full_barrier(command_buffer_);
   context_.check(vkEndCommandBuffer(command_buffer_), "ending a recording");
   recording_ = false;
@@ -187,13 +216,16 @@ void CommandSequence::run() {
 
 std::vector<DispatchTime> CommandSequence::last_timings() const {
   std::vector<DispatchTime> times;
-  if (query_pool_ == VK_NULL_HANDLE || !ran_ || labels_.empty()) return times;
+  if (query_pools_.empty() || !ran_ || labels_.empty()) return times;
   std::vector<uint64_t> stamps(2 * labels_.size());
-  const VkResult result =
-      vkGetQueryPoolResults(context_.device(), query_pool_, 0, static_cast<uint32_t>(stamps.size()),
-                            stamps.size() * sizeof(uint64_t), stamps.data(), sizeof(uint64_t),
-                            VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
-  if (result != VK_SUCCESS) return times;
+  for (uint32_t first = 0; first < labels_.size(); first += pool_dispatches_) {
+    const uint32_t count =
+        std::min<uint32_t>(pool_dispatches_, static_cast<uint32_t>(labels_.size()) - first);
+    const VkResult result = vkGetQueryPoolResults(
+        context_.device(), query_pools_[first / pool_dispatches_], 0, 2 * count, 2 * count * sizeof(uint64_t),
+        stamps.data() + 2 * first, sizeof(uint64_t), VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+    if (result != VK_SUCCESS) return times;
+  }
   const double ns_per_tick = context_.limits().timestampPeriod;
   for (size_t i = 0; i < labels_.size(); ++i)
     times.push_back(

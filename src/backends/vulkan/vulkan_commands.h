@@ -7,8 +7,12 @@
 // separates consecutive dispatches: every op may read what the previous ones wrote.
 //
 // Small per-dispatch tables that do not fit in push constants (the rows and states of the
-// sequences a batched op covers) are staged into a host-visible parameter buffer owned by the
+// sequences a batched op covers) are staged into host-visible parameter buffers owned by the
 // sequence: written at record time, read by every replay.
+//
+// A recording holds any number of dispatches: descriptor sets, timestamp queries and parameter
+// words come from pools of a fixed size, and a recording that fills one takes another, so the
+// caller need not know a round's dispatch count before recording it.
 //
 // When the queue supports timestamps, every run measures each dispatch's device time.
 #pragma once
@@ -34,8 +38,8 @@ struct DispatchTime {
 
 class CommandSequence {
  public:
-  // Room for up to `max_dispatches` dispatches per recording.
-  explicit CommandSequence(Context& context, uint32_t max_dispatches = 256);
+  // Pools are made `pool_dispatches` dispatches at a time (the first one here).
+  explicit CommandSequence(Context& context, uint32_t pool_dispatches = 256);
   ~CommandSequence();
   CommandSequence(const CommandSequence&) = delete;
   CommandSequence& operator=(const CommandSequence&) = delete;
@@ -51,10 +55,13 @@ class CommandSequence {
   // before the later ones like a dispatch (and timed like one).
   void copy(const Buffer& from, uint64_t from_offset, const Buffer& to, uint64_t to_offset, uint64_t bytes,
             std::string label);
-  // Copies `words` into the parameter buffer and returns the word offset they start at; valid
-  // until the next begin(). Bind parameter_buffer() to read them.
-  uint32_t stage(std::span<const uint32_t> words);
-  const Buffer& parameter_buffer();
+  // Copies `words` into a parameter buffer; valid until the next begin(). Bind `buffer` to read
+  // them from word `at`.
+  struct Staged {
+    const Buffer* buffer;
+    uint32_t at;
+  };
+  Staged stage(std::span<const uint32_t> words);
   void end();
   // Submits the recording and waits for it; may be called again and again.
   void run();
@@ -65,13 +72,21 @@ class CommandSequence {
   std::vector<DispatchTime> last_timings() const;
 
  private:
+  // Opens a new pool of each kind when the current ones are full; records the new query pool's
+  // reset.
+  void make_room();
+  void destroy();
+  // The query of dispatch `index`'s start (its end is the next query).
+  VkQueryPool query_pool_of(uint32_t index, uint32_t& query) const;
+
   Context& context_;
-  uint32_t max_dispatches_;
+  uint32_t pool_dispatches_;
   VkCommandBuffer command_buffer_ = VK_NULL_HANDLE;
-  VkDescriptorPool descriptor_pool_ = VK_NULL_HANDLE;
-  VkQueryPool query_pool_ = VK_NULL_HANDLE;
-  std::unique_ptr<Buffer> parameters_;  // host-visible, made on first use
-  uint32_t parameter_words_ = 0;        // staged so far in this recording
+  std::vector<VkDescriptorPool> descriptor_pools_;       // pool_dispatches_ sets each
+  std::vector<VkQueryPool> query_pools_;                 // two queries per dispatch; none without timestamps
+  uint32_t pools_in_use_ = 0;                            // descriptor (and query) pools of this recording
+  std::vector<std::unique_ptr<Buffer>> parameters_;      // host-visible, made on first use
+  uint32_t parameter_buffer_ = 0, parameter_words_ = 0;  // the one being filled, and its words used
   std::vector<std::string> labels_;
   bool recording_ = false;
   bool recorded_ = false;

@@ -196,8 +196,9 @@ void record_rms_norm_segments(CommandSequence& sequence, const GpuRmsNormSegment
 
 namespace {
 
-// Checks the parts of a batched op and records `dispatch(first, count, parts_at)` for each
-// group of up to `per_dispatch` parts, their [first row, rows] pairs staged at parts_at.
+// Checks the parts of a batched op and records `dispatch(first, count, staged)` for each group
+// of up to `per_dispatch` parts, their [first row, rows] pairs staged at staged.at of
+// staged.buffer.
 template <typename Dispatch>
 void for_part_groups(CommandSequence& sequence, std::span<const GpuPart> parts, uint32_t per_dispatch,
                      const char* op, Dispatch&& dispatch) {
@@ -263,29 +264,30 @@ void record_causal_conv_silu(CommandSequence& sequence, const GpuCausalConvArgs&
   const KernelSpec kernel{
       per_dispatch > 1 ? "causal_conv_parts" : "causal_conv", 6, 11 * sizeof(uint32_t), {}, per_dispatch};
   const Buffer* bias = a.bias != nullptr ? a.bias : &context.placeholder_buffer();
-  for_part_groups(sequence, a.parts, per_dispatch, op, [&](size_t first, size_t count, uint32_t parts_at) {
-    const struct {
-      uint32_t channels, kernel_size, ldx, ldy, x_offset, y_offset, w_offset, bias_offset, history_offset,
-          has_bias, parts_at;
-    } push{u32(a.channels, op, "channels"),
-           static_cast<uint32_t>(a.kernel_size),
-           u32(a.ldx, op, "ldx"),
-           u32(a.ldy, op, "ldy"),
-           u32(static_cast<int64_t>(a.x_offset), op, "x_offset"),
-           u32(static_cast<int64_t>(a.y_offset), op, "y_offset"),
-           u32(static_cast<int64_t>(a.weight_offset), op, "weight_offset"),
-           u32(static_cast<int64_t>(a.bias_offset), op, "bias_offset"),
-           u32(static_cast<int64_t>(a.history_offset), op, "history_offset"),
-           a.bias != nullptr,
-           parts_at};
-    static_assert(sizeof push == 11 * sizeof(uint32_t));
-    const std::vector<const Buffer*> buffers =
-        part_buffers(context, {a.x, a.weight, bias, a.y, &sequence.parameter_buffer()},
-                     a.parts.subspan(first, count), per_dispatch);
-    const uint32_t groups[3] = {ceil_div(a.channels, kGroupWidth), static_cast<uint32_t>(count), 1};
-    sequence.dispatch(kernel, buffers, &push, sizeof push, groups,
-                      "causal_conv " + std::to_string(count) + " parts x" + std::to_string(a.channels));
-  });
+  for_part_groups(
+      sequence, a.parts, per_dispatch, op, [&](size_t first, size_t count, CommandSequence::Staged table) {
+        const uint32_t parts_at = table.at;
+        const struct {
+          uint32_t channels, kernel_size, ldx, ldy, x_offset, y_offset, w_offset, bias_offset, history_offset,
+              has_bias, parts_at;
+        } push{u32(a.channels, op, "channels"),
+               static_cast<uint32_t>(a.kernel_size),
+               u32(a.ldx, op, "ldx"),
+               u32(a.ldy, op, "ldy"),
+               u32(static_cast<int64_t>(a.x_offset), op, "x_offset"),
+               u32(static_cast<int64_t>(a.y_offset), op, "y_offset"),
+               u32(static_cast<int64_t>(a.weight_offset), op, "weight_offset"),
+               u32(static_cast<int64_t>(a.bias_offset), op, "bias_offset"),
+               u32(static_cast<int64_t>(a.history_offset), op, "history_offset"),
+               a.bias != nullptr,
+               parts_at};
+        static_assert(sizeof push == 11 * sizeof(uint32_t));
+        const std::vector<const Buffer*> buffers = part_buffers(
+            context, {a.x, a.weight, bias, a.y, table.buffer}, a.parts.subspan(first, count), per_dispatch);
+        const uint32_t groups[3] = {ceil_div(a.channels, kGroupWidth), static_cast<uint32_t>(count), 1};
+        sequence.dispatch(kernel, buffers, &push, sizeof push, groups,
+                          "causal_conv " + std::to_string(count) + " parts x" + std::to_string(a.channels));
+      });
 }
 
 void record_selective_scan(CommandSequence& sequence, const GpuSelectiveScanArgs& a) {
@@ -346,45 +348,49 @@ void record_selective_scan(CommandSequence& sequence, const GpuSelectiveScanArgs
   const Buffer* dt_bias = a.fused_dt ? a.fused_dt->bias : placeholder;
   const GpuSelectiveScanFusedDt no_fusion;
   const GpuSelectiveScanFusedDt& f = a.fused_dt ? *a.fused_dt : no_fusion;
-  for_part_groups(sequence, a.parts, per_dispatch, op, [&](size_t first, size_t count, uint32_t parts_at) {
-    const struct {
-      uint32_t channels, d_state, ldu, lddt, ldbc, ldz, ldy;
-      uint32_t u_offset, dt_offset, b_offset, c_offset, z_offset, y_offset, a_offset, d_offset, state_offset;
-      uint32_t has_gate, parts_at;
-      uint32_t dt_rank, dt_dtype, dt_low_offset, dt_w_offset, dt_bias_offset;
-    } push{u32(a.channels, op, "channels"),
-           d_state,
-           u32(a.ldu, op, "ldu"),
-           u32(a.lddt, op, "lddt"),
-           u32(a.ldbc, op, "ldbc"),
-           u32(a.ldz, op, "ldz"),
-           u32(a.ldy, op, "ldy"),
-           u32(static_cast<int64_t>(a.u_offset), op, "u_offset"),
-           u32(static_cast<int64_t>(a.dt_offset), op, "dt_offset"),
-           u32(static_cast<int64_t>(a.b_offset), op, "b_offset"),
-           u32(static_cast<int64_t>(a.c_offset), op, "c_offset"),
-           u32(static_cast<int64_t>(a.z_offset), op, "z_offset"),
-           u32(static_cast<int64_t>(a.y_offset), op, "y_offset"),
-           u32(static_cast<int64_t>(a.a_offset), op, "a_offset"),
-           u32(static_cast<int64_t>(a.d_offset), op, "d_offset"),
-           u32(static_cast<int64_t>(a.state_offset), op, "state_offset"),
-           a.z != nullptr,
-           parts_at,
-           u32(f.rank, op, "dt_rank"),
-           dtype_code(f.dtype),
-           u32(static_cast<int64_t>(f.dt_low_offset), op, "dt_low_offset"),
-           u32(static_cast<int64_t>(f.weight_offset), op, "dt_weight_offset"),
-           u32(static_cast<int64_t>(f.bias_offset), op, "dt_bias_offset")};
-    static_assert(sizeof push == 23 * sizeof(uint32_t));
-    const std::vector<const Buffer*> buffers = part_buffers(
-        context,
-        {a.u, dt, a.bc, z, a.a_base2, a.d_skip, a.y, &sequence.parameter_buffer(), dt_weight, dt_bias},
-        a.parts.subspan(first, count), per_dispatch);
-    const uint32_t groups[3] = {ceil_div(a.channels, channels_per_group), static_cast<uint32_t>(count), 1};
-    sequence.dispatch(kernel, buffers, &push, sizeof push, groups,
-                      std::string(a.fused_dt ? "dt_proj+" : "") + "selective_scan " + std::to_string(count) +
-                          " parts x" + std::to_string(a.channels) + "x" + std::to_string(a.d_state));
-  });
+  for_part_groups(
+      sequence, a.parts, per_dispatch, op, [&](size_t first, size_t count, CommandSequence::Staged table) {
+        const uint32_t parts_at = table.at;
+        const struct {
+          uint32_t channels, d_state, ldu, lddt, ldbc, ldz, ldy;
+          uint32_t u_offset, dt_offset, b_offset, c_offset, z_offset, y_offset, a_offset, d_offset,
+              state_offset;
+          uint32_t has_gate, parts_at;
+          uint32_t dt_rank, dt_dtype, dt_low_offset, dt_w_offset, dt_bias_offset;
+        } push{u32(a.channels, op, "channels"),
+               d_state,
+               u32(a.ldu, op, "ldu"),
+               u32(a.lddt, op, "lddt"),
+               u32(a.ldbc, op, "ldbc"),
+               u32(a.ldz, op, "ldz"),
+               u32(a.ldy, op, "ldy"),
+               u32(static_cast<int64_t>(a.u_offset), op, "u_offset"),
+               u32(static_cast<int64_t>(a.dt_offset), op, "dt_offset"),
+               u32(static_cast<int64_t>(a.b_offset), op, "b_offset"),
+               u32(static_cast<int64_t>(a.c_offset), op, "c_offset"),
+               u32(static_cast<int64_t>(a.z_offset), op, "z_offset"),
+               u32(static_cast<int64_t>(a.y_offset), op, "y_offset"),
+               u32(static_cast<int64_t>(a.a_offset), op, "a_offset"),
+               u32(static_cast<int64_t>(a.d_offset), op, "d_offset"),
+               u32(static_cast<int64_t>(a.state_offset), op, "state_offset"),
+               a.z != nullptr,
+               parts_at,
+               u32(f.rank, op, "dt_rank"),
+               dtype_code(f.dtype),
+               u32(static_cast<int64_t>(f.dt_low_offset), op, "dt_low_offset"),
+               u32(static_cast<int64_t>(f.weight_offset), op, "dt_weight_offset"),
+               u32(static_cast<int64_t>(f.bias_offset), op, "dt_bias_offset")};
+        static_assert(sizeof push == 23 * sizeof(uint32_t));
+        const std::vector<const Buffer*> buffers = part_buffers(
+            context, {a.u, dt, a.bc, z, a.a_base2, a.d_skip, a.y, table.buffer, dt_weight, dt_bias},
+            a.parts.subspan(first, count), per_dispatch);
+        const uint32_t groups[3] = {ceil_div(a.channels, channels_per_group), static_cast<uint32_t>(count),
+                                    1};
+        sequence.dispatch(kernel, buffers, &push, sizeof push, groups,
+                          std::string(a.fused_dt ? "dt_proj+" : "") + "selective_scan " +
+                              std::to_string(count) + " parts x" + std::to_string(a.channels) + "x" +
+                              std::to_string(a.d_state));
+      });
 }
 
 void record_argmax(CommandSequence& sequence, const GpuArgmaxArgs& a) {

@@ -1,0 +1,92 @@
+// A block of a model: one step of the residual stream (a Mamba mixer today; attention, an MLP or
+// a mixture of experts in the hybrids), owning its weights, the parts of the sequence state it
+// keeps, and the scratch it needs per row. Its forward is a short list of ops on the backend
+// (backends/backend.h), so it runs on every backend unchanged; Model::forward calls every block
+// of the model in order, once per round.
+//
+// A new kind of block is one file here with its tensor schema (weight_schema.h), its state
+// parts, its phases and its forward, plus its entry in make_block (blocks.cc).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "backends/backend.h"
+#include "model/config.h"
+#include "model/state_layout.h"
+#include "model/weight_schema.h"
+
+namespace mb {
+
+class WeightBinder;
+
+// What a block's forward works on: one round of the batch.
+struct LayerContext {
+  const Backend& backend;
+  Stream& stream;
+  std::span<const Part> parts;    // the round's sequences, their rows in order
+  int64_t m = 0;                  // rows of the round
+  View hidden;                    // [m, d_model]: the residual stream, read and updated
+  std::span<const View> scratch;  // the round's scratch buffers, [m, width] each (Block::scratch_widths)
+  ScanForm scan = ScanForm::Sequential;
+  int64_t ssd_chunk = 0;  // 0 = the config's chunk_size
+};
+
+class Block {
+ public:
+  Block(BlockKind kind, const BlockSpec& spec) : kind_(kind), layer_(spec.layer) {}
+  virtual ~Block() = default;
+  Block(const Block&) = delete;
+  Block& operator=(const Block&) = delete;
+
+  BlockKind kind() const { return kind_; }
+  int64_t layer() const { return layer_; }
+
+  // The parts of the state this block keeps, in order (appended to the model's StateLayout).
+  virtual std::vector<StatePart> state_parts() const = 0;
+  // Floats per row of each scratch buffer its forward uses (LayerContext::scratch).
+  virtual std::vector<int64_t> scratch_widths() const = 0;
+  // The names of its profiling phases, local ids 0, 1, ... (phase() maps them to the model's).
+  virtual std::span<const std::string_view> phase_names() const = 0;
+  // Every op its forward issues, for the backend to say whether it can run them.
+  virtual std::vector<OpQuery> ops() const = 0;
+  virtual void forward(LayerContext& ctx) const = 0;
+
+  // Set by the model: where the block's state starts in the fixed region, and its first phase id.
+  void place(int64_t state_offset, PhaseId first_phase) {
+    state_offset_ = state_offset;
+    first_phase_ = first_phase;
+  }
+  // Makes the backend's copy of every weight (the host copies must still be there).
+  void upload(const Backend& backend, std::vector<std::unique_ptr<Storage>>& store) {
+    upload_weights(backend, weights_, store);
+  }
+
+ protected:
+  PhaseId phase(int local) const { return first_phase_ + local; }
+  int64_t state_offset() const { return state_offset_; }
+  const Weight& weight(size_t index) const { return weights_[index]; }
+  Matrix matrix(size_t index) const { return weights_[index].matrix; }
+  View values(size_t index) const { return weights_[index].values; }
+
+  // Bound by the derived constructor from its schema (indexed by its tensor enum), then any
+  // vectors it derives from them at load (appended after the schema's).
+  std::vector<Weight> weights_;
+
+ private:
+  BlockKind kind_;
+  int64_t layer_;
+  int64_t state_offset_ = 0;
+  PhaseId first_phase_ = 0;
+};
+
+// The block of `spec`, its weights bound through `binder`.
+std::unique_ptr<Block> make_block(const ModelConfig& config, const BlockSpec& spec, WeightBinder& binder);
+
+// A derived f32 vector kept by the binder, as a weight to upload with the bound ones.
+Weight derived_weight(WeightBinder& binder, std::vector<float> values);
+
+}  // namespace mb

@@ -1,0 +1,30 @@
+// The one place that maps a block kind to its class.
+#include "core/error.h"
+#include "model/blocks/block.h"
+#include "model/blocks/mamba1_block.h"
+#include "model/blocks/mamba2_block.h"
+#include "model/blocks/mamba3_block.h"
+#include "model/weight_binder.h"
+
+namespace mb {
+
+std::unique_ptr<Block> make_block(const ModelConfig& config, const BlockSpec& spec, WeightBinder& binder) {
+  switch (spec.kind) {
+    case BlockKind::Mamba1Mixer:
+      return std::make_unique<Mamba1Block>(config, spec, binder);
+    case BlockKind::Mamba2Mixer:
+      return std::make_unique<Mamba2Block>(config, spec, binder);
+    case BlockKind::Mamba3Mixer:
+      return std::make_unique<Mamba3Block>(config, spec, binder);
+  }
+  throw Error("unknown block kind");
+}
+
+Weight derived_weight(WeightBinder& binder, std::vector<float> values) {
+  Weight w;
+  w.count = static_cast<int64_t>(values.size());
+  w.host_values = binder.keep(std::move(values));
+  return w;
+}
+
+}  // namespace mb

@@ -1,0 +1,136 @@
+#include "model/weight_schema.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "model/blocks/mamba1_block.h"
+#include "model/blocks/mamba2_block.h"
+#include "model/blocks/mamba3_block.h"
+#include "model/weight_binder.h"
+
+namespace mb {
+
+std::string layer_prefix(int64_t layer) {
+  return "backbone.layers." + std::to_string(layer) + ".";
+}
+
+std::string gguf_layer_prefix(int64_t layer) {
+  return "blk." + std::to_string(layer) + ".";
+}
+
+namespace {
+
+int64_t element_count(const std::vector<int64_t>& shape) {
+  int64_t count = 1;
+  for (int64_t extent : shape) count *= extent;
+  return count;
+}
+
+Weight bind_one(WeightBinder& binder, const TensorSpec& spec) {
+  Weight w;
+  std::string name = spec.name;
+  std::vector<int64_t> shape = spec.shape;
+  // A GGUF file's A = -exp(A_log), or the checkpoint's other name for the tensor.
+  if (!spec.gguf_negexp_name.empty() && binder.has(spec.gguf_negexp_name)) {
+    name = spec.gguf_negexp_name;
+    w.bound_alt = true;
+  } else if (!spec.alt_name.empty() && !binder.has(name) && binder.has(spec.alt_name)) {
+    name = spec.alt_name;
+    w.bound_alt = true;
+  }
+  if (!spec.alt_shape.empty() && binder.shape_of(name) == spec.alt_shape && spec.alt_shape != spec.shape) {
+    shape = spec.alt_shape;
+    w.bound_alt = true;
+  }
+  switch (spec.role) {
+    case TensorRole::Matrix:
+      w.host_matrix = binder.matrix(name, shape[0], shape[1]);
+      break;
+    case TensorRole::Vector:
+      w.host_values = binder.f32(name, shape);
+      w.count = element_count(shape);
+      break;
+    case TensorRole::ConvTaps:
+      w.host_values = binder.conv_taps(name, shape[0], shape[2]);
+      w.count = shape[0] * shape[2];
+      break;
+  }
+  return w;
+}
+
+}  // namespace
+
+std::vector<Weight> bind_weights(WeightBinder& binder, const std::vector<TensorSpec>& specs) {
+  std::vector<Weight> weights;
+  weights.reserve(specs.size());
+  for (const TensorSpec& spec : specs) weights.push_back(spec.wanted ? bind_one(binder, spec) : Weight{});
+  return weights;
+}
+
+void upload_weights(const Backend& backend, std::vector<Weight>& weights,
+                    std::vector<std::unique_ptr<Storage>>& store) {
+  for (Weight& w : weights) {
+    w.matrix = {};
+    w.values = {};
+    if (w.host_matrix.data != nullptr) {
+      store.push_back(backend.upload_matrix(w.host_matrix));
+      w.matrix = {store.back().get(), w.host_matrix.dtype, w.host_matrix.rows, w.host_matrix.cols};
+    } else if (w.host_values != nullptr) {
+      store.push_back(backend.upload_floats(w.host_values, w.count));
+      w.values = {store.back().get(), 0, w.count};
+    }
+  }
+}
+
+ModelTensors model_tensor_specs(const ModelConfig& c, bool hf_names, int64_t input_dim) {
+  const int64_t d = c.d_model;
+  // Embedding rows with RMS 2/sqrt(d) give logits of a few units against a unit-RMS final state.
+  const TensorInit vocabulary{TensorInit::Uniform, 2.0 * std::sqrt(3.0 / static_cast<double>(d))};
+  const char* hf_embedding = "backbone.embeddings.weight";
+  const char* original_embedding = "backbone.embedding.weight";
+  TensorSpec embedding{.name = hf_names ? hf_embedding : original_embedding,
+                       .shape = {c.vocab_rows, d},
+                       .role = TensorRole::Matrix,
+                       .init = vocabulary,
+                       .alt_name = hf_names ? original_embedding : hf_embedding,
+                       .gguf = "token_embd.weight"};
+  const double input_bound = input_dim > 0 ? std::sqrt(3.0 / static_cast<double>(input_dim)) : 0.0;
+  TensorSpec input_proj{.name = "input_proj.weight",
+                        .shape = {d, input_dim},
+                        .role = TensorRole::Matrix,
+                        .init = {TensorInit::Uniform, input_bound},
+                        .wanted = input_dim > 0};
+  TensorSpec input_bias{
+      .name = "input_proj.bias", .shape = {d}, .init = {TensorInit::Uniform, 0.1}, .wanted = input_dim > 0};
+  TensorSpec norm_f{.name = "backbone.norm_f.weight", .shape = {d}, .gguf = "output_norm.weight"};
+  TensorSpec lm_head{.name = "lm_head.weight",
+                     .shape = {c.vocab_rows, d},
+                     .role = TensorRole::Matrix,
+                     .init = vocabulary,
+                     .wanted = !c.tie_embeddings,
+                     .gguf = "output.weight"};
+  return {{embedding, input_proj, input_bias}, {norm_f, lm_head}};
+}
+
+std::vector<TensorSpec> block_tensor_specs(const ModelConfig& config, const BlockSpec& block) {
+  switch (block.kind) {
+    case BlockKind::Mamba1Mixer:
+      return Mamba1Block::schema(config, block.layer);
+    case BlockKind::Mamba2Mixer:
+      return Mamba2Block::schema(config, block.layer);
+    case BlockKind::Mamba3Mixer:
+      return Mamba3Block::schema(config, block.layer);
+  }
+  throw Error("unknown block kind");
+}
+
+std::vector<TensorSpec> all_tensor_specs(const ModelConfig& config, bool hf_names, int64_t input_dim) {
+  const ModelTensors own = model_tensor_specs(config, hf_names, input_dim);
+  std::vector<TensorSpec> specs = own.head;
+  for (const BlockSpec& block : config.blocks())
+    for (TensorSpec& spec : block_tensor_specs(config, block)) specs.push_back(std::move(spec));
+  specs.insert(specs.end(), own.tail.begin(), own.tail.end());
+  return specs;
+}
+
+}  // namespace mb
