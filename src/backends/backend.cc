@@ -94,6 +94,8 @@ const char* op_kind_name(OpKind kind) {
       return "mamba3_scan";
     case OpKind::Argmax:
       return "argmax";
+    case OpKind::AppendRows:
+      return "append_rows";
   }
   return "?";
 }

@@ -145,6 +145,7 @@ struct Part {
   StateStorage* state = nullptr;
   int64_t first_row = 0;
   int64_t rows = 0;
+  int64_t position = 0;  // positions the sequence consumed before this round
 };
 
 // ---- ops ----------------------------------------------------------------------------------------
@@ -275,6 +276,17 @@ struct Mamba3ScanOp {
   PhaseId phase = 0;
 };
 
+// Each part's rows of x, `cols` floats of each, stored in growing part `part` of the part's state
+// at its positions [position, position + rows) (a KV cache's append). The state has room for them
+// (Model::forward reserves it before the round).
+struct AppendRowsOp {
+  View x{};
+  int64_t cols = 0;
+  int64_t part = 0;  // index among the state's growing parts (StatePart::offset of a growing part)
+  std::span<const Part> parts{};
+  PhaseId phase = 0;
+};
+
 // Rows of an embedding table for token ids, widened to f32 (ops/quant.h's dequantize_row) into
 // y's rows. The table stays in host memory, in its storage dtype: lookups touch a few rows.
 struct EmbedOp {
@@ -310,7 +322,8 @@ enum class OpKind {
   Mamba2Scan,
   GatedRmsNorm,
   Mamba3Scan,
-  Argmax
+  Argmax,
+  AppendRows
 };
 const char* op_kind_name(OpKind kind);
 
@@ -394,6 +407,7 @@ class Backend {
   virtual void embed(Stream& stream, const EmbedOp& op) const = 0;
   virtual void write_rows(Stream& stream, const WriteRowsOp& op) const = 0;
   virtual void argmax(Stream& stream, const ArgmaxOp& op) const = 0;
+  virtual void append_rows(Stream& stream, const AppendRowsOp& op) const = 0;
 };
 
 }  // namespace mb

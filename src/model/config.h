@@ -25,8 +25,9 @@
 
 namespace mb {
 
-// The kinds of blocks a model is built from (model/blocks/).
-enum class BlockKind { Mamba1Mixer, Mamba2Mixer, Mamba3Mixer };
+// The kinds of blocks a model is built from (model/blocks/); Custom is a block made outside the
+// config and added with Model::append_block.
+enum class BlockKind { Mamba1Mixer, Mamba2Mixer, Mamba3Mixer, Custom };
 
 // One block of the model: its kind and the checkpoint layer whose tensors it holds.
 struct BlockSpec {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <typeinfo>
 
 #include "core/error.h"
 #include "io/safetensors.h"
@@ -143,24 +144,39 @@ void Model::bind(const ModelConfig& config, std::shared_ptr<const TensorSet> ten
 
   // The blocks, their state parts one layer after another, and their phases by kind.
   phase_names_ = {"embed", "norm_f", "lm_head gemm", "argmax"};
-  std::vector<std::pair<BlockKind, PhaseId>> first_phase;
-  for (const BlockSpec& spec : c.blocks()) {
-    std::unique_ptr<Block> block = make_block(c, spec, binder);
-    state_layout_.add_layer(block->state_parts());
-    auto kind = std::find_if(first_phase.begin(), first_phase.end(),
-                             [&](const auto& p) { return p.first == spec.kind; });
-    if (kind == first_phase.end()) {
-      first_phase.emplace_back(spec.kind, static_cast<PhaseId>(phase_names_.size()));
-      for (std::string_view name : block->phase_names()) phase_names_.emplace_back(name);
-      kind = first_phase.end() - 1;
-    }
-    block->place(state_layout_.layer(state_layout_.n_layers() - 1).offset, kind->second);
-    const std::vector<int64_t> widths = block->scratch_widths();
-    if (scratch_widths_.size() < widths.size()) scratch_widths_.resize(widths.size(), 0);
-    for (size_t i = 0; i < widths.size(); ++i) scratch_widths_[i] = std::max(scratch_widths_[i], widths[i]);
-    blocks_.push_back(std::move(block));
+  for (const BlockSpec& spec : c.blocks()) add_block(make_block(c, spec, binder));
+}
+
+void Model::add_block(std::unique_ptr<Block> block) {
+  state_layout_.add_layer(block->state_parts());
+  // Blocks of one kind (one class, one BlockKind) share their phases: the first one's names.
+  PhaseId first_phase = static_cast<PhaseId>(phase_names_.size());
+  const Block& added = *block;
+  const auto same_kind = std::find_if(blocks_.begin(), blocks_.end(), [&](const auto& other) {
+    const Block& existing = *other;
+    return typeid(existing) == typeid(added) && existing.kind() == added.kind();
+  });
+  if (same_kind != blocks_.end()) {
+    first_phase = (*same_kind)->first_phase();
+  } else {
+    for (std::string_view name : block->phase_names()) phase_names_.emplace_back(name);
   }
+  block->place(state_layout_.layer(state_layout_.n_layers() - 1), first_phase);
+  const std::vector<int64_t> widths = block->scratch_widths();
+  if (scratch_widths_.size() < widths.size()) scratch_widths_.resize(widths.size(), 0);
+  for (size_t i = 0; i < widths.size(); ++i) scratch_widths_[i] = std::max(scratch_widths_[i], widths[i]);
+  blocks_.push_back(std::move(block));
   state_shape_ = state_layout_.shape();
+}
+
+void Model::append_block(std::unique_ptr<Block> block) {
+  require_host_matrices(host_matrices_released_, backend_.get(), "a model with another block");
+  for (const OpQuery& op : block->ops()) {
+    const std::string why = backend_->why_unsupported(op);
+    if (!why.empty()) throw Error(why);
+  }
+  block->upload(*backend_, uploaded_);
+  add_block(std::move(block));
 }
 
 std::vector<std::string> Model::phase_names() const {
@@ -202,14 +218,7 @@ void Model::set_backend(std::shared_ptr<const Backend> backend) {
   require_host_matrices(host_matrices_released_, backend_.get(), backend->description());
   // Every op of every block is asked about before anything moves, so a refusal leaves the model
   // where it was.
-  std::vector<OpQuery> ops = {{OpKind::Matmul, matrix_dtype()}, {OpKind::RmsNorm}, {OpKind::Argmax}};
-  if (input_dim_ > 0) ops.push_back({OpKind::Matmul, weights_[kInputProj].host_matrix.dtype});
-  for (const auto& block : blocks_)
-    for (const OpQuery& op : block->ops()) ops.push_back(op);
-  for (const OpQuery& op : ops) {
-    const std::string why = backend->why_unsupported(op);
-    if (!why.empty()) throw Error(why);
-  }
+  check_support(*backend);
   std::vector<std::unique_ptr<Storage>> uploaded;
   const auto upload_all = [&](const Backend& to) {
     upload_weights(to, weights_, uploaded);
@@ -229,6 +238,17 @@ void Model::set_backend(std::shared_ptr<const Backend> backend) {
   }
   uploaded_ = std::move(uploaded);
   backend_ = std::move(backend);
+}
+
+void Model::check_support(const Backend& backend) const {
+  std::vector<OpQuery> ops = {{OpKind::Matmul, matrix_dtype()}, {OpKind::RmsNorm}, {OpKind::Argmax}};
+  if (input_dim_ > 0) ops.push_back({OpKind::Matmul, weights_[kInputProj].host_matrix.dtype});
+  for (const auto& block : blocks_)
+    for (const OpQuery& op : block->ops()) ops.push_back(op);
+  for (const OpQuery& op : ops) {
+    const std::string why = backend.why_unsupported(op);
+    if (!why.empty()) throw Error(why);
+  }
 }
 
 std::vector<DevicePhaseTime> Model::device_timings(const Workspace& workspace) const {

@@ -197,10 +197,18 @@ class Model {
 
   std::span<const std::unique_ptr<Block>> blocks() const { return blocks_; }
   Block& block(size_t index) { return *blocks_[index]; }
+  // Appends a block after the config's (a block kind of the caller's own: tests, experiments):
+  // its state parts join the layout, and its weights the backend. Throws mb::Error when the
+  // backend cannot run its ops. States made before no longer fit the model.
+  void append_block(std::unique_ptr<Block> block);
 
  private:
   Model();
   void bind(const ModelConfig& config, std::shared_ptr<const TensorSet> tensors, const LoadOptions& options);
+  // Adds a block's state parts, phases and scratch to the model's.
+  void add_block(std::unique_ptr<Block> block);
+  // Throws mb::Error naming the first op `backend` cannot run.
+  void check_support(const Backend& backend) const;
   // Throws for a malformed batch before any state changes; fills ws.total.
   void validate_batch(const ComputeContext& ctx, std::span<const SequenceInput> batch,
                       const ForwardOptions& options, Workspace& ws) const;

@@ -53,9 +53,12 @@ void Model::validate_batch(const ComputeContext& ctx, std::span<const SequenceIn
     const SequenceInput& in = batch[i];
     if (in.state == nullptr) throw Error("sequence " + std::to_string(i) + " has no state");
     // The message is only built for a mismatch: a steady decode step allocates nothing.
-    if (in.state->empty() || in.state->storage()->shape() != state_shape_)
-      state_layout_.check_size(in.state->floats(), "sequence " + std::to_string(i) + "'s state",
-                               in.state->position);
+    if (in.state->empty() || in.state->storage()->shape() != state_shape_) {
+      const std::string what = "sequence " + std::to_string(i) + "'s state";
+      state_layout_.check_size(in.state->floats(), what, in.state->position);
+      // The same number of floats in other parts (a state without this model's growing parts).
+      throw Error(what + " holds parts of another layout; this model's state has " + state_layout_.describe());
+    }
     if (!in.tokens.empty()) {
       for (int32_t id : in.tokens) {
         if (id < 0 || id >= config_.vocab_size)
@@ -111,7 +114,7 @@ bool Model::plan_round(std::span<const SequenceInput> batch, const ForwardOption
     const int64_t left = ws.total[i] - ws.consumed[i];
     if (left == 0) continue;
     const int64_t count = options.chunk > 0 && options.chunk < left ? options.chunk : left;
-    ws.parts.push_back({batch[i].state->storage(), m, count});
+    ws.parts.push_back({batch[i].state->storage(), m, count, batch[i].state->position});
     ws.owner.push_back(static_cast<int64_t>(i));
     m += count;
     finishing += count == left;
@@ -148,6 +151,9 @@ void Model::run_round(const ComputeContext& ctx, std::span<const SequenceInput> 
   ws.key.insert(ws.key.end(),
                 {static_cast<uint64_t>(m), static_cast<uint64_t>(options.output),
                  static_cast<uint64_t>(options.scan), static_cast<uint64_t>(options.ssd_chunk)});
+  // Ops on growing parts address them by position, so then the positions belong to the key too
+  // (a model of fixed parts only replays its decode step at every position).
+  const bool positioned = !state_shape_.growing.empty();
   for (size_t r = 0; r < ws.parts.size(); ++r) {
     const Part& part = ws.parts[r];
     const int64_t i = ws.owner[r];
@@ -155,6 +161,7 @@ void Model::run_round(const ComputeContext& ctx, std::span<const SequenceInput> 
                   {part.state->id(), static_cast<uint64_t>(part.first_row), static_cast<uint64_t>(part.rows),
                    static_cast<uint64_t>(ws.consumed[i] + part.rows == ws.total[i]),
                    static_cast<uint64_t>(!batch[i].tokens.empty())});
+    if (positioned) ws.key.push_back(static_cast<uint64_t>(part.position));
   }
   backend_->begin_round(stream, ctx, ws.key);
   try {

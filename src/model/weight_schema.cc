@@ -120,6 +120,8 @@ std::vector<TensorSpec> block_tensor_specs(const ModelConfig& config, const Bloc
       return Mamba2Block::schema(config, block.layer);
     case BlockKind::Mamba3Mixer:
       return Mamba3Block::schema(config, block.layer);
+    case BlockKind::Custom:
+      break;
   }
   throw Error("unknown block kind");
 }

@@ -11,6 +11,7 @@
 
 #include "backends/vulkan/vulkan_backend.h"
 #include "backends/vulkan/vulkan_ops.h"
+#include "common/history_block.h"
 #include "common/model_fixture.h"
 #include "common/test_util.h"
 #include "core/error.h"
@@ -508,6 +509,55 @@ TEST_F(VulkanModelVariants, ManySequencesAndTheOnePerSequenceFallbackGiveTheSame
   ASSERT_EQ(results[0].size(), results[1].size());
   for (size_t i = 0; i < results[0].size(); ++i)
     EXPECT_TRUE(test::same_bits(results[0][i], results[1][i])) << "output " << i;
+}
+
+TEST_F(VulkanModelVariants, AGrowingStatePartLivesOnTheDeviceAndEqualsTheCpu) {
+  // A block whose state grows per position (common/history_block.h): the device appends each
+  // round's rows into the state's growing buffer, which grows across blocks of positions (300
+  // crosses the first), forks on the device, and holds the CPU's bits.
+  MakeModelOptions options;
+  options.config = test::small_config(32, 2, 61);
+  options.seed = 13;
+  const std::string dir = test::write_model(options, "vulkan_growing");
+  setenv("MB_VULKAN_VALIDATION", "1", 1);
+  auto cpu = Model::load(dir);
+  LoadOptions on_gpu;
+  on_gpu.device = {DeviceKind::Vulkan, ctx().info().index};
+  on_gpu.keep_host_weights = true;
+  auto gpu = Model::load(dir, on_gpu);
+  for (Model* model : {cpu.get(), gpu.get()}) model->append_block(std::make_unique<test::HistoryBlock>(20));
+  const auto prompt = test::random_tokens(300, 61, 14), steps = test::random_tokens(3, 61, 15);
+  std::vector<std::vector<float>> logits[2];
+  SequenceState states[2] = {cpu->new_state(), gpu->new_state()};
+  for (int which = 0; which < 2; ++which) {
+    const Model& model = which == 0 ? *cpu : *gpu;
+    Workspace ws;
+    std::vector<std::vector<float>> out;
+    SequenceInput input{&states[which], prompt, {}};
+    model.forward(ComputeContext{2}, std::span(&input, 1), {OutputKind::LogitsLast, 100}, ws, out);
+    logits[which].push_back(out[0]);
+    for (const int32_t& token : steps) {
+      input.tokens = std::span(&token, 1);
+      model.forward(ComputeContext{2}, std::span(&input, 1), {OutputKind::LogitsLast, 0}, ws, out);
+      logits[which].push_back(out[0]);
+    }
+  }
+  ASSERT_TRUE(states[1].on_device());
+  EXPECT_EQ(states[1].floats(), gpu->state_floats() + 303 * 20);
+  const SequenceState fork = states[1];
+  EXPECT_TRUE(fork.on_device());
+  EXPECT_TRUE(test::same_bits(fork.download(), states[1].download()));
+  const std::vector<float> cpu_values = states[0].download(), gpu_values = states[1].download();
+  EXPECT_LE(test::nmse(gpu_values, cpu_values), kMaxNmse);
+  for (size_t i = 0; i < logits[0].size(); ++i)
+    EXPECT_LE(test::nmse(logits[1][i], logits[0][i]), kMaxNmse) << i;
+  if (ctx().exact_fma()) {
+    EXPECT_TRUE(test::same_bits(gpu_values, cpu_values));
+    for (size_t i = 0; i < logits[0].size(); ++i)
+      EXPECT_TRUE(test::same_bits(logits[1][i], logits[0][i])) << i;
+  }
+  for (const std::string& error : vulkan_of(*gpu).context().validation_errors())
+    ADD_FAILURE() << "Vulkan validation error: " << error;
 }
 
 class VulkanModelErrors : public test::VulkanTest {};

@@ -318,4 +318,16 @@ void CpuBackend::argmax(Stream& stream, const ArgmaxOp& op) const {
   for (int64_t r = 0; r < op.rows; ++r) y[r] = static_cast<float>(greedy_index(x + r * op.x.ld, op.cols));
 }
 
+void CpuBackend::append_rows(Stream& stream, const AppendRowsOp& op) const {
+  ScopedPhase timer(cpu(stream).ctx.profile, op.phase);
+  for (const Part& part : op.parts) {
+    auto& state = static_cast<HostState&>(*part.state);
+    MB_CHECK(part.position + part.rows <= state.capacity());
+    float* to = state.growing(static_cast<size_t>(op.part)) + part.position * op.cols;
+    const float* from = data(op.x.row(part.first_row));
+    for (int64_t r = 0; r < part.rows; ++r)
+      std::memcpy(to + r * op.cols, from + r * op.x.ld, op.cols * sizeof(float));
+  }
+}
+
 }  // namespace mb

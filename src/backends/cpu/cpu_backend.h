@@ -41,6 +41,7 @@ class CpuBackend final : public Backend {
   void embed(Stream& stream, const EmbedOp& op) const override;
   void write_rows(Stream& stream, const WriteRowsOp& op) const override;
   void argmax(Stream& stream, const ArgmaxOp& op) const override;
+  void append_rows(Stream& stream, const AppendRowsOp& op) const override;
 
   // ScanForm::Auto on the CPU: whether a Mamba-3 run of `positions` positions of one sequence
   // takes the chunked form with SSD chunks of `ssd_chunk` positions. (Mamba-2's Auto is always

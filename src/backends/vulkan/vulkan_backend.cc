@@ -107,6 +107,7 @@ class VulkanState final : public StateStorage {
   }
 
   const Buffer* fixed() const { return fixed_.get(); }
+  const Buffer* growing(size_t part) const { return growing_[part].get(); }
 
  private:
   // An uninitialized copy's storage, with room for `positions` (the caller holds the lock).
@@ -302,6 +303,7 @@ std::string VulkanBackend::why_unsupported(const OpQuery& query) const {
       return "the Vulkan backend does not run Mamba-3 models yet; run this one with --device cpu";
     case OpKind::RmsNorm:
     case OpKind::Argmax:
+    case OpKind::AppendRows:
       return "";
   }
   return "";
@@ -598,6 +600,25 @@ void VulkanBackend::argmax(Stream& stream, const ArgmaxOp& op) const {
   if (!recording_op(s)) return;
   record_argmax(*s.sequence, {buffer_of(op.x), offset_of(op.x), op.x.ld, op.rows, op.cols, buffer_of(op.y),
                               offset_of(op.y)});
+  s.mark(op.phase);
+}
+
+void VulkanBackend::append_rows(Stream& stream, const AppendRowsOp& op) const {
+  VulkanStream& s = vk(stream);
+  if (!recording_op(s)) return;
+  // One copy per part (per row where x's rows are not contiguous).
+  for (const Part& part : op.parts) {
+    const Buffer* to = static_cast<const VulkanState*>(part.state)->growing(static_cast<size_t>(op.part));
+    MB_CHECK(part.position + part.rows <= part.state->capacity());
+    const bool contiguous = op.x.ld == op.cols;
+    const int64_t runs = contiguous ? 1 : part.rows, rows_per_run = contiguous ? part.rows : 1;
+    for (int64_t run = 0; run < runs; ++run) {
+      const int64_t row = run * rows_per_run;
+      s.sequence->copy(*buffer_of(op.x), float_bytes(op.x.row(part.first_row + row).offset), *to,
+                       float_bytes((part.position + row) * op.cols), float_bytes(rows_per_run * op.cols),
+                       "append_rows");
+    }
+  }
   s.mark(op.phase);
 }
 

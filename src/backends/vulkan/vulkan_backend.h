@@ -67,6 +67,7 @@ class VulkanBackend final : public Backend {
   void embed(Stream& stream, const EmbedOp& op) const override;
   void write_rows(Stream& stream, const WriteRowsOp& op) const override;
   void argmax(Stream& stream, const ArgmaxOp& op) const override;
+  void append_rows(Stream& stream, const AppendRowsOp& op) const override;
 
   // The device context, for tests that read the validation layer's reports.
   Context& context() const;

@@ -43,6 +43,7 @@ class Block {
   Block& operator=(const Block&) = delete;
 
   BlockKind kind() const { return kind_; }
+  PhaseId first_phase() const { return first_phase_; }
   int64_t layer() const { return layer_; }
 
   // The parts of the state this block keeps, in order (appended to the model's StateLayout).
@@ -55,9 +56,10 @@ class Block {
   virtual std::vector<OpQuery> ops() const = 0;
   virtual void forward(LayerContext& ctx) const = 0;
 
-  // Set by the model: where the block's state starts in the fixed region, and its first phase id.
-  void place(int64_t state_offset, PhaseId first_phase) {
-    state_offset_ = state_offset;
+  // Set by the model: where the block's state parts are (its layer of the model's StateLayout:
+  // fixed parts at offsets of the fixed region, growing parts by index), and its first phase id.
+  void place(const LayerStateLayout& state, PhaseId first_phase) {
+    state_ = state;
     first_phase_ = first_phase;
   }
   // Makes the backend's copy of every weight (the host copies must still be there).
@@ -67,7 +69,10 @@ class Block {
 
  protected:
   PhaseId phase(int local) const { return first_phase_ + local; }
-  int64_t state_offset() const { return state_offset_; }
+  // Where the block's fixed parts start in the fixed region of a state.
+  int64_t state_offset() const { return state_.offset; }
+  // The block's state parts as the model laid them out.
+  const LayerStateLayout& state_layout() const { return state_; }
   const Weight& weight(size_t index) const { return weights_[index]; }
   Matrix matrix(size_t index) const { return weights_[index].matrix; }
   View values(size_t index) const { return weights_[index].values; }
@@ -79,7 +84,7 @@ class Block {
  private:
   BlockKind kind_;
   int64_t layer_;
-  int64_t state_offset_ = 0;
+  LayerStateLayout state_;
   PhaseId first_phase_ = 0;
 };
 

@@ -16,6 +16,8 @@ std::unique_ptr<Block> make_block(const ModelConfig& config, const BlockSpec& sp
       return std::make_unique<Mamba2Block>(config, spec, binder);
     case BlockKind::Mamba3Mixer:
       return std::make_unique<Mamba3Block>(config, spec, binder);
+    case BlockKind::Custom:
+      break;
   }
   throw Error("unknown block kind");
 }
