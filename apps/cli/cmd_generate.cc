@@ -91,11 +91,11 @@ void add_generate(CLI::App& app) {
     request.stop_at_eos = !args->sampling.ignore_eos;
     const auto ctx = make_context(args->threads);
     auto model = Model::load(args->model, make_load_options(args->dtype, args->device));
-    std::optional<Tokenizer> tokenizer;
-    if (!args->sampling.stops.empty()) {
-      tokenizer = load_tokenizer(args->model);
-      request.stop_strings = args->sampling.stops;
-    }
+    // The checkpoint's tokenizer, when it has one, is used as `run` and `serve` use it: it bounds
+    // the ids a prompt may hold and the sampler may produce and adds its end-of-text ids, so the
+    // same ids get the same answer from all three.
+    const std::optional<Tokenizer> tokenizer = find_tokenizer(args->model);
+    request.stop_strings = args->sampling.stops;
     SequenceState state =
         args->sampling.state_in.empty() ? model->new_state() : load_state(args->sampling.state_in, *model);
     Generator generator(*model, tokenizer ? &*tokenizer : nullptr, ctx);

@@ -92,7 +92,10 @@ void serve(const ServeArgs& a) {
   const Tokenizer tokenizer = Tokenizer::from_model_dir(a.model);
   server::ServedModel served;
   served.tokenizer = &tokenizer;
-  served.vocab_size = model->config().vocab_size;
+  // Prompt ids are left to Scheduler::submit, which applies the rule `run` and `generate` apply
+  // (engine/request_decoder.h) with the same message; the HTTP layer's own check, against the
+  // model's vocab_size alone, would let padding ids through to it anyway.
+  served.vocab_size = 0;
   if (const auto found = find_chat_template(a.model)) {
     served.render_options = found->options;
     try {

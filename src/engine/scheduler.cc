@@ -37,15 +37,6 @@ Scheduler::Scheduler(const Model& model, const Tokenizer* tokenizer, ComputeCont
   if (options.cache_every < 0)
     throw Error("cache_every must be >= 0, got " + std::to_string(options.cache_every));
   impl_ = std::make_unique<Impl>(model, tokenizer, ctx, std::move(options));
-  // The same end-of-text ids and valid vocabulary as Generator, so served requests match it.
-  Impl& s = *impl_;
-  s.eos_ids = model.config().eos_token_ids;
-  s.n_valid_vocab = static_cast<int32_t>(model.config().vocab_size);
-  if (tokenizer != nullptr) {
-    for (int32_t id : tokenizer->eos_token_ids())
-      if (std::find(s.eos_ids.begin(), s.eos_ids.end(), id) == s.eos_ids.end()) s.eos_ids.push_back(id);
-    s.n_valid_vocab = std::min(s.n_valid_vocab, tokenizer->vocab_size());
-  }
 }
 
 Scheduler::~Scheduler() {
@@ -58,30 +49,16 @@ Scheduler::~Scheduler() {
 }
 
 const std::vector<int32_t>& Scheduler::eos_ids() const {
-  return impl_->eos_ids;
+  return impl_->vocabulary.eos_ids;
 }
 
 RequestId Scheduler::submit(ServeRequest request, ServeSink sink) {
   Impl& s = *impl_;
   if (!sink) throw Error("submit needs a sink for the request's events");
-  if (request.prompt.empty()) throw Error("the prompt is empty (a request needs at least one token)");
-  for (size_t i = 0; i < request.prompt.size(); ++i) {
-    const int32_t id = request.prompt[i];
-    if (id < 0 || id >= s.n_valid_vocab)
-      throw Error("prompt token " + std::to_string(id) + " at position " + std::to_string(i) +
-                  " is outside the vocabulary [0, " + std::to_string(s.n_valid_vocab) + ")");
-  }
-  if (request.max_tokens < 0)
-    throw Error("max_tokens must be >= 0, got " + std::to_string(request.max_tokens));
+  validate_request(request.prompt, scheduler_detail::decode_settings(request), s.vocabulary, s.tokenizer);
   if (request.n_probs < 0 || request.n_probs > kMaxProbs)
     throw Error("n_probs must be in [0, " + std::to_string(kMaxProbs) + "], got " +
                 std::to_string(request.n_probs));
-  request.sampling.validate();
-  if (!request.stop.empty()) {
-    if (s.tokenizer == nullptr)
-      throw Error("stop strings need a tokenizer (the model folder has no tokenizer.json)");
-    StopStringMatcher check(request.stop);  // throws for an empty stop string
-  }
   const int64_t needed = static_cast<int64_t>(request.prompt.size()) + request.max_tokens;
   if (s.options.max_context > 0 && needed > s.options.max_context)
     throw Error("the prompt (" + std::to_string(request.prompt.size()) + " tokens) plus max_tokens (" +
@@ -161,10 +138,8 @@ void Scheduler::save_prefix(const std::string& name, std::span<const int32_t> pr
     throw Error("invalid slot name '" + name +
                 "': use letters, digits, '.', '_' and '-', not starting with '.'");
   if (prefix.empty()) throw Error("cannot save an empty prefix");
-  for (size_t i = 0; i < prefix.size(); ++i)
-    if (prefix[i] < 0 || prefix[i] >= s.n_valid_vocab)
-      throw Error("prefix token " + std::to_string(prefix[i]) + " at position " + std::to_string(i) +
-                  " is outside the vocabulary [0, " + std::to_string(s.n_valid_vocab) + ")");
+  // A saved prefix is a prompt prefix, so its ids follow the prompt-id rule.
+  check_token_ids(prefix, s.vocabulary, "prefix");
   const std::vector<int32_t> tokens(prefix.begin(), prefix.end());
   SequenceState state;
   s.run_on_loop([&] { state = s.state_for_prefix(tokens); });
@@ -179,10 +154,8 @@ size_t Scheduler::restore_prefix(const std::string& name) {
     throw Error("invalid slot name '" + name +
                 "': use letters, digits, '.', '_' and '-', not starting with '.'");
   SlotFile slot = load_slot_file(s.options.slot_save_path + "/" + name, s.model);
-  for (size_t i = 0; i < slot.tokens.size(); ++i)
-    if (slot.tokens[i] >= s.n_valid_vocab)
-      throw Error("slot '" + name + "': token " + std::to_string(slot.tokens[i]) +
-                  " is outside the tokenizer's vocabulary");
+  // The file may come from a model of the same shape with another tokenizer.
+  check_token_ids(slot.tokens, s.vocabulary, "slot '" + name + "'");
   const size_t bytes = (slot.tokens.size() + slot.state.floats()) * sizeof(float);
   if (bytes > s.cache.budget_bytes())
     throw Error("slot '" + name + "' needs " + std::to_string(bytes) +

@@ -47,7 +47,7 @@ using RequestId = uint64_t;
 inline constexpr int kMaxProbs = 20;
 
 struct ServeRequest {
-  std::vector<int32_t> prompt;    // at least one token, all ids inside the vocabulary
+  std::vector<int32_t> prompt;    // at least one token, every id valid (engine/request_decoder.h)
   int max_tokens = 16;            // >= 0
   SamplingParams sampling;        // engine/sampler.h; seed is per request
   std::vector<std::string> stop;  // stop strings (need a tokenizer)
@@ -71,7 +71,7 @@ struct ServeEvent {
                        // Done: the held-back tail released at the end (may be empty)
   float logprob = 0;   // Token: log-probability of token (see ServeRequest::post_sampling_probs)
   std::vector<TokenProbability> top;  // Token: the n_probs most likely candidates, most likely first
-  // Done (engine/generate.h). StopReason::Callback means cancelled through cancel().
+  // Done (engine/request_decoder.h). StopReason::Callback means cancelled through cancel().
   StopReason stop_reason = StopReason::MaxTokens;
   int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;  // Done: usage
   std::string error;                                                    // Error: message

@@ -8,12 +8,11 @@
 #include <functional>
 #include <future>
 #include <mutex>
-#include <optional>
 #include <thread>
 
 #include "engine/prefix_cache.h"
+#include "engine/request_decoder.h"
 #include "engine/scheduler.h"
-#include "engine/stop_strings.h"
 
 namespace mb::scheduler_detail {
 
@@ -22,6 +21,10 @@ using Clock = std::chrono::steady_clock;
 // Step durations kept for the quantiles in metrics().
 constexpr size_t kRecentSteps = 1024;
 
+inline DecodeSettings decode_settings(const ServeRequest& request) {
+  return {request.sampling, request.max_tokens, request.stop, request.stop_at_eos};
+}
+
 struct Pending {
   RequestId id;
   ServeRequest request;
@@ -29,7 +32,7 @@ struct Pending {
 };
 
 enum class Phase {
-  Prefill,    // consuming the prompt; the state has consumed history[0, state.position)
+  Prefill,    // consuming the prompt; the state has consumed decoder.history()[0, state.position)
   Decode,     // the last generated token (unfed) goes in with the next step's row
   Finishing,  // done and reported; one state-only row consumes the last token before caching
 };
@@ -40,14 +43,12 @@ struct Sequence {
   ServeRequest request;
   ServeSink sink;
   SequenceState state;
-  Sampler sampler;
-  std::vector<int32_t> history;  // prompt + generated tokens, for the repetition penalty and the cache
-  std::optional<StreamDecoder> decoder;
-  std::optional<StopStringMatcher> stops;
+  // Sampling, stop conditions and text; its history (prompt + generated tokens) is also what
+  // the prefill chunks read and what the cache entries are keyed by.
+  RequestDecoder decoder;
   Phase phase = Phase::Prefill;
-  int64_t cached = 0;     // prompt tokens resumed from the prefix cache
-  int64_t generated = 0;  // tokens reported so far
-  int32_t unfed = -1;     // the last generated token, not yet consumed by the state
+  int64_t cached = 0;  // prompt tokens resumed from the prefix cache
+  int32_t unfed = -1;  // the last generated token, not yet consumed by the state
   bool cancel_requested = false;
   bool retired = false;  // leaves the slot at the end of this step
 };
@@ -61,7 +62,12 @@ struct Scheduler::Impl {
   using Sequence = scheduler_detail::Sequence;
 
   Impl(const Model& m, const Tokenizer* t, ComputeContext c, SchedulerOptions o)
-      : model(m), tokenizer(t), ctx(c), options(std::move(o)), cache(options.cache_bytes) {}
+      : model(m),
+        tokenizer(t),
+        ctx(c),
+        options(std::move(o)),
+        vocabulary(generation_vocabulary(m.config(), t)),
+        cache(options.cache_bytes) {}
 
   // Scheduler thread.
   bool step();
@@ -69,7 +75,8 @@ struct Scheduler::Impl {
   void build_batch();
   void after_forward(Sequence& seq, std::span<const float> logits);
   void sample_next(Sequence& seq, std::span<const float> logits);
-  void finish(Sequence& seq, StopReason reason);
+  // Reports the end of a request whose decoder is done, with the decoder's stop reason.
+  void finish(Sequence& seq);
   void release(Sequence& seq);
   void fail(Sequence& seq, const std::string& message, bool cancelled);
   void fail_everything(const std::string& message);
@@ -86,8 +93,7 @@ struct Scheduler::Impl {
   const Tokenizer* tokenizer;
   ComputeContext ctx;
   SchedulerOptions options;
-  std::vector<int32_t> eos_ids;
-  int32_t n_valid_vocab = 0;
+  GenerationVocabulary vocabulary;  // the same EOS ids and valid vocabulary as Generator
 
   // Owned by the scheduler thread.
   Workspace workspace;

@@ -44,7 +44,10 @@ bool Scheduler::Impl::step() {
     ++loop_stats.requests_cancelled;
   }
   for (auto& seq : active)
-    if (seq->cancel_requested && seq->phase != Phase::Finishing) finish(*seq, StopReason::Callback);
+    if (seq->cancel_requested && seq->phase != Phase::Finishing) {
+      seq->decoder.cancel();
+      finish(*seq);
+    }
 
   // Slots freed by the cancellations above are filled in this same step.
   {
@@ -91,18 +94,13 @@ bool Scheduler::Impl::step() {
 void Scheduler::Impl::admit(Pending p) {
   loop_stats.prompt_tokens += p.request.prompt.size();
   try {
-    Sampler sampler(p.request.sampling, n_valid_vocab);
-    std::optional<StreamDecoder> decoder;
-    if (tokenizer != nullptr) decoder.emplace(*tokenizer);
-    std::optional<StopStringMatcher> stops;
-    if (!p.request.stop.empty()) stops.emplace(p.request.stop);
+    RequestDecoder decoder(scheduler_detail::decode_settings(p.request), p.request.prompt, vocabulary,
+                           tokenizer);
     SequenceState state = model.new_state();
     // At least one prompt token is left to prefill: its logits choose the first token.
     const size_t cached = cache.lookup(p.request.prompt, state, p.request.prompt.size() - 1);
-    std::vector<int32_t> history = p.request.prompt;
     active.push_back(std::make_unique<Sequence>(
-        Sequence{p.id, std::move(p.request), std::move(p.sink), std::move(state), std::move(sampler),
-                 std::move(history), std::move(decoder), std::move(stops)}));
+        Sequence{p.id, std::move(p.request), std::move(p.sink), std::move(state), std::move(decoder)}));
     active.back()->cached = static_cast<int64_t>(cached);
     loop_stats.cached_prompt_tokens += cached;
   } catch (const std::exception& e) {
@@ -135,17 +133,16 @@ void Scheduler::Impl::build_batch() {
   for (auto& seq : active) {
     if (seq->phase != Phase::Prefill) continue;
     const int64_t position = seq->state.position;
+    const std::span<const int32_t> history = seq->decoder.history();
     int64_t chunk =
-        std::min(static_cast<int64_t>(seq->history.size()) - position, options.step_token_budget - used);
+        std::min(static_cast<int64_t>(history.size()) - position, options.step_token_budget - used);
     if (options.cache_every > 0)
       chunk = std::min(chunk, (position / options.cache_every + 1) * options.cache_every - position);
     if (first) chunk = std::max<int64_t>(chunk, 1);
     first = false;
     if (chunk <= 0) break;
     batch.push_back(
-        {&seq->state,
-         std::span(seq->history).subspan(static_cast<size_t>(position), static_cast<size_t>(chunk)),
-         {}});
+        {&seq->state, history.subspan(static_cast<size_t>(position), static_cast<size_t>(chunk)), {}});
     batch_owner.push_back(seq.get());
     used += chunk;
   }
@@ -166,18 +163,14 @@ void Scheduler::Impl::after_forward(Sequence& seq, std::span<const float> logits
       const int64_t position = seq.state.position;
       if (position < static_cast<int64_t>(seq.request.prompt.size())) {
         if (options.cache_every > 0 && position % options.cache_every == 0)
-          cache.put(std::span(seq.history).first(static_cast<size_t>(position)), seq.state);
+          cache.put(seq.decoder.history().first(static_cast<size_t>(position)), seq.state);
         return;
       }
       // The whole prompt is cached too: the next turn of a chat re-renders this prompt as its
       // prefix, while the generated reply usually re-tokenizes differently, so this entry is the
       // one a follow-up turn resumes from.
-      cache.put(std::span(seq.history).first(static_cast<size_t>(position)), seq.state);
+      cache.put(seq.decoder.history().first(static_cast<size_t>(position)), seq.state);
       seq.phase = Phase::Decode;
-      if (seq.request.max_tokens == 0) {
-        finish(seq, StopReason::MaxTokens);
-        return;
-      }
       sample_next(seq, logits);
       return;
     }
@@ -186,51 +179,44 @@ void Scheduler::Impl::after_forward(Sequence& seq, std::span<const float> logits
 
 void Scheduler::Impl::sample_next(Sequence& seq, std::span<const float> logits) {
   try {
-    const int32_t token = seq.sampler.sample(logits, seq.history);
-    if (seq.request.stop_at_eos && std::find(eos_ids.begin(), eos_ids.end(), token) != eos_ids.end()) {
-      finish(seq, StopReason::Eos);
+    DecodeEvent decoded = seq.decoder.on_logits(logits);
+    if (!decoded.token) {  // an EOS id, or max_tokens 0: nothing to report but the end
+      finish(seq);
       return;
     }
     ServeEvent event;
-    event.token = token;
+    event.token = *decoded.token;
     if (seq.request.logprobs || seq.request.n_probs > 0) {
-      TokenLogprobs probs =
-          token_logprobs(seq.sampler, logits, token, seq.request.n_probs, seq.request.post_sampling_probs);
+      TokenLogprobs probs = token_logprobs(seq.decoder.sampler(), logits, event.token, seq.request.n_probs,
+                                           seq.request.post_sampling_probs);
       event.logprob = probs.logprob;
       event.top = std::move(probs.top);
     }
-    seq.history.push_back(token);
-    seq.unfed = token;
-    ++seq.generated;
+    seq.unfed = event.token;
     ++loop_stats.generated_tokens;
-    std::string piece = seq.decoder ? seq.decoder->push(token) : std::string();
-    if (seq.stops) piece = seq.stops->push(piece);
-    event.text = std::move(piece);
+    event.text = std::move(decoded.text);
     if (!deliver(seq, event)) {
       // The receiver is gone: no more events, but the state is still worth caching.
+      seq.decoder.cancel();
       ++loop_stats.requests_cancelled;
       seq.phase = Phase::Finishing;
       return;
     }
-    if (seq.stops && seq.stops->stopped())
-      finish(seq, StopReason::StopString);
-    else if (seq.generated >= seq.request.max_tokens)
-      finish(seq, StopReason::MaxTokens);
+    if (decoded.done) finish(seq);
   } catch (const std::exception& e) {
     fail(seq, e.what(), false);
   }
 }
 
-void Scheduler::Impl::finish(Sequence& seq, StopReason reason) {
+void Scheduler::Impl::finish(Sequence& seq) {
+  const StopReason reason = seq.decoder.stop_reason();
   ServeEvent done;
   done.kind = ServeEvent::Kind::Done;
   done.stop_reason = reason;
   done.prompt_tokens = static_cast<int64_t>(seq.request.prompt.size());
   done.cached_tokens = seq.cached;
-  done.completion_tokens = seq.generated;
-  std::string tail = seq.decoder ? seq.decoder->finish() : std::string();
-  if (seq.stops) tail = seq.stops->stopped() ? std::string() : seq.stops->push(tail) + seq.stops->flush();
-  done.text = std::move(tail);
+  done.completion_tokens = seq.decoder.generated();
+  done.text = seq.decoder.finish();
   deliver(seq, done);
   if (reason == StopReason::Callback)
     ++loop_stats.requests_cancelled;
@@ -246,7 +232,7 @@ void Scheduler::Impl::finish(Sequence& seq, StopReason reason) {
 
 void Scheduler::Impl::release(Sequence& seq) {
   if (seq.state.position > 0)
-    cache.put(std::span(seq.history).first(static_cast<size_t>(seq.state.position)), seq.state);
+    cache.put(seq.decoder.history().first(static_cast<size_t>(seq.state.position)), seq.state);
   seq.retired = true;
 }
 

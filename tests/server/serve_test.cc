@@ -1,6 +1,7 @@
 // `mambacpp serve` end to end over loopback with cpp-httplib's client: the endpoints, the same
-// tokens as `generate`, streaming, OpenAI-shaped errors for every kind of bad request, the API key,
-// the queue limit, a client that disconnects mid-stream, raw garbage on the socket, and SIGTERM.
+// tokens as `generate`, the same prompt-id rule as `generate`, streaming, OpenAI-shaped errors for every kind
+// of bad request, the API key, the queue limit, a client that disconnects mid-stream, raw garbage on the
+// socket, and SIGTERM.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -15,8 +16,10 @@
 #include <sstream>
 #include <thread>
 
+#include "common/model_fixture.h"
 #include "common/test_util.h"
 #include "server_process.h"
+#include "tokenizer/tokenizer.h"
 
 namespace mb {
 namespace {
@@ -188,6 +191,57 @@ TEST(Serve, EndpointsAnswerAndCompletionsMatchGenerate) {
   EXPECT_NE(metrics->body.find("mambacpp_generated_tokens_total"), std::string::npos);
   EXPECT_NE(metrics->body.find("mambacpp_step_seconds{quantile=\"0.5\"}"), std::string::npos);
   EXPECT_EQ(server.terminate(), 0);
+}
+
+// A checkpoint whose model has 320 ids and whose tokenizer fewer: the ids in between are
+// padding rows of the embedding, with no token.
+const std::string& padded_model() {
+  static const std::string dir = [] {
+    MakeModelOptions o;
+    o.config = test::small_config(32, 2, 320);
+    o.seed = 29;
+    o.write_tokenizer = false;
+    const std::string d = test::make_temp_dir("serve_padded_model");
+    make_model(d, o);
+    write_byte_level_tokenizer_json(d + "/tokenizer.json", 300);
+    return d;
+  }();
+  return dir;
+}
+
+TEST(Serve, PromptIdsFollowTheRuleOfGenerate) {
+  const int32_t n_valid = Tokenizer::from_model_dir(padded_model()).vocab_size();
+  ASSERT_LT(n_valid, 320);
+  ServerProcess server(padded_model(), "-t 1");
+  ASSERT_GT(server.port(), 0);
+  httplib::Client client = client_for(server);
+
+  // The last id the tokenizer has: accepted by both, with the same greedy tokens.
+  const std::string last = std::to_string(n_valid - 1);
+  std::vector<int32_t> ids;
+  std::istringstream generated(
+      run_generate("-m " + padded_model() + " --tokens 5,6," + last + " -n 8 --ignore-eos"));
+  for (int32_t id; generated >> id;) ids.push_back(id);
+  ASSERT_EQ(ids.size(), 8u);
+  const json request = {
+      {"prompt", {5, 6, n_valid - 1}}, {"max_tokens", 8}, {"temperature", 0}, {"ignore_eos", true}};
+  EXPECT_EQ(post_json(client, "/v1/completions", request)["choices"][0]["text"],
+            post_json(client, "/detokenize", {{"tokens", ids}})["content"]);
+
+  // The first padding id: refused by both, with the same message (`generate` used to take it).
+  const std::string dir = test::make_temp_dir("serve_refused");
+  const std::string command = std::string(MB_CLI_PATH) + " generate -m " + padded_model() + " --tokens 5,6," +
+                              std::to_string(n_valid) + " -n 8 >/dev/null 2>" + dir + "/err.txt";
+  EXPECT_NE(std::system(command.c_str()), 0);
+  std::ifstream err_file(dir + "/err.txt");
+  std::string err;
+  std::getline(err_file, err);
+  const std::string message =
+      "prompt token " + std::to_string(n_valid) + " at position 2 is outside the vocabulary";
+  const json refused = {{"prompt", {5, 6, n_valid}}, {"max_tokens", 8}};
+  const json error =
+      expect_error(client.Post("/v1/completions", refused.dump(), "application/json"), 400, message);
+  EXPECT_EQ(err, "error: " + error["message"].get<std::string>());
 }
 
 TEST(Serve, BadRequestsGetOpenAiErrorsAndTheServerKeepsServing) {

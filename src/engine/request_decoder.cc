@@ -1,0 +1,123 @@
+#include "engine/request_decoder.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace mb {
+
+const char* stop_reason_name(StopReason reason) {
+  switch (reason) {
+    case StopReason::MaxTokens:
+      return "max_tokens";
+    case StopReason::Eos:
+      return "eos";
+    case StopReason::StopString:
+      return "stop_string";
+    case StopReason::Callback:
+      return "callback";
+  }
+  return "?";
+}
+
+GenerationVocabulary generation_vocabulary(const ModelConfig& config, const Tokenizer* tokenizer) {
+  GenerationVocabulary vocabulary;
+  vocabulary.eos_ids = config.eos_token_ids;
+  vocabulary.n_model = config.vocab_size;
+  vocabulary.n_valid = static_cast<int32_t>(config.vocab_size);
+  if (tokenizer != nullptr) {
+    for (int32_t id : tokenizer->eos_token_ids())
+      if (std::ranges::find(vocabulary.eos_ids, id) == vocabulary.eos_ids.end())
+        vocabulary.eos_ids.push_back(id);
+    // Rows past the tokenizer's vocabulary are padding: they are never sampled.
+    vocabulary.n_valid = std::min(vocabulary.n_valid, tokenizer->vocab_size());
+  }
+  return vocabulary;
+}
+
+void check_token_ids(std::span<const int32_t> ids, const GenerationVocabulary& vocabulary,
+                     std::string_view what) {
+  const auto bad = std::ranges::find_if(ids, [&](int32_t id) { return id < 0 || id >= vocabulary.n_valid; });
+  if (bad == ids.end()) return;
+  const int32_t id = *bad;
+  std::string message = std::string(what) + " token " + std::to_string(id) + " at position " +
+                        std::to_string(bad - ids.begin()) + " is outside the vocabulary [0, " +
+                        std::to_string(vocabulary.n_valid) + ")";
+  // The model would take such an id, so say why it is refused all the same.
+  if (id >= vocabulary.n_valid && id < vocabulary.n_model)
+    message += ": ids " + std::to_string(vocabulary.n_valid) + " to " +
+               std::to_string(vocabulary.n_model - 1) +
+               " are padding rows of the model's embedding, with no token in the tokenizer";
+  throw Error(message);
+}
+
+void validate_request(std::span<const int32_t> prompt, const DecodeSettings& settings,
+                      const GenerationVocabulary& vocabulary, const Tokenizer* tokenizer) {
+  if (prompt.empty()) throw Error("the prompt is empty (a request needs at least one token)");
+  check_token_ids(prompt, vocabulary, "prompt");
+  if (settings.max_tokens < 0)
+    throw Error("max_tokens must be >= 0, got " + std::to_string(settings.max_tokens));
+  settings.sampling.validate();
+  if (!settings.stop_strings.empty()) {
+    if (tokenizer == nullptr)
+      throw Error("stop strings need a tokenizer (the model folder has no tokenizer.json)");
+    StopStringMatcher check(settings.stop_strings);  // throws for an empty stop string
+  }
+}
+
+RequestDecoder::RequestDecoder(const DecodeSettings& settings, std::span<const int32_t> prompt,
+                               const GenerationVocabulary& vocabulary, const Tokenizer* tokenizer)
+    : sampler_(settings.sampling, vocabulary.n_valid),
+      history_(prompt.begin(), prompt.end()),
+      max_tokens_(settings.max_tokens) {
+  if (tokenizer != nullptr) detokenizer_.emplace(*tokenizer);
+  if (!settings.stop_strings.empty()) stops_.emplace(settings.stop_strings);
+  if (settings.stop_at_eos) eos_ids_ = vocabulary.eos_ids;
+}
+
+DecodeEvent RequestDecoder::on_logits(std::span<const float> logits) {
+  if (done_) throw Error("RequestDecoder::on_logits: the request has already ended");
+  DecodeEvent event;
+  const auto end = [&](StopReason reason) {
+    done_ = true;
+    stop_reason_ = reason;
+    event.done = true;
+    event.stop_reason = reason;
+  };
+  if (max_tokens_ == 0) {
+    end(StopReason::MaxTokens);
+    return event;
+  }
+  const int32_t token = sampler_.sample(logits, history_);
+  if (std::ranges::find(eos_ids_, token) != eos_ids_.end()) {
+    end(StopReason::Eos);
+    return event;
+  }
+  history_.push_back(token);
+  ++generated_;
+  event.token = token;
+  if (detokenizer_) event.text = detokenizer_->push(token);
+  if (stops_) event.text = stops_->push(event.text);
+  if (stops_ && stops_->stopped())
+    end(StopReason::StopString);
+  else if (generated_ >= max_tokens_)
+    end(StopReason::MaxTokens);
+  return event;
+}
+
+void RequestDecoder::cancel() {
+  done_ = true;
+  stop_reason_ = StopReason::Callback;
+}
+
+std::string RequestDecoder::finish() {
+  std::string tail = detokenizer_ ? detokenizer_->finish() : std::string();
+  if (!stops_) return tail;
+  if (stops_->stopped()) return {};
+  // The tail goes through the matcher before its held-back text is flushed, in that order.
+  std::string text = stops_->push(tail);
+  text += stops_->flush();
+  return text;
+}
+
+}  // namespace mb
