@@ -344,6 +344,97 @@ Value get_attribute(const Value& object, std::string_view name, int line) {
                           "' has no attribute '" + std::string(name));
 }
 
+// join(d="", attribute=none): the items' texts (or their attribute's) joined by d.
+Value join_filter(const Value& operand, const CallArgs& args, Budget& budget) {
+  const int line = args.line;
+  args.check("join", 2, {"d", "attribute"});
+  const Value* separator = args.get(0, "d");
+  const Value* attribute = args.get(1, "attribute");
+  const std::string sep = separator ? to_output(*separator, budget.max_string_bytes()) : "";
+  std::string out;
+  bool first = true;
+  for (const Value& item : as_sequence(operand, "join", line)) {
+    const Value part = attribute ? attribute_of(item, *attribute, line) : item;
+    const std::string text = to_output(part, budget.max_string_bytes());
+    budget.charge_string(out.size() + sep.size() + text.size(), line);
+    if (!first) out += sep;
+    first = false;
+    out += text;
+  }
+  return Value::string(std::move(out));
+}
+
+// Python's int() of a value, as Jinja's int filter applies it: the default for what does not parse.
+Value int_filter(const Value& operand, const CallArgs& args) {
+  args.check("int", 2, {"default", "base"});
+  const Value* fallback = args.get(0, "default");
+  const Value result = fallback ? *fallback : Value::integer(0);
+  if (operand.is_int()) return operand;
+  if (operand.is_bool()) return Value::integer(operand.as_bool());
+  if (operand.is_float()) {
+    if (!std::isfinite(operand.as_float()) || std::fabs(operand.as_float()) >= 9.2e18) return result;
+    return Value::integer(static_cast<int64_t>(operand.as_float()));
+  }
+  if (operand.is_string()) {
+    int64_t parsed = 0;
+    double as_float = 0;
+    if (parse_python_int(operand.str(), parsed)) return Value::integer(parsed);
+    if (parse_python_float(operand.str(), as_float) && std::isfinite(as_float) &&
+        std::fabs(as_float) < 9.2e18) {
+      return Value::integer(static_cast<int64_t>(as_float));
+    }
+  }
+  return result;
+}
+
+// sort(reverse=false, case_sensitive=false, attribute=none), stable, as Jinja sorts.
+Value sort_filter(const Value& operand, const CallArgs& args) {
+  const int line = args.line;
+  args.check("sort", 3, {"reverse", "case_sensitive", "attribute"});
+  const bool reverse = bool_arg(args, 0, "reverse", false);
+  const bool case_sensitive = bool_arg(args, 1, "case_sensitive", false);
+  const Value* attribute = args.get(2, "attribute");
+  std::vector<Value> items = as_sequence(operand, "sort", line);
+  const auto key = [&](const Value& item) { return attribute ? attribute_of(item, *attribute, line) : item; };
+  std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
+    const int c = sort_order(key(a), key(b), case_sensitive, line);
+    return reverse ? c > 0 : c < 0;
+  });
+  return Value::list(std::move(items));
+}
+
+// indent(width=4, first=false, blank=false): every line but the first (unless `first`) and
+// blank lines (unless `blank`) prefixed by width spaces, or by width itself when it is a string.
+Value indent_filter(const Value& operand, const CallArgs& args, Budget& budget) {
+  const int line = args.line;
+  args.check("indent", 3, {"width", "first", "blank"});
+  const Value* width_value = args.get(0, "width");
+  std::string pad(4, ' ');
+  if (width_value && width_value->is_string()) pad = width_value->str();
+  if (width_value && (width_value->is_int() || width_value->is_bool())) {
+    pad.assign(static_cast<size_t>(std::clamp<int64_t>(int_arg(args, 0, "width", 4), 0, 256)), ' ');
+  }
+  const bool first = bool_arg(args, 1, "first", false);
+  const bool blank = bool_arg(args, 2, "blank", false);
+  const std::string text = to_output(operand, budget.max_string_bytes());
+  std::string out;
+  size_t start = 0;
+  bool first_line = true;
+  while (true) {
+    const size_t newline = text.find('\n', start);
+    const std::string_view piece = std::string_view(text).substr(start, newline - start);
+    const bool indent = (first_line ? first : true) && (blank || !piece.empty());
+    budget.charge_string(out.size() + pad.size() + piece.size() + 1, line);
+    if (indent) out += pad;
+    out += piece;
+    if (newline == std::string::npos) break;
+    out += '\n';
+    start = newline + 1;
+    first_line = false;
+  }
+  return Value::string(std::move(out));
+}
+
 Value apply_filter(std::string_view name, const Value& operand, const CallArgs& args, Budget& budget) {
   const int line = args.line;
   if (name == "default" || name == "d") {
@@ -396,23 +487,7 @@ Value apply_filter(std::string_view name, const Value& operand, const CallArgs& 
     if (items.empty()) return Value::undefined("no first or last item of an empty sequence");
     return name == "first" ? items.front() : items.back();
   }
-  if (name == "join") {
-    args.check("join", 2, {"d", "attribute"});
-    const Value* separator = args.get(0, "d");
-    const Value* attribute = args.get(1, "attribute");
-    const std::string sep = separator ? to_output(*separator, budget.max_string_bytes()) : "";
-    std::string out;
-    bool first = true;
-    for (const Value& item : as_sequence(operand, "join", line)) {
-      const Value part = attribute ? attribute_of(item, *attribute, line) : item;
-      const std::string text = to_output(part, budget.max_string_bytes());
-      budget.charge_string(out.size() + sep.size() + text.size(), line);
-      if (!first) out += sep;
-      first = false;
-      out += text;
-    }
-    return Value::string(std::move(out));
-  }
+  if (name == "join") return join_filter(operand, args, budget);
   if (name == "list") return budget.list(as_sequence(operand, "list", line), line);
   if (name == "reverse") {
     if (operand.is_string()) {
@@ -434,27 +509,7 @@ Value apply_filter(std::string_view name, const Value& operand, const CallArgs& 
       pairs.push_back(Value::list({Value::string(key), value}));
     return budget.list(std::move(pairs), line);
   }
-  if (name == "int") {
-    args.check("int", 2, {"default", "base"});
-    const Value* fallback = args.get(0, "default");
-    const Value result = fallback ? *fallback : Value::integer(0);
-    if (operand.is_int()) return operand;
-    if (operand.is_bool()) return Value::integer(operand.as_bool());
-    if (operand.is_float()) {
-      if (!std::isfinite(operand.as_float()) || std::fabs(operand.as_float()) >= 9.2e18) return result;
-      return Value::integer(static_cast<int64_t>(operand.as_float()));
-    }
-    if (operand.is_string()) {
-      int64_t parsed = 0;
-      double as_float = 0;
-      if (parse_python_int(operand.str(), parsed)) return Value::integer(parsed);
-      if (parse_python_float(operand.str(), as_float) && std::isfinite(as_float) &&
-          std::fabs(as_float) < 9.2e18) {
-        return Value::integer(static_cast<int64_t>(as_float));
-      }
-    }
-    return result;
-  }
+  if (name == "int") return int_filter(operand, args);
   if (name == "float") {
     const Value* fallback = args.get(0, "default");
     const Value result = fallback ? *fallback : Value::floating(0.0);
@@ -487,49 +542,8 @@ Value apply_filter(std::string_view name, const Value& operand, const CallArgs& 
     }
     return Value::list(std::move(out));
   }
-  if (name == "sort") {
-    args.check("sort", 3, {"reverse", "case_sensitive", "attribute"});
-    const bool reverse = bool_arg(args, 0, "reverse", false);
-    const bool case_sensitive = bool_arg(args, 1, "case_sensitive", false);
-    const Value* attribute = args.get(2, "attribute");
-    std::vector<Value> items = as_sequence(operand, "sort", line);
-    const auto key = [&](const Value& item) {
-      return attribute ? attribute_of(item, *attribute, line) : item;
-    };
-    std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
-      const int c = sort_order(key(a), key(b), case_sensitive, line);
-      return reverse ? c > 0 : c < 0;
-    });
-    return Value::list(std::move(items));
-  }
-  if (name == "indent") {
-    args.check("indent", 3, {"width", "first", "blank"});
-    const Value* width_value = args.get(0, "width");
-    std::string pad(4, ' ');
-    if (width_value && width_value->is_string()) pad = width_value->str();
-    if (width_value && (width_value->is_int() || width_value->is_bool())) {
-      pad.assign(static_cast<size_t>(std::clamp<int64_t>(int_arg(args, 0, "width", 4), 0, 256)), ' ');
-    }
-    const bool first = bool_arg(args, 1, "first", false);
-    const bool blank = bool_arg(args, 2, "blank", false);
-    const std::string text = to_output(operand, budget.max_string_bytes());
-    std::string out;
-    size_t start = 0;
-    bool first_line = true;
-    while (true) {
-      const size_t newline = text.find('\n', start);
-      const std::string_view piece = std::string_view(text).substr(start, newline - start);
-      const bool indent = (first_line ? first : true) && (blank || !piece.empty());
-      budget.charge_string(out.size() + pad.size() + piece.size() + 1, line);
-      if (indent) out += pad;
-      out += piece;
-      if (newline == std::string::npos) break;
-      out += '\n';
-      start = newline + 1;
-      first_line = false;
-    }
-    return Value::string(std::move(out));
-  }
+  if (name == "sort") return sort_filter(operand, args);
+  if (name == "indent") return indent_filter(operand, args, budget);
   fail_at("unsupported filter '" + std::string(name) + "'", line);
 }
 
