@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "engine/gguf_tokenizer.h"
 #include "io/mapped_file.h"
+#include "model/weight_schema.h"
 
 namespace mb {
 
@@ -31,10 +32,11 @@ void convert_to_gguf(const std::string& input, const std::string& output, GgufFi
   if (!name.empty()) options.name = name;
   const std::string tokenizer_path = (folder / "tokenizer.json").string();
   if (std::filesystem::is_regular_file(tokenizer_path)) {
-    const StoredTensor* embedding = tensors.find("backbone.embeddings.weight");
-    if (embedding == nullptr) embedding = tensors.find("backbone.embedding.weight");
+    const TensorSpec spec = model_tensor_specs(config, true, 0).head[kEmbedding];
+    const StoredTensor* embedding = tensors.find(spec.name);
+    if (embedding == nullptr) embedding = tensors.find(spec.alt_name);
     if (embedding == nullptr || embedding->shape.size() != 2)
-      throw Error("'" + input + "' has no 2-D embedding ('backbone.embeddings.weight')");
+      throw Error("'" + input + "' has no 2-D embedding ('" + spec.name + "')");
     std::optional<int32_t> eos;
     if (!config.eos_token_ids.empty()) eos = config.eos_token_ids.front();
     options.extra_metadata = gguf_tokenizer_metadata(read_text_file(tokenizer_path), embedding->shape[0], eos,

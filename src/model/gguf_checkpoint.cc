@@ -7,12 +7,19 @@
 #include <set>
 
 #include "core/error.h"
+#include "model/blocks/mamba_schema.h"
 #include "model/gguf_tensor_names.h"
 
 namespace mb {
 namespace {
 
 using nlohmann::json;
+
+// The names of the model's own tensors, which depend on no size (the metadata is read before
+// there is a config).
+ModelTensors model_tensors() {
+  return model_tensor_specs(ModelConfig{}, true, 0);
+}
 
 // Reads the {arch}.* sizes, each with a message naming the GGUF key.
 class MetadataReader {
@@ -56,9 +63,9 @@ json hf_config_json(const GgufFile& file, const std::string& arch, int64_t vocab
                  {"expand", d_inner / d_model},
                  {"layer_norm_epsilon", eps},
                  {"pad_vocab_size_multiple", 1},
-                 {"tie_word_embeddings", file.find_tensor("output.weight") == nullptr},
-                 {"use_bias", file.find_tensor("blk.0.ssm_in.bias") != nullptr},
-                 {"use_conv_bias", file.find_tensor("blk.0.ssm_conv1d.bias") != nullptr}};
+                 {"tie_word_embeddings", file.find_tensor(model_tensors().tail[kLmHead].gguf) == nullptr},
+                 {"use_bias", file.find_tensor(mamba_schema::in_proj_bias(0, 0, true).gguf) != nullptr},
+                 {"use_conv_bias", file.find_tensor(mamba_schema::conv_bias(0, 0, true).gguf) != nullptr}};
   if (arch == "mamba") {
     config["model_type"] = "mamba";
     config["intermediate_size"] = d_inner;
@@ -119,15 +126,16 @@ GgufCheckpoint open_gguf_checkpoint(const GgufFile& file) {
   const std::string arch = file.string_value("general.architecture");
   if (arch != "mamba" && arch != "mamba2")
     throw Error(where + ": architecture '" + arch + "' is not supported (expected mamba or mamba2)");
-  const GgufTensorInfo* embedding = file.find_tensor("token_embd.weight");
-  if (embedding == nullptr) throw Error(where + " is missing tensor 'token_embd.weight'");
+  const std::string embedding_name = model_tensors().head[kEmbedding].gguf;
+  const GgufTensorInfo* embedding = file.find_tensor(embedding_name);
+  if (embedding == nullptr) throw Error(where + " is missing tensor '" + embedding_name + "'");
   if (embedding->ne.size() != 2 || embedding->ne[1] < 1)
-    throw Error(where + ": tensor 'token_embd.weight' has dims " + embedding->dims_string() +
+    throw Error(where + ": tensor '" + embedding_name + "' has dims " + embedding->dims_string() +
                 "; expected {embedding_length, vocabulary}");
   const int64_t vocab_rows = embedding->ne[1];
   if (const GgufValue* tokens = file.find("tokenizer.ggml.tokens");
       tokens != nullptr && static_cast<int64_t>(tokens->size()) != vocab_rows)
-    throw Error(where + ": token_embd.weight has " + std::to_string(vocab_rows) +
+    throw Error(where + ": " + embedding_name + " has " + std::to_string(vocab_rows) +
                 " rows but tokenizer.ggml.tokens lists " + std::to_string(tokens->size()) + " tokens");
 
   GgufCheckpoint checkpoint;

@@ -48,21 +48,16 @@ uint32_t file_type_id(GgufFileType type) {
   return kFileTypeF32;
 }
 
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() &&
-         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // llama.cpp's use_more_bits(i_layer, n_layers).
 bool use_more_bits(int64_t layer, int64_t n_layer) {
   return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
 }
 
-uint32_t storage_type(const std::string& name, const std::vector<int64_t>& ne, GgufFileType type,
-                      int64_t layer, int64_t n_layer, bool has_output) {
-  if (ne.size() <= 1 || ends_with(name, "_norm.weight") || ends_with(name, "ssm_conv1d.weight") ||
-      !ends_with(name, ".weight"))
-    return kGgmlF32;
+// The ggml type of a tensor: f32 for every tensor but the matrices (norms, biases, A, D and the
+// conv weight), the file type for matrices (see the top of the file).
+uint32_t storage_type(const TensorSpec& spec, const std::vector<int64_t>& ne, GgufFileType type,
+                      int64_t layer, int64_t n_layer, bool head) {
+  if (ne.size() <= 1 || spec.role != TensorRole::Matrix) return kGgmlF32;
   uint32_t chosen = kGgmlF32;
   switch (type) {
     case GgufFileType::F32:
@@ -78,8 +73,7 @@ uint32_t storage_type(const std::string& name, const std::vector<int64_t>& ne, G
       chosen = kGgmlQ4_0;
       break;
     case GgufFileType::Q4_K_M: {
-      const bool head = name == "output.weight" || (!has_output && name == "token_embd.weight");
-      const bool more_bits = ends_with(name, "ssm_out.weight") && use_more_bits(layer, n_layer);
+      const bool more_bits = spec.residual_output && use_more_bits(layer, n_layer);
       chosen = head || more_bits ? kGgmlQ6_K : kGgmlQ4_K;
       break;
     }
@@ -163,7 +157,8 @@ void write_gguf_checkpoint(const std::string& path, const ModelConfig& c, const 
   if (quantized(options.type)) writer.set("general.quantization_version", u32(2));
   for (const auto& [key, value] : options.extra_metadata) writer.set(key, value);
 
-  const TensorSpec embedding_spec = model_tensor_specs(c, true, 0).head[kEmbedding];
+  const ModelTensors own = model_tensor_specs(c, true, 0);
+  const TensorSpec& embedding_spec = own.head[kEmbedding];
   const std::string embedding_name =
       tensors.find(embedding_spec.name) ? embedding_spec.name : embedding_spec.alt_name;
   const StoredTensor* embedding = tensors.find(embedding_name);
@@ -188,7 +183,10 @@ void write_gguf_checkpoint(const std::string& path, const ModelConfig& c, const 
       for (float& v : values) v = static_cast<float>(-std::exp(static_cast<double>(v)));
     const std::vector<int64_t> ne = gguf_dims(spec, shaped);
     const int64_t layer = spec.gguf.rfind("blk.", 0) == 0 ? std::stoll(spec.gguf.substr(4)) : 0;
-    const uint32_t type = storage_type(spec.gguf, ne, options.type, layer, c.n_layer, !c.tie_embeddings);
+    // The LM head: the untied one, or the embedding it is tied to.
+    const bool head =
+        spec.name == own.tail[kLmHead].name || (c.tie_embeddings && spec.name == embedding_spec.name);
+    const uint32_t type = storage_type(spec, ne, options.type, layer, c.n_layer, head);
     writer.add_tensor(spec.gguf, ne, type, encode(values, type, ne[0]));
   }
   writer.write(path);

@@ -67,6 +67,9 @@ struct TensorSpec {
   // GGUF stores A = -exp(A_log) rather than A_log; the reader binds it under this name (the
   // engine uses A as given), and the writer computes it from A_log.
   std::string gguf_negexp_name{};
+  // A matrix that writes the residual stream (out_proj): llama.cpp's Q4_K_M gives it more bits in
+  // some layers.
+  bool residual_output = false;
 };
 
 // A bound tensor: its host form and, after upload, the backend's copy.

@@ -90,8 +90,10 @@ TensorSpec gate_norm(int64_t layer, int64_t d_inner, TensorInit init, bool wante
 TensorSpec out_proj(int64_t layer, int64_t d_model, int64_t d_inner, int64_t n_layer) {
   const double bound =
       std::sqrt(3.0 / static_cast<double>(d_inner)) / std::sqrt(static_cast<double>(n_layer));
-  return spec(layer, "mixer.out_proj.weight", {d_model, d_inner}, TensorRole::Matrix,
-              {TensorInit::Uniform, bound}, "ssm_out.weight");
+  TensorSpec s = spec(layer, "mixer.out_proj.weight", {d_model, d_inner}, TensorRole::Matrix,
+                      {TensorInit::Uniform, bound}, "ssm_out.weight");
+  s.residual_output = true;
+  return s;
 }
 
 TensorSpec out_proj_bias(int64_t layer, int64_t d_model, bool wanted) {
