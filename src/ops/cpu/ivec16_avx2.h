@@ -1,4 +1,4 @@
-// The integer side of the quantized-matmul contract on AVX2 (see quant_kernels.h): sixteen int32 lanes
+// The integer side of the quantized-matmul contract on AVX2 (see vec16.h): sixteen int32 lanes
 // in two ymm registers.
 #pragma once
 

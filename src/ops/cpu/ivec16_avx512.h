@@ -1,4 +1,4 @@
-// The integer side of the quantized-matmul contract on AVX-512 with VNNI (see quant_kernels.h).
+// The integer side of the quantized-matmul contract on AVX-512 with VNNI (see vec16.h).
 #pragma once
 
 #include <immintrin.h>

@@ -1,4 +1,4 @@
-// The integer contract of the quantized kernels (quant_kernels.h) on AArch64 Advanced SIMD
+// The integer contract of the quantized kernels (vec16.h) on AArch64 Advanced SIMD
 // (NEON): sixteen int32 lanes in four q registers, lanes 0-3, 4-7, 8-11 and 12-15.
 //
 // Baseline ARMv8-A has no mixed-sign byte dot product (USDOT needs I8MM), so dot4 widens to 16

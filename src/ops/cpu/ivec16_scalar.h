@@ -1,4 +1,4 @@
-// The integer side of the quantized-matmul contract in portable scalar code (see quant_kernels.h).
+// The integer side of the quantized-matmul contract in portable scalar code (see vec16.h).
 #pragma once
 
 #include <cstdint>

@@ -1,10 +1,28 @@
-// Dispatch from the public op entry points to the kernel table of the context's instruction set.
+// The CPU op entry points (declared in src/ops/*.h): each checks its arguments, then calls the
+// kernel of the context's instruction set through kernels_for, the one place that picks a
+// target's table.
+#include <string>
+#include <vector>
+
 #include "core/error.h"
-#include "ops/cpu/quant_kernels.h"
 #include "ops/cpu/vec16.h"
+#include "ops/quant_matmul.h"
 
 namespace mb {
 namespace cpu {
+namespace {
+
+#if defined(__x86_64__)
+// AVX-512's table, its quant entries chosen for this CPU: the AVX-512 quantized kernels use
+// VNNI's byte dot products; without VNNI the AVX2 kernels run (same bits).
+KernelTable avx512_table() {
+  KernelTable table = kernels_avx512();
+  table.quant = __builtin_cpu_supports("avx512vnni") ? quant_kernels_avx512_vnni() : kernels_avx2().quant;
+  return table;
+}
+#endif
+
+}  // namespace
 
 const KernelTable& kernels_for(Isa isa) {
   if (!isa_supported(isa))
@@ -13,8 +31,10 @@ const KernelTable& kernels_for(Isa isa) {
   // refused the others above.
   switch (isa) {
 #if defined(__x86_64__)
-    case Isa::Avx512:
-      return kernels_avx512();
+    case Isa::Avx512: {
+      static const KernelTable avx512 = avx512_table();
+      return avx512;
+    }
     case Isa::Avx2:
       return kernels_avx2();
 #elif defined(__aarch64__)
@@ -26,6 +46,44 @@ const KernelTable& kernels_for(Isa isa) {
   }
 }
 
+namespace {
+
+// Per calling thread, so concurrent forward calls never share it; the kernel's worker threads
+// only read it.
+struct ActivationBuffers {
+  std::vector<int8_t> q;
+  std::vector<float> scales;
+  std::vector<int32_t> sums16;
+};
+thread_local ActivationBuffers activation_buffers;
+
+// The product for a quantized args.w: quantizes the activation rows, then runs the quantized
+// kernel of ctx.isa.
+void quant_matmul(const ComputeContext& ctx, const MatmulArgs& a) {
+  const int64_t block = activation_block(a.w.dtype);
+  const int64_t K = a.w.cols;
+  if (K % dtype_block_weights(a.w.dtype) != 0)
+    throw Error("matmul: " + std::string(dtype_name(a.w.dtype)) + " weights need K to be a multiple of " +
+                std::to_string(dtype_block_weights(a.w.dtype)) + ", got " + std::to_string(K));
+  const QuantKernels& kernels = kernels_for(ctx.isa).quant;
+  if (a.m <= 0 || a.w.rows <= 0) return;
+  ActivationBuffers& buffers = activation_buffers;
+  const size_t m = static_cast<size_t>(a.m);
+  if (buffers.q.size() < m * K) buffers.q.resize(m * K);
+  if (buffers.scales.size() < m * (K / block)) buffers.scales.resize(m * (K / block));
+  if (buffers.sums16.size() < m * (K / 16)) buffers.sums16.resize(m * (K / 16));
+  int8_t* q = buffers.q.data();
+  float* scales = buffers.scales.data();
+  int32_t* sums16 = buffers.sums16.data();
+  const int n_threads = ctx.n_threads;
+#pragma omp parallel for schedule(static) num_threads(n_threads) if (n_threads > 1 && a.m > 1)
+  for (int64_t r = 0; r < a.m; ++r)
+    kernels.quantize(a.x + r * a.ldx, K, block, q + r * K, scales + r * (K / block), sums16 + r * (K / 16));
+  const QuantActivations x{q, scales, sums16, K, block};
+  kernels.matmul(a, x, ctx.n_threads);
+}
+
+}  // namespace
 }  // namespace cpu
 
 void matmul(const ComputeContext& ctx, const MatmulArgs& args) {
@@ -50,6 +108,30 @@ void causal_conv_silu(const ComputeContext& ctx, std::span<const CausalConvArgs>
 void selective_scan(const ComputeContext& ctx, std::span<const SelectiveScanArgs> sequences) {
   for (const auto& s : sequences) MB_CHECK(s.d_state >= 1 && s.d_state <= kMaxStateSize);
   cpu::kernels_for(ctx.isa).selective_scan(sequences, ctx.n_threads);
+}
+
+void mamba2_scan(const ComputeContext& ctx, const Mamba2ScanParams& p,
+                 std::span<const Mamba2ScanSequence> sequences) {
+  MB_CHECK(p.n_heads > 0 && p.headdim > 0 && p.d_state > 0 && p.d_state <= kMaxStateSize);
+  MB_CHECK(p.n_groups > 0 && p.n_heads % p.n_groups == 0 && p.chunk > 0);
+  MB_CHECK(p.dt_bias && p.a_base2 && p.a && p.d_skip);
+  for (const auto& s : sequences) {
+    MB_CHECK(s.length >= 0 && s.ldxbc >= p.conv_width() && s.lddt >= p.n_heads && s.ldy >= p.d_inner());
+    MB_CHECK(s.length == 0 || (s.xbc != nullptr && s.dt != nullptr && s.state != nullptr && s.y != nullptr));
+  }
+  cpu::kernels_for(ctx.isa).mamba2_scan(p, sequences, ctx.n_threads);
+}
+
+void mamba3_scan(const ComputeContext& ctx, const Mamba3ScanParams& p,
+                 std::span<const Mamba3ScanSequence> sequences) {
+  MB_CHECK(p.n_heads > 0 && p.headdim > 0 && p.d_state > 0 && p.n_groups > 0 && p.n_heads % p.n_groups == 0);
+  MB_CHECK(p.n_angles >= 0 && 2 * p.n_angles <= p.d_state && p.chunk > 0);
+  MB_CHECK(p.dt_bias && p.b_bias && p.c_bias && p.b_norm && p.c_norm && p.d_skip);
+  for (const auto& s : sequences) {
+    MB_CHECK(s.length >= 0 && s.ldp >= p.proj_width() && s.ldy >= p.d_inner());
+    MB_CHECK(s.length == 0 || (s.proj != nullptr && s.state != nullptr && s.y != nullptr));
+  }
+  cpu::kernels_for(ctx.isa).mamba3_scan(p, sequences, ctx.n_threads);
 }
 
 float exp_f32(float x) {

@@ -1,0 +1,56 @@
+// Every CPU kernel family but the quantized matmul, compiled for AVX-512 (F, BW, VL, DQ, with FMA
+// and F16C; CMakeLists.txt gives this file those flags). The quantized kernels are built for
+// VNNI, which some AVX-512 CPUs lack (Skylake-X), so they live in cpu_avx512_vnni.cc, the only
+// file compiled with VNNI; kernels_for fills this table's quant entries at run time.
+//
+// Each family's .inc is included once, in a namespace of its own inside the target's, so the
+// helpers that several families define under one name (kLanes, the scans' step_block and
+// time_block, each family's copy of vec16_math.inc) never meet.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "core/error.h"
+#include "ops/cpu/vec16.h"
+#include "ops/cpu/vec16_avx512.h"
+
+namespace mb::cpu_avx512 {
+using cpu::KernelTable;
+
+namespace generic {
+#include "ops/cpu/kernels_generic.inc"
+}  // namespace generic
+
+namespace mamba2 {
+#include "ops/cpu/mamba2_kernels.inc"
+}  // namespace mamba2
+
+namespace mamba3 {
+#include "ops/cpu/mamba3_kernels.inc"
+}  // namespace mamba3
+
+constexpr KernelTable kTable = {
+    .matmul = generic::matmul,
+    .rms_norm = generic::rms_norm,
+    .gated_rms_norm = generic::gated_rms_norm,
+    .causal_conv_silu = generic::causal_conv_silu,
+    .selective_scan = generic::selective_scan,
+    .mamba2_scan = mamba2::mamba2_scan_all,
+    .mamba3_scan = mamba3::mamba3_scan_all,
+    .quant = {},
+    .exp1 = generic::exp1,
+    .silu1 = generic::silu1,
+    .softplus1 = generic::softplus1,
+};
+
+}  // namespace mb::cpu_avx512
+
+namespace mb::cpu {
+
+const KernelTable& kernels_avx512() {
+  return cpu_avx512::kTable;
+}
+
+}  // namespace mb::cpu
