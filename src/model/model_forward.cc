@@ -163,8 +163,8 @@ void Model::run_round(const ComputeContext& ctx, std::span<const SequenceInput> 
                    static_cast<uint64_t>(!batch[i].tokens.empty())});
     if (positioned) ws.key.push_back(static_cast<uint64_t>(part.position));
   }
-  backend_->begin_round(stream, ctx, ws.key);
-  try {
+    try {
+    backend_->begin_round(stream, ctx, ws.key);
     embed_rows(batch, ws);
     LayerContext layer{*backend_, stream,     ws.parts,     m,
                        ws.hidden, ws.scratch, options.scan, options.ssd_chunk};

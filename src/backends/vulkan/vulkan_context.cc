@@ -6,6 +6,11 @@
 #include <cstring>
 #include <random>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <dlfcn.h>
+#include <link.h>
+#endif
+
 #include "backends/vulkan/spirv_registry.h"
 #include "backends/vulkan/vulkan_buffer.h"
 #include "backends/vulkan/vulkan_commands.h"
@@ -158,6 +163,30 @@ std::string api_version_text(uint32_t version) {
          "." + std::to_string(VK_API_VERSION_PATCH(version));
 }
 
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+// In an AddressSanitizer build, keeps every Vulkan driver the loader opened loaded until the
+// process exits. Mesa's lavapipe allocates static data while it enumerates devices on some
+// CPUs; when the loader unloads the driver at vkDestroyInstance that memory becomes unreachable,
+// and LeakSanitizer would report it at exit as the engine's leak. Kept loaded, it stays
+// reachable, and any leak reported is a real one. Release builds unload drivers as usual.
+void keep_drivers_loaded() {
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void*) {
+        const char* name = info->dlpi_name;
+        if (name != nullptr && std::strstr(name, "libvulkan_") != nullptr)
+          dlopen(name, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+        return 0;
+      },
+      nullptr);
+}
+#else
+void keep_drivers_loaded() {}
+#endif
+
+}  // namespace
+
 std::vector<DeviceInfo> list_devices(std::string* why_none) {
   std::vector<DeviceInfo> devices;
   VkResult result;
@@ -168,6 +197,7 @@ std::vector<DeviceInfo> list_devices(std::string* why_none) {
   }
   uint32_t count = 0;
   vkEnumeratePhysicalDevices(instance, &count, nullptr);
+  keep_drivers_loaded();
   std::vector<VkPhysicalDevice> handles(count);
   if (count > 0) vkEnumeratePhysicalDevices(instance, &count, handles.data());
   for (uint32_t i = 0; i < count; ++i) devices.push_back(describe(handles[i], static_cast<int>(i)));
@@ -296,6 +326,7 @@ void Context::create_instance(bool validation) {
 void Context::select_device(int index) {
   uint32_t count = 0;
   check(vkEnumeratePhysicalDevices(instance_, &count, nullptr), "device enumeration");
+  keep_drivers_loaded();
   if (count == 0) throw Error("no Vulkan device found");
   if (index < 0 || static_cast<uint32_t>(index) >= count)
     throw Error("Vulkan device " + std::to_string(index) + " does not exist (there are " +
