@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
 
 #include "common/op_cases.h"
 #include "common/test_util.h"
@@ -44,6 +45,7 @@ struct EmbedShape {
   DType dtype;
   int64_t vocab, cols;
   std::vector<int32_t> tokens;
+  bool strided = false;  // y's rows a float wider than the table's
 };
 
 void embed_body(const EmbedShape& s, OpRun& run) {
@@ -58,7 +60,8 @@ void embed_body(const EmbedShape& s, OpRun& run) {
     table = encode_f32(values, s.dtype);
   }
   const int64_t count = static_cast<int64_t>(s.tokens.size());
-  const TensorId y = run.tensor("y", {3, count, s.cols}, random_floats(count * s.cols, 2));
+  const TensorId y =
+      run.tensor("y", {3, count, s.cols, s.cols + (s.strided ? 1 : 0)}, random_floats(count * s.cols, 2));
   run.writes(y, dtype_is_quantized(s.dtype) ? Check::Nmse : Check::Exact);
   run.round([&](const Backend& backend, Stream& stream) {
     backend.embed(stream, {table.data(), s.dtype, s.cols, s.tokens, run.view(y)});
@@ -68,20 +71,22 @@ void embed_body(const EmbedShape& s, OpRun& run) {
     float* out = run.host(y);
     for (int64_t t = 0; t < count; ++t)
       for (int64_t c = 0; c < s.cols; ++c)
-        out[t * s.cols + c] = dtype_is_quantized(s.dtype)
-                                  ? values[s.tokens[t] * s.cols + c]
-                                  : load_as_f32(table.data(), s.dtype, s.tokens[t] * s.cols + c);
+        out[t * run.rows(y).ld + c] = dtype_is_quantized(s.dtype)
+                                          ? values[s.tokens[t] * s.cols + c]
+                                          : load_as_f32(table.data(), s.dtype, s.tokens[t] * s.cols + c);
   });
 }
 
-void write_rows_body(int64_t rows, int64_t cols, OpRun& run) {
+void write_rows_body(int64_t rows, int64_t cols, int64_t ld, OpRun& run) {
   const std::vector<float> host = random_floats(rows * cols, 3);
-  const TensorId y = run.tensor("y", {5, rows, cols}, random_floats(rows * cols, 4));
+  const TensorId y = run.tensor("y", {5, rows, cols, ld}, random_floats(rows * cols, 4));
   run.writes(y, Check::Exact);
   run.round([&](const Backend& backend, Stream& stream) {
     backend.write_rows(stream, {host.data(), rows, cols, run.view(y)});
   });
-  run.reference([&] { std::copy(host.begin(), host.end(), run.host(y)); });
+  run.reference([&] {
+    for (int64_t r = 0; r < rows; ++r) std::copy_n(host.data() + r * cols, cols, run.host(y) + r * ld);
+  });
 }
 
 void argmax_body(int64_t cols, OpRun& run) {
@@ -173,20 +178,22 @@ void add_row_op_cases(std::vector<OpCase>& cases) {
   for (DType dtype : {F32, BF16, F16, Q8_0, Q4_0, Q4_K, Q6_K}) {
     const int64_t cols = dtype_block_weights(dtype) == 256 ? 512 : (dtype_is_quantized(dtype) ? 96 : 37);
     for (const std::vector<int32_t>& tokens : {std::vector<int32_t>{5}, {0, 12, 3, 3, 7, 1, 12, 0, 9}}) {
-      const EmbedShape s{dtype, 13, cols, tokens};
+      const EmbedShape s{dtype, 13, cols, tokens, tokens.size() > 1 && dtype != F16};
       const std::string vars = std::string(dtype_name(dtype)) + " vocab=13 cols=" + std::to_string(cols) +
-                               " tokens=" + std::to_string(tokens.size());
+                               " tokens=" + std::to_string(tokens.size()) + (s.strided ? " strided" : "");
       const double tolerance = dtype_is_quantized(dtype) ? quantization_nmse(dtype) : kFloatNmse;
       cases.push_back({"embed", vars, tolerance, {}, false, [s](OpRun& run) { embed_body(s, run); }});
     }
   }
-  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{0, 5}, {1, 1}, {3, 7}, {9, 64}})
-    cases.push_back({"write_rows",
-                     "rows=" + std::to_string(rows) + " cols=" + std::to_string(cols),
-                     kFloatNmse,
-                     {},
-                     false,
-                     [rows, cols](OpRun& run) { write_rows_body(rows, cols, run); }});
+  // Rows at an offset, contiguous (one copy on Vulkan) and with a row stride (a copy per row).
+  for (const auto& [rows, cols, ld] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {0, 5, 5}, {1, 1, 1}, {3, 7, 7}, {9, 64, 64}, {3, 7, 10}, {9, 64, 65}}) {
+    const std::string vars = "rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
+                             (ld > cols ? " ld=" + std::to_string(ld) : "");
+    cases.push_back({"write_rows", vars, kFloatNmse, {}, false, [rows, cols, ld](OpRun& run) {
+                       write_rows_body(rows, cols, ld, run);
+                     }});
+  }
   for (int64_t cols : {1, 5, 64, 65, 1000})
     cases.push_back({"argmax",
                      "rows=6 cols=" + std::to_string(cols),
