@@ -1,13 +1,16 @@
 // Every case of the op registry (common/op_cases.h) on Vulkan device 0 under the validation
 // layer, failing on any error it reports: within the case's tolerance of the double reference,
 // and, on a device whose fma is exact (lavapipe emulates one), every float the bits of the CPU's
-// scalar kernels. The batched ops (parts of a round) also run on a backend whose context does
-// without buffer arrays, the one-dispatch-per-part fallback. A case the device cannot run is
-// skipped with the reason the backend gives.
+// scalar kernels. Cases of the batched ops over several parts of a round also run on a backend
+// whose context does without buffer arrays, the one-dispatch-per-part fallback. A case the device
+// cannot run is skipped with the reason the backend gives.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/vulkan/vulkan_backend.h"
