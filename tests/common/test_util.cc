@@ -1,7 +1,9 @@
 #include "common/test_util.h"
 
-#include <filesystem>
 #include <unistd.h>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
 
 namespace mb::test {
 
@@ -12,6 +14,28 @@ std::string make_temp_dir(const std::string& tag) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();
+}
+
+double nmse(const std::vector<float>& got, const std::vector<double>& reference) {
+  if (got.size() != reference.size()) return INFINITY;
+  double error = 0.0, energy = 0.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double diff = got[i] - reference[i];
+    error += diff * diff;
+    energy += reference[i] * reference[i];
+  }
+  return energy > 0.0 ? error / energy : error;
+}
+
+double nmse(const std::vector<float>& got, const std::vector<float>& reference) {
+  return nmse(got, std::vector<double>(reference.begin(), reference.end()));
+}
+
+long first_bit_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return static_cast<long>(i);
+  return -1;
 }
 
 }  // namespace mb::test

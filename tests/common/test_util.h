@@ -45,6 +45,14 @@ inline double max_abs(const std::vector<float>& a) {
   return worst;
 }
 
+// Normalized mean squared error of `got` against a double reference: the sum of squared errors
+// over the sum of squared reference values (the plain sum of squared errors when those are 0).
+double nmse(const std::vector<float>& got, const std::vector<double>& reference);
+double nmse(const std::vector<float>& got, const std::vector<float>& reference);
+
+// The index of the first element whose bits differ, or -1 (0 when the sizes differ).
+long first_bit_difference(const std::vector<float>& a, const std::vector<float>& b);
+
 // Every instruction set this CPU can run, for tests that pin cross-ISA equality.
 inline std::vector<Isa> supported_isas() {
   std::vector<Isa> isas;

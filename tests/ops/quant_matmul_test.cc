@@ -1,6 +1,7 @@
-// The quantized matmul: its packing, its accuracy against double-precision references (the
-// kernel's own error, and the total error including activation quantization), and the bitwise
-// properties of the exactness contract (instruction sets, threads, rows alone or in a batch).
+// The quantized matmul's packing, its activation quantizer on every instruction set, and its
+// refusal of rows that are not whole blocks. Its products (accuracy against the double reference,
+// the same bits on every instruction set and thread count, a row alone equal to its row of a
+// batch) are cases of the op registry (backend_ops_test.cc).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -114,127 +115,6 @@ TEST(QuantActivations, EveryInstructionSetMatchesTheReference) {
       EXPECT_EQ(q, want_q) << "block " << block;
       EXPECT_EQ(0, std::memcmp(scales.data(), want_scales.data(), scales.size() * 4)) << "block " << block;
       EXPECT_EQ(sums, want_sums) << "block " << block;
-    }
-  }
-}
-
-struct QuantCase {
-  DType type;
-  int64_t m, n, k;
-  bool bias = false, accumulate = false, softplus = false;
-};
-
-std::string describe(const QuantCase& c) {
-  return std::string(dtype_name(c.type)) + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
-         " k=" + std::to_string(c.k) + (c.bias ? " bias" : "") + (c.accumulate ? " accumulate" : "") +
-         (c.softplus ? " softplus" : "");
-}
-
-struct Problem {
-  QuantCase c;
-  std::vector<uint8_t> packed;
-  std::vector<float> x, bias, y0;
-  int64_t ldx, ldy;
-  WeightMatrix w() const { return {packed.data(), c.type, c.n, c.k}; }
-};
-
-Problem make_problem(const QuantCase& c) {
-  Problem p{c, {}, {}, {}, {}, c.k + 5, c.n + 3};
-  const std::vector<uint8_t> blocks = quantized_rows(c.type, c.n, c.k, 21);
-  p.packed = pack_quantized(blocks.data(), c.type, c.n, c.k);
-  p.x = random_floats(c.m * p.ldx, 22, 2.0f);
-  p.bias = random_floats(c.n, 23);
-  p.y0 = random_floats(c.m * p.ldy, 24);
-  return p;
-}
-
-std::vector<float> run(const Problem& p, const ComputeContext& ctx, int64_t row = -1) {
-  std::vector<float> y = p.y0;
-  MatmulArgs a;
-  a.x = p.x.data() + (row >= 0 ? row * p.ldx : 0);
-  a.ldx = p.ldx;
-  a.m = row >= 0 ? 1 : p.c.m;
-  a.w = p.w();
-  a.bias = p.c.bias ? p.bias.data() : nullptr;
-  a.y = y.data() + (row >= 0 ? row * p.ldy : 0);
-  a.ldy = p.ldy;
-  a.accumulate = p.c.accumulate;
-  a.softplus = p.c.softplus;
-  matmul(ctx, a);
-  return y;
-}
-
-// sum_k W[n, k] * v[k] in double, with W the dequantized weights.
-double dot(const std::vector<float>& w_row, const float* v, int64_t k) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < k; ++i) sum += double(w_row[i]) * v[i];
-  return sum;
-}
-
-TEST(QuantMatmul, AccuracyAgainstDoubleReferences) {
-  std::vector<QuantCase> cases;
-  for (DType type : kQuantTypes)
-    for (int64_t k : {32, 256, 1024})
-      for (int64_t m : {1, 3, 17})
-        for (int64_t n : {1, 17, 40})
-          if (k % dtype_block_weights(type) == 0) cases.push_back({type, m, n, k});
-  for (const QuantCase& c : cases) {
-    SCOPED_TRACE(describe(c));
-    const Problem p = make_problem(c);
-    const std::vector<float> got = run(p, ComputeContext{1, best_isa()});
-    const int64_t block = activation_block(c.type);
-    for (int64_t m = 0; m < c.m; ++m) {
-      // The activations as the kernel sees them: quantized, then dequantized.
-      const float* x = p.x.data() + m * p.ldx;
-      std::vector<int8_t> q(c.k);
-      std::vector<float> scales(c.k / block), xq(c.k);
-      std::vector<int32_t> sums(c.k / 16);
-      quantize_activations(x, c.k, block, q.data(), scales.data(), sums.data());
-      for (int64_t i = 0; i < c.k; ++i) xq[i] = q[i] * scales[i / block];
-      for (int64_t n = 0; n < c.n; ++n) {
-        std::vector<float> w_row(c.k);
-        dequantize_packed_row(p.w(), n, w_row.data());
-        double magnitude = 0.0, activation_error = 0.0;
-        for (int64_t i = 0; i < c.k; ++i) {
-          magnitude += std::fabs(double(w_row[i]) * xq[i]);
-          activation_error += std::fabs(double(w_row[i])) * 0.5 * scales[i / block];
-        }
-        const double value = got[m * p.ldy + n];
-        // The kernel's own error: a few roundings per block and one per block addition.
-        const double kernel_bound = 1e-6 * (4.0 + double(c.k) / block) * magnitude + 1e-30;
-        EXPECT_NEAR(value, dot(w_row, xq.data(), c.k), kernel_bound) << "m=" << m << " n=" << n;
-        // Against the f32 activations: the activation quantization error on top.
-        EXPECT_NEAR(value, dot(w_row, x, c.k), kernel_bound + activation_error) << "m=" << m << " n=" << n;
-      }
-    }
-  }
-}
-
-TEST(QuantMatmul, BitIdenticalAcrossIsasThreadsAndRowsAlone) {
-  std::vector<QuantCase> cases;
-  for (DType type : kQuantTypes) {
-    const int64_t k = dtype_block_weights(type) == 32 ? 96 : 512;
-    cases.push_back({type, 1, 33, k});
-    cases.push_back({type, 17, 40, k, true});
-    cases.push_back({type, 70, 16, k, false, true});
-    cases.push_back({type, 5, 20, k, true, false, true});
-  }
-  for (const QuantCase& c : cases) {
-    SCOPED_TRACE(describe(c));
-    const Problem p = make_problem(c);
-    std::vector<float> first;
-    for (Isa isa : test::supported_isas()) {
-      for (int threads : {1, 2, 3}) {
-        const std::vector<float> got = run(p, ComputeContext{threads, isa});
-        if (first.empty()) first = got;
-        EXPECT_TRUE(same_bits(first, got)) << isa_name(isa) << " threads " << threads;
-      }
-    }
-    // Every row alone (a decode step) gives the bits it has in the batch (a prefill GEMM).
-    for (int64_t row = 0; row < c.m; ++row) {
-      const std::vector<float> alone = run(p, ComputeContext{1, best_isa()}, row);
-      EXPECT_EQ(0, std::memcmp(alone.data() + row * p.ldy, first.data() + row * p.ldy, c.n * 4))
-          << "row " << row;
     }
   }
 }

@@ -1,8 +1,6 @@
 #include "vulkan/vulkan_test_util.h"
 
-#include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 
 namespace mb::test {
@@ -37,28 +35,6 @@ void VulkanTest::TearDown() {
   const std::vector<std::string> errors = context_->validation_errors();
   for (const std::string& error : errors) ADD_FAILURE() << "Vulkan validation error: " << error;
   context_->clear_validation_errors();
-}
-
-double nmse(const std::vector<float>& got, const std::vector<double>& reference) {
-  if (got.size() != reference.size()) return INFINITY;
-  double error = 0.0, energy = 0.0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double diff = got[i] - reference[i];
-    error += diff * diff;
-    energy += reference[i] * reference[i];
-  }
-  return energy > 0.0 ? error / energy : error;
-}
-
-double nmse(const std::vector<float>& got, const std::vector<float>& reference) {
-  return nmse(got, std::vector<double>(reference.begin(), reference.end()));
-}
-
-long first_bit_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return static_cast<long>(i);
-  return -1;
 }
 
 }  // namespace mb::test

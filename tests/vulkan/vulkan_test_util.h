@@ -11,6 +11,7 @@
 #include "backends/vulkan/vulkan_buffer.h"
 #include "backends/vulkan/vulkan_commands.h"
 #include "backends/vulkan/vulkan_context.h"
+#include "common/test_util.h"
 
 namespace mb::test {
 
@@ -26,12 +27,5 @@ class VulkanTest : public ::testing::Test {
   // The scalar CPU kernels are the ones every instruction set equals bit for bit.
   vulkan::Context* context_ = nullptr;
 };
-
-// Normalized mean squared error of `got` against a double reference.
-double nmse(const std::vector<float>& got, const std::vector<double>& reference);
-double nmse(const std::vector<float>& got, const std::vector<float>& reference);
-
-// The index of the first element whose bits differ, or -1.
-long first_bit_difference(const std::vector<float>& a, const std::vector<float>& b);
 
 }  // namespace mb::test

@@ -259,6 +259,19 @@ void record_product(CommandSequence& seq, const DeviceMatrix& w, View x, int64_t
   }
 }
 
+// Records the copy of `rows` x `cols` floats of y's rows from their place in `staging` (y's
+// host-visible twin) into y: one copy when the rows are contiguous, else one per row, so the
+// floats between rows keep their values.
+void copy_rows(CommandSequence& seq, const Buffer& staging, View y, int64_t rows, int64_t cols,
+               const char* label) {
+  const bool contiguous = y.ld == cols;
+  const int64_t runs = contiguous ? 1 : rows, rows_per_run = contiguous ? rows : 1;
+  for (int64_t run = 0; run < runs; ++run) {
+    const uint64_t at = float_bytes(y.row(run * rows_per_run).offset);
+    seq.copy(staging, at, *buffer_of(y), at, float_bytes(rows_per_run * cols), label);
+  }
+}
+
 bool float_weights(DType dtype) {
   return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16;
 }
@@ -568,17 +581,15 @@ void VulkanBackend::embed(Stream& stream, const EmbedOp& op) const {
   const bool record = recording_op(s);
   const int64_t rows = static_cast<int64_t>(op.tokens.size());
   if (rows == 0) return;
-  MB_CHECK(op.y.ld == op.cols);
   // The rows are gathered on the host (the CPU's own lookup, so the same floats) into a
   // host-visible twin of y's buffer, which the recording copies from.
   Buffer& staging = s.staging_for(op.y.storage);
   float* to = static_cast<float*>(staging.mapped()) + op.y.offset;
   const size_t row_bytes = dtype_row_bytes(op.dtype, op.cols);
   for (int64_t t = 0; t < rows; ++t)
-    dequantize_row(op.dtype, op.table + op.tokens[t] * row_bytes, op.cols, to + t * op.cols);
+    dequantize_row(op.dtype, op.table + op.tokens[t] * row_bytes, op.cols, to + t * op.y.ld);
   if (!record) return;
-  s.sequence->copy(staging, float_bytes(op.y.offset), *buffer_of(op.y), float_bytes(op.y.offset),
-                   float_bytes(rows * op.cols), "embed");
+  copy_rows(*s.sequence, staging, op.y, rows, op.cols, "embed");
   s.mark(op.phase);
 }
 
@@ -586,12 +597,12 @@ void VulkanBackend::write_rows(Stream& stream, const WriteRowsOp& op) const {
   VulkanStream& s = vk(stream);
   const bool record = recording_op(s);
   if (op.rows == 0) return;
-  MB_CHECK(op.y.ld == op.cols);
   Buffer& staging = s.staging_for(op.y.storage);
-  std::memcpy(static_cast<float*>(staging.mapped()) + op.y.offset, op.host, float_bytes(op.rows * op.cols));
+  float* to = static_cast<float*>(staging.mapped()) + op.y.offset;
+  for (int64_t r = 0; r < op.rows; ++r)
+    std::memcpy(to + r * op.y.ld, op.host + r * op.cols, float_bytes(op.cols));
   if (!record) return;
-  s.sequence->copy(staging, float_bytes(op.y.offset), *buffer_of(op.y), float_bytes(op.y.offset),
-                   float_bytes(op.rows * op.cols), "rows");
+  copy_rows(*s.sequence, staging, op.y, op.rows, op.cols, "rows");
   s.mark(op.phase);
 }
 
