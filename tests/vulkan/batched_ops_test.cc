@@ -97,9 +97,23 @@ TEST_F(VulkanBatchedOps, DispatchesFollowThePartsAndTheRoundSize) {
   }
 }
 
+// A backend for the recorder-level tests: the states of their parts are the device's own, made
+// by the backend, and the recordings run on its context.
+vulkan::VulkanBackend& recorder_backend() {
+  static vulkan::VulkanBackend backend = [] {
+    vulkan::ContextOptions options;
+    options.validation = true;
+    return vulkan::VulkanBackend(options);
+  }();
+  return backend;
+}
+
 TEST_F(VulkanBatchedOps, FusedDtProjOutsideItsBuffersIsRefused) {
-  Buffer rows(ctx(), 256 * sizeof(float)), state(ctx(), 64 * sizeof(float)), small(ctx(), 8 * sizeof(float));
-  const vulkan::GpuPart parts[] = {{&state, 0, 2}};
+  vulkan::VulkanBackend& backend = recorder_backend();
+  vulkan::Context& context = backend.context();
+  Buffer rows(context, 256 * sizeof(float)), small(context, 8 * sizeof(float));
+  const std::unique_ptr<StateStorage> state = backend.new_state({64, {}});
+  const Part parts[] = {{state.get(), 0, 2, 0}};
   const vulkan::GpuSelectiveScanFusedDt fused{&rows, 0, DType::F32, 2, &rows, 0, 0};
   vulkan::GpuSelectiveScanArgs g;
   g.channels = 4;
@@ -107,7 +121,7 @@ TEST_F(VulkanBatchedOps, FusedDtProjOutsideItsBuffersIsRefused) {
   g.u = g.bc = g.a_base2 = g.d_skip = g.y = &rows;
   g.ldu = g.ldbc = g.ldy = 8;
   g.parts = parts;
-  vulkan::CommandSequence sequence(ctx(), 4);
+  vulkan::CommandSequence sequence(context, 4);
   sequence.begin();
   const auto refused = [&](const vulkan::GpuSelectiveScanFusedDt& f, const std::string& name) {
     g.fused_dt = f;
@@ -135,11 +149,16 @@ TEST_F(VulkanBatchedOps, FusedDtProjOutsideItsBuffersIsRefused) {
   vulkan::record_selective_scan(sequence, g);
   EXPECT_EQ(sequence.dispatch_count(), 1u);
   sequence.end();
+  for (const std::string& error : context.validation_errors())
+    ADD_FAILURE() << "Vulkan validation error: " << error;
 }
 
-TEST_F(VulkanBatchedOps, PartsSharingAStateAreRefused) {
-  Buffer state(ctx(), 64 * sizeof(float)), rows(ctx(), 64 * sizeof(float)), w(ctx(), 64 * sizeof(float));
-  const vulkan::GpuPart parts[] = {{&state, 0, 1}, {&state, 1, 1}};
+TEST_F(VulkanBatchedOps, PartsSharingAStateOrWithoutADeviceStateAreRefused) {
+  vulkan::VulkanBackend& backend = recorder_backend();
+  vulkan::Context& context = backend.context();
+  Buffer rows(context, 64 * sizeof(float)), w(context, 64 * sizeof(float));
+  const std::unique_ptr<StateStorage> state = backend.new_state({64, {}});
+  HostState host({64, {}});
   vulkan::GpuCausalConvArgs g;
   g.x = &rows;
   g.ldx = 4;
@@ -148,9 +167,17 @@ TEST_F(VulkanBatchedOps, PartsSharingAStateAreRefused) {
   g.weight = &w;
   g.y = &rows;
   g.ldy = 4;
-  g.parts = parts;
-  vulkan::CommandSequence sequence(ctx(), 4);
+  vulkan::CommandSequence sequence(context, 4);
   sequence.begin();
+  const Part shared[] = {{state.get(), 0, 1, 0}, {state.get(), 1, 1, 0}};
+  g.parts = shared;
+  EXPECT_THROW(vulkan::record_causal_conv_silu(sequence, g), Error);
+  // A host state (or none) has no device buffer to bind.
+  const Part on_host[] = {{&host, 0, 1, 0}};
+  g.parts = on_host;
+  EXPECT_THROW(vulkan::record_causal_conv_silu(sequence, g), Error);
+  const Part missing[] = {{nullptr, 0, 1, 0}};
+  g.parts = missing;
   EXPECT_THROW(vulkan::record_causal_conv_silu(sequence, g), Error);
   EXPECT_EQ(sequence.dispatch_count(), 0u);
   sequence.end();

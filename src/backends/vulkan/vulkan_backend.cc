@@ -213,8 +213,18 @@ class VulkanStream final : public Stream {
   int64_t ops = 0, recorded_ops = 0;  // op calls of this round and of the recording
   std::vector<PhaseId> phases;        // the phase of each dispatch of the recording
   int64_t recordings = 0;
-  std::vector<GpuPart> parts;  // reused for the batched ops
 };
+
+}  // namespace
+
+const Buffer& state_buffer(const StateStorage* state) {
+  const auto* held = dynamic_cast<const VulkanState*>(state);
+  if (held == nullptr)
+    throw Error("a part's state is not held by a Vulkan device (no state, or a host state)");
+  return *held->fixed();
+}
+
+namespace {
 
 VulkanStream& vk(Stream& stream) {
   return static_cast<VulkanStream&>(stream);
@@ -237,13 +247,6 @@ uint64_t offset_of(View v) {
 
 const DeviceMatrix& matrix_of(const Matrix& m) {
   return *static_cast<const DeviceMatrix*>(m.storage);
-}
-
-std::span<const GpuPart> gpu_parts(VulkanStream& s, std::span<const Part> parts) {
-  s.parts.clear();
-  for (const Part& part : parts)
-    s.parts.push_back({static_cast<const VulkanState*>(part.state)->fixed(), part.first_row, part.rows});
-  return s.parts;
 }
 
 // y[:, rows] (+)= x W^T (+ bias) over every piece of W: one matmul dispatch per piece, writing
@@ -507,7 +510,7 @@ void VulkanBackend::causal_conv(Stream& stream, const CausalConvOp& op) const {
   a.y = buffer_of(op.y);
   a.y_offset = offset_of(op.y);
   a.ldy = op.y.ld;
-  a.parts = gpu_parts(s, op.parts);
+  a.parts = op.parts;
   record_causal_conv_silu(*s.sequence, a);  // every sequence at once
   s.mark(op.phase);
 }
@@ -559,7 +562,7 @@ void VulkanBackend::selective_scan(Stream& stream, const SelectiveScanOp& op) co
   a.y = buffer_of(op.y);
   a.y_offset = offset_of(op.y);
   a.ldy = op.y.ld;
-  a.parts = gpu_parts(s, op.parts);
+  a.parts = op.parts;
   record_selective_scan(*s.sequence, a);  // every sequence at once, with dt_proj when fused
   s.mark(op.phase);
 }

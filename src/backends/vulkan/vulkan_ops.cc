@@ -200,7 +200,7 @@ namespace {
 // of up to `per_dispatch` parts, their [first row, rows] pairs staged at staged.at of
 // staged.buffer.
 template <typename Dispatch>
-void for_part_groups(CommandSequence& sequence, std::span<const GpuPart> parts, uint32_t per_dispatch,
+void for_part_groups(CommandSequence& sequence, std::span<const Part> parts, uint32_t per_dispatch,
                      const char* op, Dispatch&& dispatch) {
   for (size_t i = 0; i < parts.size(); ++i) {
     if (parts[i].state == nullptr)
@@ -235,10 +235,10 @@ uint32_t parts_per_dispatch(const Context& context, uint32_t plain_bindings) {
 // The buffers of one dispatch: the plain bindings, then the array of the group's states padded
 // with the placeholder to the kernel's array size.
 std::vector<const Buffer*> part_buffers(const Context& context, std::initializer_list<const Buffer*> plain,
-                                        std::span<const GpuPart> group, uint32_t array_size) {
+                                        std::span<const Part> group, uint32_t array_size) {
   std::vector<const Buffer*> buffers(plain);
   for (uint32_t i = 0; i < array_size; ++i)
-    buffers.push_back(i < group.size() ? group[i].state : &context.placeholder_buffer());
+    buffers.push_back(i < group.size() ? &state_buffer(group[i].state) : &context.placeholder_buffer());
   return buffers;
 }
 
@@ -252,10 +252,11 @@ void record_causal_conv_silu(CommandSequence& sequence, const GpuCausalConvArgs&
   if (a.channels <= 0 || a.parts.empty()) return;
   require_view(a.weight, a.weight_offset, a.kernel_size, a.channels, a.channels, 4, op, "weight");
   if (a.bias != nullptr) require_view(a.bias, a.bias_offset, 1, a.channels, 0, 4, op, "bias");
-  for (const GpuPart& part : a.parts) {
+  for (const Part& part : a.parts) {
     require_view(a.x, a.x_offset + static_cast<uint64_t>(part.first_row * a.ldx), part.rows, a.channels,
                  a.ldx, 4, op, "x");
-    require_view(part.state, a.history_offset, a.kernel_size - 1, a.channels, a.channels, 4, op, "history");
+    require_view(&state_buffer(part.state), a.history_offset, a.kernel_size - 1, a.channels, a.channels, 4,
+                 op, "history");
     require_view(a.y, a.y_offset + static_cast<uint64_t>(part.first_row * a.ldy), part.rows, a.channels,
                  a.ldy, 4, op, "y");
   }
@@ -309,7 +310,7 @@ void record_selective_scan(CommandSequence& sequence, const GpuSelectiveScanArgs
                  f.dtype == DType::F32 ? 4 : 2, op, "the packed dt_proj weights");
     require_view(f.bias, f.bias_offset, 1, a.channels, 0, 4, op, "dt_proj bias");
   }
-  for (const GpuPart& part : a.parts) {
+  for (const Part& part : a.parts) {
     const auto at = [&](uint64_t offset, int64_t ld) {
       return offset + static_cast<uint64_t>(part.first_row * ld);
     };
@@ -322,7 +323,8 @@ void record_selective_scan(CommandSequence& sequence, const GpuSelectiveScanArgs
     require_view(a.bc, at(a.b_offset, a.ldbc), part.rows, a.d_state, a.ldbc, 4, op, "B");
     require_view(a.bc, at(a.c_offset, a.ldbc), part.rows, a.d_state, a.ldbc, 4, op, "C");
     if (a.z != nullptr) require_view(a.z, at(a.z_offset, a.ldz), part.rows, a.channels, a.ldz, 4, op, "z");
-    require_view(part.state, a.state_offset, a.d_state, a.channels, a.channels, 4, op, "state");
+    require_view(&state_buffer(part.state), a.state_offset, a.d_state, a.channels, a.channels, 4, op,
+                 "state");
     require_view(a.y, at(a.y_offset, a.ldy), part.rows, a.channels, a.ldy, 4, op, "y");
   }
   // The workgroup holds its channels' state in shared memory: as many channels (up to 16) as

@@ -12,6 +12,7 @@
 #include <optional>
 #include <span>
 
+#include "backends/backend.h"
 #include "backends/vulkan/vulkan_buffer.h"
 #include "backends/vulkan/vulkan_commands.h"
 #include "core/dtype.h"
@@ -86,19 +87,16 @@ struct GpuRmsNormSegmentsArgs {
   std::span<const GpuRmsNormSegment> segments;  // 1 to kMaxRmsNormSegments, not overlapping
 };
 
-// The batched ops run several sequences (parts of a round) in one dispatch: each part is a run
-// of rows of the op's row buffers and the sequence's own state buffer. The state buffers are
-// reached through an array binding of up to kMaxGpuParts buffers, so a round of more parts
-// takes ceil(parts / kMaxGpuParts) dispatches; on a device without
-// shaderStorageBufferArrayDynamicIndexing (Context::buffer_arrays) each part takes its own.
-// The parts' rows are staged into the sequence's parameter buffer at record time. Parts must
-// name distinct state buffers (each is read and updated).
+// The batched ops run several sequences (parts of a round, backends/backend.h's Part) in one
+// dispatch: each part is a run of rows of the op's row buffers and the sequence's own state. The state
+// buffers are reached through an array binding of up to kMaxGpuParts buffers, so a round of more parts takes
+// ceil(parts / kMaxGpuParts) dispatches; on a device without shaderStorageBufferArrayDynamicIndexing
+// (Context::buffer_arrays) each part takes its own. The parts' rows are staged into the sequence's parameter
+// buffer at record time. Parts must name distinct state buffers (each is read and updated).
 inline constexpr int kMaxGpuParts = 16;
-struct GpuPart {
-  const Buffer* state = nullptr;  // the sequence's state; the op's view starts at its state offset
-  int64_t first_row = 0;          // of the op's row buffers (x, y, u, ...)
-  int64_t rows = 0;               // positions of the sequence in this round, in order
-};
+// The device buffer of a part's state (its fixed region): the state must live on this device (a
+// VulkanState, made by a VulkanBackend); throws mb::Error for any other.
+const Buffer& state_buffer(const StateStorage* state);
 
 // ops/causal_conv.h over the parts (each part's history read and updated).
 struct GpuCausalConvArgs {
@@ -115,7 +113,7 @@ struct GpuCausalConvArgs {
   const Buffer* y = nullptr;    // row r at y_offset + r * ldy
   uint64_t y_offset = 0;
   int64_t ldy = 0;
-  std::span<const GpuPart> parts;
+  std::span<const Part> parts;  // the states are VulkanStates
 };
 
 // ops/selective_scan.h over the parts (each part's state read and updated). B and C rows live
@@ -160,7 +158,7 @@ struct GpuSelectiveScanArgs {
   const Buffer* y = nullptr;  // [rows, ldy]
   uint64_t y_offset = 0;
   int64_t ldy = 0;
-  std::span<const GpuPart> parts;
+  std::span<const Part> parts;                      // the states are VulkanStates
   std::optional<GpuSelectiveScanFusedDt> fused_dt;  // dt_proj inside the scan, or none
 };
 
