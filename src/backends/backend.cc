@@ -96,6 +96,12 @@ const char* op_kind_name(OpKind kind) {
       return "argmax";
     case OpKind::AppendRows:
       return "append_rows";
+    case OpKind::Attention:
+      return "attention";
+    case OpKind::Glu:
+      return "glu";
+    case OpKind::Scale:
+      return "scale";
   }
   return "?";
 }

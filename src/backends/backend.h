@@ -30,6 +30,7 @@
 #include "core/dtype.h"
 #include "core/profile.h"
 #include "core/threading.h"
+#include "ops/ffn.h"
 #include "ops/scan_form.h"
 
 namespace mb {
@@ -287,6 +288,38 @@ struct AppendRowsOp {
   PhaseId phase = 0;
 };
 
+// ops/attention.h over the round's parts: each part's rows of q attend to the keys and values of
+// positions 0..position + row in growing parts k_part and v_part of its state, which hold the
+// round's own positions already (append_rows runs first).
+struct AttentionOp {
+  int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  float scale = 1.0f;
+  View q{};                        // [m, n_heads * head_dim]
+  int64_t k_part = 0, v_part = 0;  // growing parts of n_kv_heads * head_dim floats per position
+  View y{};                        // [m, n_heads * head_dim]
+  std::span<const Part> parts{};
+  PhaseId phase = 0;
+};
+
+// ops/ffn.h's glu: the activation between an MLP's products. y may be x.
+struct GluOp {
+  View x{};  // [rows, 2 * width] (SwiGlu: gate | up) or [rows, width]
+  int64_t rows = 0, width = 0;
+  Activation activation = Activation::SwiGlu;
+  View y{};  // [rows, width]
+  PhaseId phase = 0;
+};
+
+// ops/ffn.h's scale_rows: y = x * scale, or y += x * scale (a scaled residual branch). y may be x.
+struct ScaleOp {
+  View x{};
+  int64_t rows = 0, cols = 0;
+  float scale = 1.0f;
+  bool accumulate = false;
+  View y{};
+  PhaseId phase = 0;
+};
+
 // Rows of an embedding table for token ids, widened to f32 (ops/quant.h's dequantize_row) into
 // y's rows. The table stays in host memory, in its storage dtype: lookups touch a few rows.
 struct EmbedOp {
@@ -323,7 +356,10 @@ enum class OpKind {
   GatedRmsNorm,
   Mamba3Scan,
   Argmax,
-  AppendRows
+  AppendRows,
+  Attention,
+  Glu,
+  Scale
 };
 const char* op_kind_name(OpKind kind);
 
@@ -408,6 +444,9 @@ class Backend {
   virtual void write_rows(Stream& stream, const WriteRowsOp& op) const = 0;
   virtual void argmax(Stream& stream, const ArgmaxOp& op) const = 0;
   virtual void append_rows(Stream& stream, const AppendRowsOp& op) const = 0;
+  virtual void attention(Stream& stream, const AttentionOp& op) const = 0;
+  virtual void glu(Stream& stream, const GluOp& op) const = 0;
+  virtual void scale(Stream& stream, const ScaleOp& op) const = 0;
 };
 
 }  // namespace mb

@@ -8,6 +8,7 @@
 #include "core/json_text.h"
 #include "io/mapped_file.h"
 #include "model/config_reader.h"
+#include "model/weight_schema.h"
 
 namespace mb {
 
@@ -68,9 +69,12 @@ namespace {
 
 void parse_hf(const ConfigReader& reader, ModelConfig& config) {
   const std::string model_type = reader.string_or("model_type", "mamba");
+  if (model_type == "granitemoehybrid") return parse_granite_hybrid(reader, config);
+  if (model_type == "nemotron_h") return parse_nemotron_h(reader, config);
   if (model_type != "mamba" && model_type != "falcon_mamba" && model_type != "mamba2")
     throw Error(reader.where() + ": model_type '" + model_type +
-                "' is not supported (expected \"mamba\", \"mamba2\" or \"falcon_mamba\")");
+                "' is not supported (expected \"mamba\", \"mamba2\", \"falcon_mamba\", \"granitemoehybrid\" or "
+                "\"nemotron_h\")");
   const bool mamba2 = model_type == "mamba2";
   config.arch = mamba2 ? Architecture::Mamba2 : Architecture::Mamba1;
   config.d_model = reader.positive_int("hidden_size", kMaxDModel);
@@ -115,6 +119,7 @@ void parse_original(const ConfigReader& reader, ModelConfig& config) {
 
 void validate(const ModelConfig& config, const std::string& where) {
   validate_mamba_mixer(config.ssm, config.arch, config.d_model, where);
+  if (config.family != ModelFamily::Mamba) validate_hybrid(config, where);
   if (!(config.norm_eps < 1.0f)) throw Error(where + ": the norm epsilon must be below 1");
 }
 
@@ -196,15 +201,17 @@ ModelConfig load_model_config(const std::string& dir) {
 }
 
 std::vector<BlockSpec> ModelConfig::blocks() const {
+  if (family != ModelFamily::Mamba) return hybrid_blocks(*this);
   const BlockKind mixer = arch == Architecture::Mamba1   ? BlockKind::Mamba1Mixer
                           : arch == Architecture::Mamba2 ? BlockKind::Mamba2Mixer
                                                          : BlockKind::Mamba3Mixer;
   std::vector<BlockSpec> list;
-  for (int64_t l = 0; l < n_layer; ++l) list.push_back({mixer, l});
+  for (int64_t l = 0; l < n_layer; ++l) list.push_back({mixer, l, {layer_prefix(l)}});
   return list;
 }
 
 json model_config_to_hf_json(const ModelConfig& c) {
+  if (c.family != ModelFamily::Mamba) return hybrid_config_to_hf_json(c);
   const bool mamba2 = c.arch == Architecture::Mamba2;
   std::string model_type = mamba2 ? "mamba2" : "mamba",
               architecture = mamba2 ? "Mamba2ForCausalLM" : "MambaForCausalLM";
@@ -232,6 +239,8 @@ json model_config_to_hf_json(const ModelConfig& c) {
 }
 
 json model_config_to_original_json(const ModelConfig& c) {
+  if (c.family != ModelFamily::Mamba)
+    throw Error("the hybrid models have no state-spaces form of config.json; write the Hugging Face form");
   return {{"d_model", c.d_model},
           {"n_layer", c.n_layer},
           {"d_intermediate", 0},

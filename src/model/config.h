@@ -21,19 +21,41 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "model/architecture.h"
+#include "model/blocks/hybrid_config.h"
 #include "model/blocks/mamba_config.h"
 
 namespace mb {
 
 // The kinds of blocks a model is built from (model/blocks/); Custom is a block made outside the
 // config and added with Model::append_block.
-enum class BlockKind { Mamba1Mixer, Mamba2Mixer, Mamba3Mixer, Custom };
+enum class BlockKind { Mamba1Mixer, Mamba2Mixer, Mamba3Mixer, Attention, Mlp, Custom };
 
-// One block of the model: its kind and the checkpoint layer whose tensors it holds.
+// Where a block's tensors are in the checkpoint: a tensor `t` of the block is named
+// prefix + module + t, and its pre-norm prefix + norm ("backbone.layers.3." "mixer." for the
+// Mamba families and Nemotron-H; Granite-4.0-H's "model.layers.3." with "mamba.", "self_attn."
+// or "shared_mlp."). GGUF files name them "blk.<layer>." + llama.cpp's names.
+struct BlockNames {
+  std::string prefix;
+  std::string module = "mixer.";
+  std::string norm = "norm.weight";
+  std::string gguf_norm = "attn_norm.weight";
+};
+
+// One block of the model: its kind, the checkpoint layer whose tensors it holds (a Granite layer
+// holds two blocks: its mixer and its MLP) and their names.
 struct BlockSpec {
   BlockKind kind;
   int64_t layer;
+  BlockNames names{};
+
+  std::string tensor(const std::string& name) const { return names.prefix + names.module + name; }
+  std::string norm() const { return names.prefix + names.norm; }
+  std::string gguf(const std::string& name) const { return "blk." + std::to_string(layer) + "." + name; }
 };
+
+// The checkpoint families: the pure Mamba models (the mixer in `arch`) and the hybrids, whose
+// Mamba layers are Mamba-2 (arch Mamba2) between attention and MLP layers.
+enum class ModelFamily { Mamba, GraniteHybrid, NemotronH };
 
 struct ModelConfig {
   Architecture arch = Architecture::Mamba1;
@@ -49,7 +71,12 @@ struct ModelConfig {
   // The Mamba mixer of every layer (model/blocks/mamba_config.h).
   MambaMixerConfig ssm;
 
-  // The blocks of the model, in order: for the pure Mamba families, every layer's mixer.
+  // The hybrids (model/blocks/hybrid_config.h): which block each layer holds and their sections.
+  ModelFamily family = ModelFamily::Mamba;
+  HybridConfig hybrid;
+
+  // The blocks of the model, in order: for the pure Mamba families, every layer's mixer; for the
+  // hybrids, what the layer pattern says.
   std::vector<BlockSpec> blocks() const;
 };
 

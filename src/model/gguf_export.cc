@@ -104,6 +104,8 @@ std::vector<uint8_t> encode(const std::vector<float>& values, uint32_t type, int
 }
 
 void check_exportable(const ModelConfig& c, const TensorSet& tensors) {
+  if (c.family != ModelFamily::Mamba)
+    throw Error("hybrid models (Granite-4.0-H, Nemotron-H) cannot be written as GGUF yet");
   if (c.arch == Architecture::Mamba3)
     throw Error("Mamba-3 models cannot be written as GGUF (llama.cpp has no mamba3)");
   if (tensors.find(model_tensor_specs(c, true, 0).head[kInputProj].name) != nullptr)

@@ -47,6 +47,16 @@ uint64_t checkpoint_fingerprint(const ModelConfig& c, const TensorSet& tensors) 
   // Hashed only when present, so plain Mamba-1 checkpoints keep the fingerprints (and state
   // files) they had before FalconMamba existed.
   if (c.ssm.mixer_rms_norm) hash = fnv1a(hash, &c.ssm.mixer_rms_eps, sizeof c.ssm.mixer_rms_eps);
+  if (c.family != ModelFamily::Mamba) {
+    const HybridConfig& h = c.hybrid;
+    const int64_t hybrid_sizes[] = {static_cast<int64_t>(c.family), h.attention.n_heads, h.attention.n_kv_heads,
+                                    h.attention.head_dim, h.mlp.width, static_cast<int64_t>(h.mlp.activation)};
+    const double multipliers[] = {h.attention.scale, h.embedding_multiplier, h.residual_multiplier,
+                                  h.logits_scaling};
+    hash = fnv1a(hash, hybrid_sizes, sizeof hybrid_sizes);
+    hash = fnv1a(hash, multipliers, sizeof multipliers);
+    hash = fnv1a(hash, h.pattern.data(), h.pattern.size());
+  }
   for (const auto& [name, tensor] : tensors.tensors()) {
     hash = fnv1a(hash, name.data(), name.size());
     hash = fnv1a(hash, tensor.shape.data(), tensor.shape.size() * sizeof(int64_t));
@@ -100,10 +110,11 @@ void Model::bind(const ModelConfig& config, std::shared_ptr<const TensorSet> ten
   WeightBinder& binder = *binder_;
   check_layer_indices(*tensors_, config.n_layer);
   // Bias presence a config leaves to the checkpoint is read from the first layer's tensors.
+  const BlockSpec first_layer{BlockKind::Mamba1Mixer, 0, {layer_prefix(0)}};
   if (config_.ssm.use_bias_from_checkpoint)
-    config_.ssm.use_bias = binder.has(mamba_schema::in_proj_bias(0, 0, true).name);
+    config_.ssm.use_bias = binder.has(mamba_schema::in_proj_bias(first_layer, 0, true).name);
   if (config_.ssm.use_conv_bias_from_checkpoint)
-    config_.ssm.use_conv_bias = binder.has(mamba_schema::conv_bias(0, 0, true).name);
+    config_.ssm.use_conv_bias = binder.has(mamba_schema::conv_bias(first_layer, 0, true).name);
   const ModelConfig& c = config_;
   fingerprint_ = checkpoint_fingerprint(c, *tensors_);
 
@@ -242,6 +253,8 @@ void Model::set_backend(std::shared_ptr<const Backend> backend) {
 
 void Model::check_support(const Backend& backend) const {
   std::vector<OpQuery> ops = {{OpKind::Matmul, matrix_dtype()}, {OpKind::RmsNorm}, {OpKind::Argmax}};
+  if (config_.hybrid.embedding_multiplier != 1.0 || config_.hybrid.logits_scaling != 1.0)
+    ops.push_back({OpKind::Scale});
   if (input_dim_ > 0) ops.push_back({OpKind::Matmul, weights_[kInputProj].host_matrix.dtype});
   for (const auto& block : blocks_)
     for (const OpQuery& op : block->ops()) ops.push_back(op);

@@ -215,6 +215,11 @@ void Model::embed_rows(std::span<const SequenceInput> batch, Workspace& ws) cons
     }
     backend_->embed(stream, {embedding_->data, *embedding_->dtype, d, ws.tokens,
                              ws.hidden.row(part.first_row), kEmbedPhase});
+    const float multiplier = static_cast<float>(config_.hybrid.embedding_multiplier);
+    if (multiplier != 1.0f) {
+      const View rows = ws.hidden.row(part.first_row);
+      backend_->scale(stream, {rows, static_cast<int64_t>(ws.tokens.size()), d, multiplier, false, rows, kEmbedPhase});
+    }
     r = end - 1;
   }
 }
@@ -232,6 +237,11 @@ void Model::record_heads(const ForwardOptions& options, Workspace& ws, int64_t m
         stream, {hidden.row(from), rows, std::span(&norm_f, 1), config_.norm_eps, to, kFinalNormPhase});
   };
   const Matrix head = weights_[kHead].matrix;
+  // Logits divided by the config's logits_scaling (Granite-4.0-H), as a product by its inverse.
+  const float logit_scale = static_cast<float>(1.0 / config_.hybrid.logits_scaling);
+  const auto scale_logits = [&](View logits, int64_t rows) {
+    if (logit_scale != 1.0f) backend_->scale(stream, {logits, rows, vocab, logit_scale, false, logits, kLmHeadPhase});
+  };
   switch (kind) {
     case OutputKind::None:
       return;
@@ -260,10 +270,12 @@ void Model::record_heads(const ForwardOptions& options, Workspace& ws, int64_t m
       if (kind == OutputKind::LogitsLast) {
         backend_->matmul(stream,
                          {normed, finishing, head, {}, out, false, false, {}, kLmHeadPhase});  // [f, vocab]
+        scale_logits(out, finishing);
         return;
       }
       const View logits = ws.logits;
       backend_->matmul(stream, {normed, finishing, head, {}, logits, false, false, {}, kLmHeadPhase});
+      scale_logits(logits, finishing);
       backend_->argmax(stream, {logits, finishing, vocab, out, kArgmaxPhase});  // the greedy ids [f]
       return;
     }
@@ -274,6 +286,7 @@ void Model::record_heads(const ForwardOptions& options, Workspace& ws, int64_t m
     case OutputKind::LogitsAll:
       norm_rows(0, m, normed);
       backend_->matmul(stream, {normed, m, head, {}, out, false, false, {}, kLmHeadPhase});  // [m, vocab]
+      scale_logits(out, m);
       return;
   }
 }

@@ -43,8 +43,10 @@ const StoredTensor& WeightBinder::require(const std::string& name, const std::ve
 }
 
 void check_layer_indices(const TensorSet& tensors, int64_t n_layer) {
-  const std::string prefix = "backbone.layers.";
   for (const auto& [name, tensor] : tensors.tensors()) {
+    // The Mamba families' and Nemotron-H's layers, or Granite-4.0-H's (named as Llama's).
+    std::string prefix = "backbone.layers.";
+    if (name.rfind(prefix, 0) != 0) prefix = "model.layers.";
     if (name.rfind(prefix, 0) != 0) continue;
     const size_t end = name.find('.', prefix.size());
     const std::string index_text = name.substr(prefix.size(), end - prefix.size());

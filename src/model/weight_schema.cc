@@ -3,9 +3,11 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "model/blocks/attention_block.h"
 #include "model/blocks/mamba1_block.h"
 #include "model/blocks/mamba2_block.h"
 #include "model/blocks/mamba3_block.h"
+#include "model/blocks/mlp_block.h"
 #include "model/weight_binder.h"
 
 namespace mb {
@@ -86,13 +88,15 @@ ModelTensors model_tensor_specs(const ModelConfig& c, bool hf_names, int64_t inp
   const int64_t d = c.d_model;
   // Embedding rows with RMS 2/sqrt(d) give logits of a few units against a unit-RMS final state.
   const TensorInit vocabulary{TensorInit::Uniform, 2.0 * std::sqrt(3.0 / static_cast<double>(d))};
-  const char* hf_embedding = "backbone.embeddings.weight";
+  // Granite-4.0-H names its own tensors as the Llama family does; the other families as Mamba.
+  const bool granite = c.family == ModelFamily::GraniteHybrid;
+  const char* hf_embedding = granite ? "model.embed_tokens.weight" : "backbone.embeddings.weight";
   const char* original_embedding = "backbone.embedding.weight";
   TensorSpec embedding{.name = hf_names ? hf_embedding : original_embedding,
                        .shape = {c.vocab_rows, d},
                        .role = TensorRole::Matrix,
                        .init = vocabulary,
-                       .alt_name = hf_names ? original_embedding : hf_embedding,
+                       .alt_name = granite ? "" : (hf_names ? original_embedding : hf_embedding),
                        .gguf = "token_embd.weight"};
   const double input_bound = input_dim > 0 ? std::sqrt(3.0 / static_cast<double>(input_dim)) : 0.0;
   TensorSpec input_proj{.name = "input_proj.weight",
@@ -102,7 +106,8 @@ ModelTensors model_tensor_specs(const ModelConfig& c, bool hf_names, int64_t inp
                         .wanted = input_dim > 0};
   TensorSpec input_bias{
       .name = "input_proj.bias", .shape = {d}, .init = {TensorInit::Uniform, 0.1}, .wanted = input_dim > 0};
-  TensorSpec norm_f{.name = "backbone.norm_f.weight", .shape = {d}, .gguf = "output_norm.weight"};
+  TensorSpec norm_f{
+      .name = granite ? "model.norm.weight" : "backbone.norm_f.weight", .shape = {d}, .gguf = "output_norm.weight"};
   TensorSpec lm_head{.name = "lm_head.weight",
                      .shape = {c.vocab_rows, d},
                      .role = TensorRole::Matrix,
@@ -115,11 +120,15 @@ ModelTensors model_tensor_specs(const ModelConfig& c, bool hf_names, int64_t inp
 std::vector<TensorSpec> block_tensor_specs(const ModelConfig& config, const BlockSpec& block) {
   switch (block.kind) {
     case BlockKind::Mamba1Mixer:
-      return Mamba1Block::schema(config, block.layer);
+      return Mamba1Block::schema(config, block);
     case BlockKind::Mamba2Mixer:
-      return Mamba2Block::schema(config, block.layer);
+      return Mamba2Block::schema(config, block);
     case BlockKind::Mamba3Mixer:
-      return Mamba3Block::schema(config, block.layer);
+      return Mamba3Block::schema(config, block);
+    case BlockKind::Attention:
+      return AttentionBlock::schema(config, block);
+    case BlockKind::Mlp:
+      return MlpBlock::schema(config, block);
     case BlockKind::Custom:
       break;
   }

@@ -4,7 +4,9 @@
 
 #include "core/error.h"
 #include "ops/argmax.h"
+#include "ops/attention.h"
 #include "ops/causal_conv.h"
+#include "ops/ffn.h"
 #include "ops/gated_rms_norm.h"
 #include "ops/mamba2_scan.h"
 #include "ops/mamba3_scan.h"
@@ -56,6 +58,7 @@ class CpuStream final : public Stream {
   std::vector<SelectiveScanArgs> scan;
   std::vector<Mamba2ScanSequence> mamba2;
   std::vector<Mamba3ScanSequence> mamba3;
+  std::vector<AttentionSequence> attention;
 
  private:
   struct Slot {
@@ -328,6 +331,39 @@ void CpuBackend::append_rows(Stream& stream, const AppendRowsOp& op) const {
     for (int64_t r = 0; r < part.rows; ++r)
       std::memcpy(to + r * op.cols, from + r * op.x.ld, op.cols * sizeof(float));
   }
+}
+
+void CpuBackend::attention(Stream& stream, const AttentionOp& op) const {
+  CpuStream& s = cpu(stream);
+  const AttentionParams p{op.n_heads, op.n_kv_heads, op.head_dim, op.scale};
+  s.attention.resize(op.parts.size());
+  for (size_t i = 0; i < op.parts.size(); ++i) {
+    const Part& part = op.parts[i];
+    auto& state = static_cast<HostState&>(*part.state);
+    MB_CHECK(part.position + part.rows <= state.capacity());
+    s.attention[i] = {data(op.q.row(part.first_row)),
+                      op.q.ld,
+                      part.rows,
+                      part.position,
+                      state.growing(static_cast<size_t>(op.k_part)),  // [positions, kv width]
+                      state.growing(static_cast<size_t>(op.v_part)),
+                      data(op.y.row(part.first_row)),
+                      op.y.ld};
+  }
+  ScopedPhase timer(s.ctx.profile, op.phase);
+  mb::attention(s.ctx, p, s.attention);
+}
+
+void CpuBackend::glu(Stream& stream, const GluOp& op) const {
+  const ComputeContext& ctx = cpu(stream).ctx;
+  ScopedPhase timer(ctx.profile, op.phase);
+  mb::glu(ctx, {data(op.x), op.x.ld, op.rows, op.width, op.activation, data(op.y), op.y.ld});
+}
+
+void CpuBackend::scale(Stream& stream, const ScaleOp& op) const {
+  const ComputeContext& ctx = cpu(stream).ctx;
+  ScopedPhase timer(ctx.profile, op.phase);
+  mb::scale_rows(ctx, {data(op.x), op.x.ld, op.rows, op.cols, op.scale, op.accumulate, data(op.y), op.y.ld});
 }
 
 }  // namespace mb

@@ -317,6 +317,11 @@ std::string VulkanBackend::why_unsupported(const OpQuery& query) const {
              "with --device cpu";
     case OpKind::Mamba3Scan:
       return "the Vulkan backend does not run Mamba-3 models yet; run this one with --device cpu";
+    case OpKind::Attention:
+    case OpKind::Glu:
+    case OpKind::Scale:
+      return "the Vulkan backend does not run the hybrid models' attention and MLP blocks yet; run this one "
+             "with --device cpu";
     case OpKind::RmsNorm:
     case OpKind::Argmax:
     case OpKind::AppendRows:
@@ -569,6 +574,18 @@ void VulkanBackend::selective_scan(Stream& stream, const SelectiveScanOp& op) co
 
 void VulkanBackend::mamba2_scan(Stream&, const Mamba2ScanOp&) const {
   throw Error(why_unsupported({OpKind::Mamba2Scan}));
+}
+
+void VulkanBackend::attention(Stream&, const AttentionOp&) const {
+  throw Error(why_unsupported({OpKind::Attention}));
+}
+
+void VulkanBackend::glu(Stream&, const GluOp&) const {
+  throw Error(why_unsupported({OpKind::Glu}));
+}
+
+void VulkanBackend::scale(Stream&, const ScaleOp&) const {
+  throw Error(why_unsupported({OpKind::Scale}));
 }
 
 void VulkanBackend::gated_rms_norm(Stream&, const GatedRmsNormOp&) const {

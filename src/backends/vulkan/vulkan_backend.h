@@ -68,6 +68,9 @@ class VulkanBackend final : public Backend {
   void write_rows(Stream& stream, const WriteRowsOp& op) const override;
   void argmax(Stream& stream, const ArgmaxOp& op) const override;
   void append_rows(Stream& stream, const AppendRowsOp& op) const override;
+  void attention(Stream& stream, const AttentionOp& op) const override;
+  void glu(Stream& stream, const GluOp& op) const override;
+  void scale(Stream& stream, const ScaleOp& op) const override;
 
   // The device context, for tests that read the validation layer's reports.
   Context& context() const;

@@ -94,4 +94,11 @@ std::unique_ptr<Block> make_block(const ModelConfig& config, const BlockSpec& sp
 // A derived f32 vector kept by the binder, as a weight to upload with the bound ones.
 Weight derived_weight(WeightBinder& binder, std::vector<float> values);
 
+// A block's output projection added to the residual stream: hidden += x W^T (+ bias) in one
+// accumulating product, or, with a residual multiplier other than 1 (Granite-4.0-H), the product
+// into `out` ([m, W.rows] scratch) and then hidden += out * multiplier, as the reference computes
+// `residual + branch * multiplier`. Both steps are timed as `phase`.
+void add_to_residual(const LayerContext& ctx, View x, Matrix w, View bias, float multiplier, View out,
+                     PhaseId phase);
+
 }  // namespace mb

@@ -1,9 +1,11 @@
 // The one place that maps a block kind to its class.
 #include "core/error.h"
+#include "model/blocks/attention_block.h"
 #include "model/blocks/block.h"
 #include "model/blocks/mamba1_block.h"
 #include "model/blocks/mamba2_block.h"
 #include "model/blocks/mamba3_block.h"
+#include "model/blocks/mlp_block.h"
 #include "model/weight_binder.h"
 
 namespace mb {
@@ -16,6 +18,10 @@ std::unique_ptr<Block> make_block(const ModelConfig& config, const BlockSpec& sp
       return std::make_unique<Mamba2Block>(config, spec, binder);
     case BlockKind::Mamba3Mixer:
       return std::make_unique<Mamba3Block>(config, spec, binder);
+    case BlockKind::Attention:
+      return std::make_unique<AttentionBlock>(config, spec, binder);
+    case BlockKind::Mlp:
+      return std::make_unique<MlpBlock>(config, spec, binder);
     case BlockKind::Custom:
       break;
   }
@@ -27,6 +33,16 @@ Weight derived_weight(WeightBinder& binder, std::vector<float> values) {
   w.count = static_cast<int64_t>(values.size());
   w.host_values = binder.keep(std::move(values));
   return w;
+}
+
+void add_to_residual(const LayerContext& ctx, View x, Matrix w, View bias, float multiplier, View out,
+                     PhaseId phase) {
+  if (multiplier == 1.0f) {
+    ctx.backend.matmul(ctx.stream, {x, ctx.m, w, bias, ctx.hidden, true, false, {}, phase});  // += [m, w.rows]
+    return;
+  }
+  ctx.backend.matmul(ctx.stream, {x, ctx.m, w, bias, out, false, false, {}, phase});
+  ctx.backend.scale(ctx.stream, {out, ctx.m, w.rows, multiplier, true, ctx.hidden, phase});
 }
 
 }  // namespace mb

@@ -36,35 +36,35 @@ enum Scratch : size_t { kXn, kXz, kU, kXdbl, kDt, kY };
 
 }  // namespace
 
-std::vector<TensorSpec> Mamba1Block::schema(const ModelConfig& c, int64_t layer) {
+std::vector<TensorSpec> Mamba1Block::schema(const ModelConfig& c, const BlockSpec& block) {
   namespace ms = mamba_schema;
   const int64_t d = c.d_model, D = c.ssm.d_inner, N = c.ssm.d_state, R = c.ssm.dt_rank, K = c.ssm.d_conv;
   TensorSpec x_proj, dt_proj, dt_bias;
-  x_proj.name = layer_prefix(layer) + "mixer.x_proj.weight";
+  x_proj.name = block.tensor("x_proj.weight");
   x_proj.shape = {R + 2 * N, D};
   x_proj.role = TensorRole::Matrix;
   x_proj.init = {TensorInit::Uniform, 1.0 / std::sqrt(static_cast<double>(D))};
-  x_proj.gguf = gguf_layer_prefix(layer) + "ssm_x.weight";
-  dt_proj.name = layer_prefix(layer) + "mixer.dt_proj.weight";
+  x_proj.gguf = block.gguf("ssm_x.weight");
+  dt_proj.name = block.tensor("dt_proj.weight");
   dt_proj.shape = {D, R};
   dt_proj.role = TensorRole::Matrix;
   dt_proj.init = {TensorInit::Uniform, 1.0 / std::sqrt(static_cast<double>(R))};
-  dt_proj.gguf = gguf_layer_prefix(layer) + "ssm_dt.weight";
-  dt_bias = ms::dt_bias(layer, D);
-  dt_bias.name = layer_prefix(layer) + "mixer.dt_proj.bias";  // Mamba-1 keeps dt's bias with dt_proj
+  dt_proj.gguf = block.gguf("ssm_dt.weight");
+  dt_bias = ms::dt_bias(block, D);
+  dt_bias.name = block.tensor("dt_proj.bias");  // Mamba-1 keeps dt's bias with dt_proj
   std::vector<TensorSpec> specs = {
-      ms::norm(layer, d),
-      ms::in_proj(layer, 2 * D, d),
-      ms::in_proj_bias(layer, 2 * D, c.ssm.use_bias),
-      ms::conv(layer, D, K),
-      ms::conv_bias(layer, D, c.ssm.use_conv_bias),
+      ms::norm(block, d),
+      ms::in_proj(block, 2 * D, d),
+      ms::in_proj_bias(block, 2 * D, c.ssm.use_bias),
+      ms::conv(block, D, K),
+      ms::conv_bias(block, D, c.ssm.use_conv_bias),
       x_proj,
       dt_proj,
       dt_bias,
-      ms::a_log(layer, {D, N}, {TensorInit::LogStateIndex}),
-      ms::d_skip(layer, {D}, GgufForm::Same),
-      ms::out_proj(layer, d, D, c.n_layer),
-      ms::out_proj_bias(layer, d, c.ssm.use_bias),
+      ms::a_log(block, {D, N}, {TensorInit::LogStateIndex}),
+      ms::d_skip(block, {D}, GgufForm::Same),
+      ms::out_proj(block, d, D, c.n_layer),
+      ms::out_proj_bias(block, d, c.ssm.use_bias),
   };
   return specs;
 }
@@ -79,7 +79,7 @@ Mamba1Block::Mamba1Block(const ModelConfig& c, const BlockSpec& spec, WeightBind
       norm_eps_(c.norm_eps),
       mixer_norm_(c.ssm.mixer_rms_norm),
       mixer_norm_eps_(static_cast<float>(c.ssm.mixer_rms_eps)) {
-  weights_ = bind_weights(binder, schema(c, spec.layer));
+  weights_ = bind_weights(binder, schema(c, spec));
   // A = -exp(A_log), kept premultiplied by log2(e) (in double, one rounding) and re-laid out
   // state-major once, so the scan reads sixteen channels per load. GGUF files hold A itself, an
   // f32 already rounded once, so from them the product takes a second rounding: a_base2 may

@@ -18,7 +18,7 @@ class Mamba1Block final : public Block {
   Mamba1Block(const ModelConfig& config, const BlockSpec& spec, WeightBinder& binder);
 
   // The tensors of layer `layer`, indexed by Tensor.
-  static std::vector<TensorSpec> schema(const ModelConfig& config, int64_t layer);
+  static std::vector<TensorSpec> schema(const ModelConfig& config, const BlockSpec& block);
   enum Tensor : size_t {
     kNorm,         // [d_model]
     kInProj,       // [2 * d_inner, d_model]: rows 0..D-1 give x, D..2D-1 give z

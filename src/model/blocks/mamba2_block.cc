@@ -17,30 +17,30 @@ constexpr std::string_view kPhaseNames[] = {"rmsnorm",  "in_proj gemm",  "conv+s
 static_assert(std::size(kPhaseNames) == kOutProjPhase + 1);
 
 // Scratch buffers, in the order of scratch_widths().
-enum Scratch : size_t { kXn, kProj, kXbc, kY };
+enum Scratch : size_t { kXn, kProj, kXbc, kY, kOut };
 
 }  // namespace
 
-std::vector<TensorSpec> Mamba2Block::schema(const ModelConfig& c, int64_t layer) {
+std::vector<TensorSpec> Mamba2Block::schema(const ModelConfig& c, const BlockSpec& block) {
   namespace ms = mamba_schema;
   const int64_t d = c.d_model, di = c.ssm.d_inner, H = c.ssm.n_heads(), W = conv_width(c),
                 ip = in_proj_rows(c);
-  TensorSpec d_skip = ms::d_skip(layer, {H}, GgufForm::UnitColumn);
+  TensorSpec d_skip = ms::d_skip(block, {H}, GgufForm::UnitColumn);
   d_skip.alt_shape = {di};  // one D per channel (D_has_hdim)
   return {
-      ms::norm(layer, d),
-      ms::in_proj(layer, ip, d),
-      ms::in_proj_bias(layer, ip, c.ssm.use_bias),
-      ms::conv(layer, W, c.ssm.d_conv),
-      ms::conv_bias(layer, W, c.ssm.use_conv_bias),
-      ms::dt_bias(layer, H),
-      ms::a_log(layer, {H}, {TensorInit::LogUniformA}),
+      ms::norm(block, d),
+      ms::in_proj(block, ip, d),
+      ms::in_proj_bias(block, ip, c.ssm.use_bias),
+      ms::conv(block, W, c.ssm.d_conv),
+      ms::conv_bias(block, W, c.ssm.use_conv_bias),
+      ms::dt_bias(block, H),
+      ms::a_log(block, {H}, {TensorInit::LogUniformA}),
       d_skip,
       // The gated-norm weights are drawn around 1, so a norm applied to the wrong channels shows
       // in the outputs.
-      ms::gate_norm(layer, di, {TensorInit::AroundOne, 0.5}, c.ssm.gated_norm),
-      ms::out_proj(layer, d, di, c.n_layer),
-      ms::out_proj_bias(layer, d, c.ssm.use_bias),
+      ms::gate_norm(block, di, {TensorInit::AroundOne, 0.5}, c.ssm.gated_norm),
+      ms::out_proj(block, d, di, c.n_layer),
+      ms::out_proj_bias(block, d, c.ssm.use_bias),
   };
 }
 
@@ -58,8 +58,9 @@ Mamba2Block::Mamba2Block(const ModelConfig& c, const BlockSpec& spec, WeightBind
       chunk_(c.ssm.chunk_size),
       norm_eps_(c.norm_eps),
       dt_min_(static_cast<float>(c.ssm.dt_limit_min)),
-      dt_max_(static_cast<float>(c.ssm.dt_limit_max)) {
-  weights_ = bind_weights(binder, schema(c, spec.layer));
+      dt_max_(static_cast<float>(c.ssm.dt_limit_max)),
+      residual_multiplier_(static_cast<float>(c.hybrid.residual_multiplier)) {
+  weights_ = bind_weights(binder, schema(c, spec));
   d_per_channel_ = weight(kD).bound_alt;
   // A = -exp(A_log), for the chunked form, and premultiplied by log2(e) (in double, one
   // rounding) for the sequential form's base-2 decay. GGUF files hold A itself, the same f32
@@ -83,7 +84,10 @@ std::vector<StatePart> Mamba2Block::state_parts() const {
 
 std::vector<int64_t> Mamba2Block::scratch_widths() const {
   // xn [d] | proj [in_proj rows]: z | xBC | dt | xbc [conv_width] conv outputs | y [d_inner]
-  return {d_model_, in_proj_rows_, conv_width_, d_inner_};
+  // | out [d], the scaled branch of a hybrid with a residual multiplier
+  std::vector<int64_t> widths = {d_model_, in_proj_rows_, conv_width_, d_inner_};
+  if (residual_multiplier_ != 1.0f) widths.push_back(d_model_);
+  return widths;
 }
 
 std::span<const std::string_view> Mamba2Block::phase_names() const {
@@ -91,11 +95,13 @@ std::span<const std::string_view> Mamba2Block::phase_names() const {
 }
 
 std::vector<OpQuery> Mamba2Block::ops() const {
-  return {{OpKind::Matmul, weight(kInProj).host_matrix.dtype},
-          {OpKind::Matmul, weight(kOutProj).host_matrix.dtype},
-          {OpKind::CausalConv, DType::F32, d_conv_},
-          {OpKind::Mamba2Scan, DType::F32, d_state_},
-          {OpKind::GatedRmsNorm}};
+  std::vector<OpQuery> ops = {{OpKind::Matmul, weight(kInProj).host_matrix.dtype},
+                              {OpKind::Matmul, weight(kOutProj).host_matrix.dtype},
+                              {OpKind::CausalConv, DType::F32, d_conv_},
+                              {OpKind::Mamba2Scan, DType::F32, d_state_},
+                              {OpKind::GatedRmsNorm}};
+  if (residual_multiplier_ != 1.0f) ops.push_back({OpKind::Scale});
+  return ops;
 }
 
 void Mamba2Block::forward(LayerContext& ctx) const {
@@ -142,15 +148,9 @@ void Mamba2Block::forward(LayerContext& ctx) const {
   be.gated_rms_norm(s, {y, proj, m, di, di / n_groups_, values(kGateNorm), norm_eps_, y,
                         phase(kGateNormPhase)});  // y = norm(y * silu(z)) per group, in place
 
-  be.matmul(s, {y,
-                m,
-                matrix(kOutProj),
-                values(kOutProjBias),
-                ctx.hidden,
-                true,
-                false,
-                {},
-                phase(kOutProjPhase)});  // residual += [m, di] -> [m, d]
+  const View out = residual_multiplier_ != 1.0f ? ctx.scratch[kOut] : View{};
+  add_to_residual(ctx, y, matrix(kOutProj), values(kOutProjBias), residual_multiplier_, out,
+                  phase(kOutProjPhase));  // residual += [m, di] -> [m, d]
 }
 
 }  // namespace mb

@@ -16,7 +16,7 @@ class Mamba2Block final : public Block {
   Mamba2Block(const ModelConfig& config, const BlockSpec& spec, WeightBinder& binder);
 
   // The tensors of layer `layer`, indexed by Tensor.
-  static std::vector<TensorSpec> schema(const ModelConfig& config, int64_t layer);
+  static std::vector<TensorSpec> schema(const ModelConfig& config, const BlockSpec& block);
   enum Tensor : size_t {
     kNorm,         // [d_model]
     kInProj,       // [2 d_inner + 2 G N + H, d_model]: rows z | x | B | C | dt
@@ -54,6 +54,7 @@ class Mamba2Block final : public Block {
   int64_t d_model_, d_inner_, d_state_, d_conv_, headdim_, n_heads_, n_groups_, conv_width_, in_proj_rows_;
   int64_t chunk_;
   float norm_eps_, dt_min_, dt_max_;
+  float residual_multiplier_;  // 1 but in Granite-4.0-H
   bool d_per_channel_;
 };
 

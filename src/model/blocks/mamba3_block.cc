@@ -27,18 +27,18 @@ TensorSpec own(TensorSpec spec) {
   return spec;
 }
 
-TensorSpec per_head_bias(int64_t layer, const char* name, int64_t heads, int64_t d_state) {
+TensorSpec per_head_bias(const BlockSpec& block, const char* name, int64_t heads, int64_t d_state) {
   TensorSpec spec;
-  spec.name = layer_prefix(layer) + name;
+  spec.name = block.tensor(name);
   spec.shape = {heads, 1, d_state};
   spec.init = {TensorInit::Uniform, 0.1};
   spec.keep_f32 = true;
   return spec;
 }
 
-TensorSpec bc_norm(int64_t layer, const char* name, int64_t d_state) {
+TensorSpec bc_norm(const BlockSpec& block, const char* name, int64_t d_state) {
   TensorSpec spec;
-  spec.name = layer_prefix(layer) + name;
+  spec.name = block.tensor(name);
   spec.shape = {d_state};
   return spec;
 }
@@ -49,7 +49,7 @@ int64_t mamba3_rope_angles(int64_t d_state, double rope_fraction) {
   return static_cast<int64_t>(static_cast<float>(d_state) * static_cast<float>(rope_fraction)) / 2;
 }
 
-std::vector<TensorSpec> Mamba3Block::schema(const ModelConfig& c, int64_t layer) {
+std::vector<TensorSpec> Mamba3Block::schema(const ModelConfig& c, const BlockSpec& block) {
   namespace ms = mamba_schema;
   const int64_t d = c.d_model, di = c.ssm.d_inner, N = c.ssm.d_state, H = c.ssm.n_heads(), G = c.ssm.ngroups;
   const int64_t in_proj_rows = 2 * di + 2 * G * N + 3 * H + mamba3_rope_angles(N, c.ssm.rope_fraction);
@@ -57,22 +57,22 @@ std::vector<TensorSpec> Mamba3Block::schema(const ModelConfig& c, int64_t layer)
   // the dt_bias, dd_A gives A of order -1, and the trapezoid mix and the angle velocities cover
   // their ranges; B/C biases are small and the norms start at one.
   return {
-      own(ms::norm(layer, d)),
-      own(ms::in_proj(layer, in_proj_rows, d)),
-      own(ms::dt_bias(layer, H)),
-      per_head_bias(layer, "mixer.B_bias", H, N),
-      per_head_bias(layer, "mixer.C_bias", H, N),
-      bc_norm(layer, "mixer.B_norm.weight", N),
-      bc_norm(layer, "mixer.C_norm.weight", N),
-      own(ms::d_skip(layer, {H}, GgufForm::Same)),
-      own(ms::gate_norm(layer, di, {TensorInit::Constant, 1.0}, c.ssm.is_outproj_norm)),
-      own(ms::out_proj(layer, d, di, c.n_layer)),
+      own(ms::norm(block, d)),
+      own(ms::in_proj(block, in_proj_rows, d)),
+      own(ms::dt_bias(block, H)),
+      per_head_bias(block, "B_bias", H, N),
+      per_head_bias(block, "C_bias", H, N),
+      bc_norm(block, "B_norm.weight", N),
+      bc_norm(block, "C_norm.weight", N),
+      own(ms::d_skip(block, {H}, GgufForm::Same)),
+      own(ms::gate_norm(block, di, {TensorInit::Constant, 1.0}, c.ssm.is_outproj_norm)),
+      own(ms::out_proj(block, d, di, c.n_layer)),
   };
 }
 
 Mamba3Block::Mamba3Block(const ModelConfig& c, const BlockSpec& spec, WeightBinder& binder)
     : Block(BlockKind::Mamba3Mixer, spec), d_model_(c.d_model), norm_eps_(c.norm_eps) {
-  weights_ = bind_weights(binder, schema(c, spec.layer));
+  weights_ = bind_weights(binder, schema(c, spec));
   Mamba3ScanParams& p = params_;
   p.n_heads = c.ssm.n_heads();
   p.headdim = c.ssm.headdim;

@@ -20,7 +20,7 @@ class Mamba3Block final : public Block {
 
   // The tensors of layer `layer`, indexed by Tensor. llama.cpp defines no Mamba-3, so none has a
   // GGUF name.
-  static std::vector<TensorSpec> schema(const ModelConfig& config, int64_t layer);
+  static std::vector<TensorSpec> schema(const ModelConfig& config, const BlockSpec& block);
   enum Tensor : size_t {
     kNorm,      // [d_model]
     kInProj,    // [in_proj width, d_model]: z | x | B | C | dd_dt | dd_A | trap | angles

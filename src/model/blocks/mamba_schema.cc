@@ -5,14 +5,14 @@
 namespace mb::mamba_schema {
 namespace {
 
-TensorSpec spec(int64_t layer, const char* name, std::vector<int64_t> shape, TensorRole role, TensorInit init,
-                const char* gguf) {
+TensorSpec spec(const BlockSpec& block, const char* name, std::vector<int64_t> shape, TensorRole role,
+                TensorInit init, const char* gguf) {
   TensorSpec s;
-  s.name = layer_prefix(layer) + name;
+  s.name = block.tensor(name);
   s.shape = std::move(shape);
   s.role = role;
   s.init = init;
-  s.gguf = gguf_layer_prefix(layer) + gguf;
+  s.gguf = block.gguf(gguf);
   return s;
 }
 
@@ -26,79 +26,82 @@ constexpr TensorInit kOnes{TensorInit::Constant, 1.0};
 
 }  // namespace
 
-TensorSpec norm(int64_t layer, int64_t d_model) {
-  return spec(layer, "norm.weight", {d_model}, TensorRole::Vector, kOnes, "attn_norm.weight");
+TensorSpec norm(const BlockSpec& block, int64_t d_model) {
+  TensorSpec s = spec(block, "", {d_model}, TensorRole::Vector, kOnes, "");
+  s.name = block.norm();
+  s.gguf = block.gguf(block.names.gguf_norm);
+  return s;
 }
 
-TensorSpec in_proj(int64_t layer, int64_t rows, int64_t d_model) {
-  return spec(layer, "mixer.in_proj.weight", {rows, d_model}, TensorRole::Matrix, unit_gain(d_model),
+TensorSpec in_proj(const BlockSpec& block, int64_t rows, int64_t d_model) {
+  return spec(block, "in_proj.weight", {rows, d_model}, TensorRole::Matrix, unit_gain(d_model),
               "ssm_in.weight");
 }
 
-TensorSpec in_proj_bias(int64_t layer, int64_t rows, bool wanted) {
-  TensorSpec s = spec(layer, "mixer.in_proj.bias", {rows}, TensorRole::Vector, kSmallBias, "ssm_in.bias");
+TensorSpec in_proj_bias(const BlockSpec& block, int64_t rows, bool wanted) {
+  TensorSpec s = spec(block, "in_proj.bias", {rows}, TensorRole::Vector, kSmallBias, "ssm_in.bias");
   s.wanted = wanted;
   return s;
 }
 
-TensorSpec conv(int64_t layer, int64_t channels, int64_t kernel_size) {
+TensorSpec conv(const BlockSpec& block, int64_t channels, int64_t kernel_size) {
   TensorSpec s =
-      spec(layer, "mixer.conv1d.weight", {channels, 1, kernel_size}, TensorRole::ConvTaps,
+      spec(block, "conv1d.weight", {channels, 1, kernel_size}, TensorRole::ConvTaps,
            {TensorInit::Uniform, 1.0 / std::sqrt(static_cast<double>(kernel_size))}, "ssm_conv1d.weight");
   s.gguf_form = GgufForm::SqueezedConv;
   return s;
 }
 
-TensorSpec conv_bias(int64_t layer, int64_t channels, bool wanted) {
+TensorSpec conv_bias(const BlockSpec& block, int64_t channels, bool wanted) {
   TensorSpec s =
-      spec(layer, "mixer.conv1d.bias", {channels}, TensorRole::Vector, kSmallBias, "ssm_conv1d.bias");
+      spec(block, "conv1d.bias", {channels}, TensorRole::Vector, kSmallBias, "ssm_conv1d.bias");
   s.wanted = wanted;
   return s;
 }
 
-TensorSpec dt_bias(int64_t layer, int64_t heads) {
+TensorSpec dt_bias(const BlockSpec& block, int64_t heads) {
   TensorSpec s =
-      spec(layer, "mixer.dt_bias", {heads}, TensorRole::Vector, {TensorInit::DtBias}, "ssm_dt.bias");
+      spec(block, "dt_bias", {heads}, TensorRole::Vector, {TensorInit::DtBias}, "ssm_dt.bias");
   s.keep_f32 = true;
   return s;
 }
 
-TensorSpec a_log(int64_t layer, std::vector<int64_t> shape, TensorInit init) {
+TensorSpec a_log(const BlockSpec& block, std::vector<int64_t> shape, TensorInit init) {
   // Mamba-2's per-head A gets a unit column in GGUF files; Mamba-1's [D, N] keeps its shape.
   const bool per_head = shape.size() == 1;
-  TensorSpec s = spec(layer, "mixer.A_log", std::move(shape), TensorRole::Vector, init, "ssm_a");
+  TensorSpec s = spec(block, "A_log", std::move(shape), TensorRole::Vector, init, "ssm_a");
   s.keep_f32 = true;
-  s.gguf_negexp_name = layer_prefix(layer) + "mixer.A";
+  s.gguf_negexp_name = block.tensor("A");
   if (per_head) s.gguf_form = GgufForm::UnitColumn;
   return s;
 }
 
-TensorSpec d_skip(int64_t layer, std::vector<int64_t> shape, GgufForm gguf_form) {
-  TensorSpec s = spec(layer, "mixer.D", std::move(shape), TensorRole::Vector, kOnes, "ssm_d");
+TensorSpec d_skip(const BlockSpec& block, std::vector<int64_t> shape, GgufForm gguf_form) {
+  TensorSpec s = spec(block, "D", std::move(shape), TensorRole::Vector, kOnes, "ssm_d");
   s.keep_f32 = true;
   s.gguf_form = gguf_form;
   return s;
 }
 
-TensorSpec gate_norm(int64_t layer, int64_t d_inner, TensorInit init, bool wanted) {
-  TensorSpec s = spec(layer, "mixer.norm.weight", {d_inner}, TensorRole::Vector, init, "ssm_norm.weight");
+TensorSpec gate_norm(const BlockSpec& block, int64_t d_inner, TensorInit init, bool wanted) {
+  TensorSpec s = spec(block, "norm.weight", {d_inner}, TensorRole::Vector, init, "ssm_norm.weight");
   s.gguf_form = GgufForm::Grouped;
   s.wanted = wanted;
   return s;
 }
 
-TensorSpec out_proj(int64_t layer, int64_t d_model, int64_t d_inner, int64_t n_layer) {
+TensorSpec out_proj(const BlockSpec& block, int64_t d_model, int64_t d_inner, int64_t n_layer) {
   const double bound =
       std::sqrt(3.0 / static_cast<double>(d_inner)) / std::sqrt(static_cast<double>(n_layer));
-  TensorSpec s = spec(layer, "mixer.out_proj.weight", {d_model, d_inner}, TensorRole::Matrix,
+  TensorSpec s = spec(block, "out_proj.weight", {d_model, d_inner}, TensorRole::Matrix,
                       {TensorInit::Uniform, bound}, "ssm_out.weight");
   s.residual_output = true;
   return s;
 }
 
-TensorSpec out_proj_bias(int64_t layer, int64_t d_model, bool wanted) {
+TensorSpec out_proj_bias(const BlockSpec& block, int64_t d_model, bool wanted) {
   TensorSpec s =
-      spec(layer, "mixer.out_proj.bias", {d_model}, TensorRole::Vector, kSmallBias, "ssm_out.bias");
+      spec(block, "out_proj.bias", {d_model}, TensorRole::Vector, kSmallBias, "ssm_out.bias");
   s.wanted = wanted;
   return s;
 }

@@ -31,6 +31,10 @@ namespace mamba3 {
 #include "ops/cpu/mamba3_kernels.inc"
 }  // namespace mamba3
 
+namespace hybrid {
+#include "ops/cpu/hybrid_kernels.inc"
+}  // namespace hybrid
+
 constexpr KernelTable kTable = {
     .matmul = generic::matmul,
     .rms_norm = generic::rms_norm,
@@ -39,6 +43,9 @@ constexpr KernelTable kTable = {
     .selective_scan = generic::selective_scan,
     .mamba2_scan = mamba2::mamba2_scan_all,
     .mamba3_scan = mamba3::mamba3_scan_all,
+    .attention = hybrid::attention,
+    .glu = hybrid::glu,
+    .scale_rows = hybrid::scale_rows,
     .quant = {},
     .exp1 = generic::exp1,
     .silu1 = generic::silu1,

@@ -33,6 +33,10 @@ namespace mamba3 {
 #include "ops/cpu/mamba3_kernels.inc"
 }  // namespace mamba3
 
+namespace hybrid {
+#include "ops/cpu/hybrid_kernels.inc"
+}  // namespace hybrid
+
 namespace quant {
 #include "ops/cpu/quant_kernels.inc"
 }  // namespace quant
@@ -45,6 +49,9 @@ constexpr KernelTable kTable = {
     .selective_scan = generic::selective_scan,
     .mamba2_scan = mamba2::mamba2_scan_all,
     .mamba3_scan = mamba3::mamba3_scan_all,
+    .attention = hybrid::attention,
+    .glu = hybrid::glu,
+    .scale_rows = hybrid::scale_rows,
     .quant = {.matmul = quant::quant_matmul, .quantize = quant::quantize_row},
     .exp1 = generic::exp1,
     .silu1 = generic::silu1,

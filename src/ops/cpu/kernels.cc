@@ -134,6 +134,34 @@ void mamba3_scan(const ComputeContext& ctx, const Mamba3ScanParams& p,
   cpu::kernels_for(ctx.isa).mamba3_scan(p, sequences, ctx.n_threads);
 }
 
+void attention(const ComputeContext& ctx, const AttentionParams& p, std::span<const AttentionSequence> sequences) {
+  MB_CHECK(p.n_heads > 0 && p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0 && p.head_dim > 0);
+  for (const auto& s : sequences) {
+    MB_CHECK(s.rows >= 0 && s.position >= 0 && s.ldq >= p.q_width() && s.ldy >= p.q_width());
+    MB_CHECK(s.rows == 0 || (s.q != nullptr && s.k != nullptr && s.v != nullptr && s.y != nullptr));
+  }
+  cpu::kernels_for(ctx.isa).attention(p, sequences, ctx.n_threads);
+}
+
+void glu(const ComputeContext& ctx, const GluArgs& a) {
+  const int64_t in_width = a.activation == Activation::SwiGlu ? 2 * a.width : a.width;
+  MB_CHECK(a.rows >= 0 && a.width >= 0 && a.ldx >= in_width && a.ldy >= a.width);
+  if (a.rows == 0 || a.width == 0) return;
+  MB_CHECK(a.x != nullptr && a.y != nullptr);
+  cpu::kernels_for(ctx.isa).glu(a, ctx.n_threads);
+}
+
+void scale_rows(const ComputeContext& ctx, const ScaleArgs& a) {
+  MB_CHECK(a.rows >= 0 && a.cols >= 0 && a.ldx >= a.cols && a.ldy >= a.cols);
+  if (a.rows == 0 || a.cols == 0) return;
+  MB_CHECK(a.x != nullptr && a.y != nullptr);
+  cpu::kernels_for(ctx.isa).scale_rows(a, ctx.n_threads);
+}
+
+const char* activation_name(Activation activation) {
+  return activation == Activation::SwiGlu ? "swiglu" : "relu2";
+}
+
 float exp_f32(float x) {
   return cpu::kernels_for(best_isa()).exp1(x);
 }

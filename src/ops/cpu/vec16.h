@@ -43,7 +43,9 @@
 #include "core/dtype.h"
 #include "core/threading.h"
 #include "ops/activations.h"
+#include "ops/attention.h"
 #include "ops/causal_conv.h"
+#include "ops/ffn.h"
 #include "ops/gated_rms_norm.h"
 #include "ops/mamba2_scan.h"
 #include "ops/mamba3_scan.h"
@@ -80,6 +82,9 @@ struct KernelTable {
                       int n_threads);
   void (*mamba3_scan)(const Mamba3ScanParams& params, std::span<const Mamba3ScanSequence> sequences,
                       int n_threads);
+  void (*attention)(const AttentionParams& params, std::span<const AttentionSequence> sequences, int n_threads);
+  void (*glu)(const GluArgs& args, int n_threads);
+  void (*scale_rows)(const ScaleArgs& args, int n_threads);
   QuantKernels quant;
   float (*exp1)(float x);
   float (*silu1)(float x);

@@ -1,0 +1,68 @@
+// The config of the hybrid models (Granite-4.0-H, Nemotron-H): which block each layer holds, the
+// attention and MLP blocks' sections, and the scalar multipliers, parsed from the keys each family
+// uses (../shared/specs/hybrids.md, sections 2 and 3). Their Mamba layers are Mamba-2 mixers,
+// whose section (MambaMixerConfig) is parsed here from the family's own keys.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "ops/ffn.h"
+
+namespace mb {
+
+class ConfigReader;
+struct ModelConfig;
+struct BlockSpec;
+
+struct AttentionConfig {
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;  // divides n_heads
+  int64_t head_dim = 0;    // need not be hidden / heads (Nemotron-H)
+  // Multiplies q . k: Granite's attention_multiplier, head_dim^-0.5 elsewhere.
+  double scale = 0.0;
+  bool bias = false;  // q/k/v/o projection biases
+};
+
+struct MlpConfig {
+  int64_t width = 0;  // the intermediate size
+  Activation activation = Activation::SwiGlu;
+  bool bias = false;
+};
+
+// One character per layer, as Nemotron-H's hybrid_override_pattern spells them.
+inline constexpr char kMambaLayer = 'M';
+inline constexpr char kAttentionLayer = '*';
+inline constexpr char kMlpLayer = '-';
+inline constexpr char kMoeLayer = 'E';
+
+struct HybridConfig {
+  // Nemotron-H: one block per layer, of the pattern's kind. Granite-4.0-H: 'M' or '*' for the
+  // layer's mixer, each followed by the layer's shared MLP.
+  std::string pattern;
+  AttentionConfig attention;
+  MlpConfig mlp;
+  // Applied at run time, never folded into (possibly tied) weights: the embedding rows are
+  // multiplied by embedding_multiplier, each block's output by residual_multiplier before it is
+  // added to the residual stream, and the logits by 1 / logits_scaling.
+  double embedding_multiplier = 1.0;
+  double residual_multiplier = 1.0;
+  double logits_scaling = 1.0;
+};
+
+// Hugging Face `model_type` "granitemoehybrid" and "nemotron_h": the whole config (the model-level
+// sizes too), as transformers' configuration classes read it; keys the engine cannot honour
+// (RoPE, mixture-of-experts layers, other activations) are refused naming them.
+void parse_granite_hybrid(const ConfigReader& reader, ModelConfig& config);
+void parse_nemotron_h(const ConfigReader& reader, ModelConfig& config);
+// Throws mb::Error (prefixed by `where`) for sizes the blocks cannot run.
+void validate_hybrid(const ModelConfig& config, const std::string& where);
+// The blocks of a hybrid, with their checkpoint names.
+std::vector<BlockSpec> hybrid_blocks(const ModelConfig& config);
+// The Hugging Face config of a hybrid, as make-model writes it.
+nlohmann::json hybrid_config_to_hf_json(const ModelConfig& config);
+
+}  // namespace mb

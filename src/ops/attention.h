@@ -1,0 +1,50 @@
+// Causal self-attention of one round of a sequence against its KV cache (the attention layers of
+// the hybrid models: Granite-4.0-H, Nemotron-H), with grouped-query heads and no positional
+// encoding (RoPE, for later families, would be applied to q and k before this op).
+//
+// Row r of a sequence sits at position p = position + r and attends to the keys of positions
+// 0..p, which the cache holds before the op runs (the round's own keys are appended first, so a
+// position sees itself and every earlier one, whether they came in this round or an earlier one).
+// Query head h reads KV head h / (n_heads / n_kv_heads). Per (row, head):
+//   s_j = (q . k_j) * scale              j = 0..p, the dot one fixed 16-lane chain over head_dim
+//   e_j = exp(s_j - max_j s_j),  w_j = e_j * (1 / sum_j e_j)   (the sum over keys in 16-lane
+//                                        blocks at fixed absolute positions, then one tree)
+//   y   = sum_j w_j v_j                  one fma chain over j = 0..p per channel
+// Every step depends only on the position and the keys, never on which rows share the round, the
+// chunk, the batch or the thread count: a position's output is the same bits in a prefill round
+// and in a decode step. Memory is one row of scores per thread, never T x T.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/threading.h"
+
+namespace mb {
+
+struct AttentionParams {
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;  // divides n_heads
+  int64_t head_dim = 0;
+  float scale = 1.0f;  // multiplies q . k (1/sqrt(head_dim), or a config's attention multiplier)
+  int64_t q_width() const { return n_heads * head_dim; }
+  int64_t kv_width() const { return n_kv_heads * head_dim; }
+};
+
+struct AttentionSequence {
+  const float* q = nullptr;  // [rows, ldq]: n_heads x head_dim per row
+  int64_t ldq = 0;
+  int64_t rows = 0;
+  int64_t position = 0;      // the position of row 0
+  const float* k = nullptr;  // [position + rows, kv_width]: the cache, every position so far
+  const float* v = nullptr;  // [position + rows, kv_width]
+  float* y = nullptr;        // [rows, ldy]: n_heads x head_dim per row
+  int64_t ldy = 0;
+};
+
+void attention(const ComputeContext& ctx, const AttentionParams& params,
+               std::span<const AttentionSequence> sequences);
+// Plain double-precision reference (tests only).
+void attention_reference(const AttentionParams& params, const AttentionSequence& sequence);
+
+}  // namespace mb
