@@ -178,7 +178,8 @@ void make_model(const std::string& out_dir, const MakeModelOptions& options) {
   if (values > static_cast<double>(kMaxMakeModelValues))
     throw Error("make_model: the sizes make about " + std::to_string(static_cast<int64_t>(values)) +
                 " weight values, beyond the limit of " + std::to_string(kMaxMakeModelValues));
-  c.ssm.d_inner = c.ssm.expand * c.d_model;
+  // Nemotron-H's mixers are mamba_num_heads x mamba_head_dim wide, whatever expand says.
+  if (c.family == ModelFamily::Mamba || c.ssm.d_inner == 0) c.ssm.d_inner = c.ssm.expand * c.d_model;
   c.vocab_rows =
       (c.vocab_size + c.pad_vocab_size_multiple - 1) / c.pad_vocab_size_multiple * c.pad_vocab_size_multiple;
   if (c.ssm.mixer_rms_norm && (c.arch != Architecture::Mamba1 || options.form != ConfigForm::HuggingFace))

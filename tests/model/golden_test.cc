@@ -24,7 +24,13 @@ std::vector<int32_t> read_tokens(const std::string& path) {
   text << file.rdbuf();
   std::vector<int32_t> tokens;
   std::string item;
-  while (std::getline(text, item, ',')) tokens.push_back(std::stoi(item));
+  // Comma- or space-separated ids (the hybrids' files use spaces).
+  std::string all = text.str();
+  for (char& ch : all)
+    if (ch == ' ' || ch == '\n') ch = ',';
+  std::stringstream ids(all);
+  while (std::getline(ids, item, ','))
+    if (!item.empty()) tokens.push_back(std::stoi(item));
   return tokens;
 }
 
@@ -77,11 +83,12 @@ TEST_P(Golden, PrefillAndDecodeStepsMatchTheOtherEngine) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(LlamaCpp, Golden, ::testing::Values("mamba1-hf", "mamba2-hf-g2"),
+INSTANTIATE_TEST_SUITE_P(LlamaCpp, Golden, ::testing::Values("mamba1-hf", "mamba2-hf-g2", "granite-4.0-h-dense",
+                                                                  "nemotron-h-dense"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name)
-                             if (c == '-') c = '_';
+                             if (c == '-' || c == '.') c = '_';
                            return name;
                          });
 

@@ -1,0 +1,66 @@
+// Small hybrid configs (Granite-4.0-H, Nemotron-H) that tests then adjust.
+#pragma once
+
+#include <cmath>
+#include <string>
+
+#include "model/config.h"
+
+namespace mb::test {
+
+// Granite-4.0-H, dense: `pattern` of 'M' and '*' (each layer's mixer, then its shared SwiGLU MLP),
+// 4 heads / 2 KV heads of d_model / 4, Mamba-2 heads of 16, and every multiplier away from 1.
+inline ModelConfig granite_config(const std::string& pattern = "*MM*", int64_t d_model = 48, int64_t vocab = 131) {
+  ModelConfig c;
+  c.family = ModelFamily::GraniteHybrid;
+  c.arch = Architecture::Mamba2;
+  c.d_model = d_model;
+  c.n_layer = static_cast<int64_t>(pattern.size());
+  c.vocab_size = vocab;
+  c.norm_eps = 1e-5f;
+  c.tie_embeddings = true;
+  c.ssm.expand = 2;
+  c.ssm.d_inner = 2 * d_model;
+  c.ssm.d_state = 16;
+  c.ssm.d_conv = 4;
+  c.ssm.headdim = 16;
+  c.ssm.ngroups = 1;
+  c.ssm.chunk_size = 32;
+  HybridConfig& h = c.hybrid;
+  h.pattern = pattern;
+  h.attention = {4, 2, d_model / 4, 0.0625, false};
+  h.mlp = {40, Activation::SwiGlu, false};
+  h.embedding_multiplier = 12.0;
+  h.residual_multiplier = 0.22;
+  h.logits_scaling = 3.0;
+  return c;
+}
+
+// Nemotron-H, dense: one block per layer of `pattern` ('M', '*', '-'), one KV head of 8 channels
+// (not d_model / heads), Mamba-2 mixers 6 heads x 16 = 96 wide (not expand x d_model) in 2 groups,
+// an untied LM head, ReLU^2 MLPs, no multipliers.
+inline ModelConfig nemotron_config(const std::string& pattern = "M-*M-*", int64_t d_model = 40,
+                                   int64_t vocab = 131) {
+  ModelConfig c;
+  c.family = ModelFamily::NemotronH;
+  c.arch = Architecture::Mamba2;
+  c.d_model = d_model;
+  c.n_layer = static_cast<int64_t>(pattern.size());
+  c.vocab_size = vocab;
+  c.norm_eps = 1e-5f;
+  c.tie_embeddings = false;
+  c.ssm.expand = 2;
+  c.ssm.d_inner = 96;
+  c.ssm.d_state = 16;
+  c.ssm.d_conv = 4;
+  c.ssm.headdim = 16;
+  c.ssm.ngroups = 2;
+  c.ssm.chunk_size = 32;
+  HybridConfig& h = c.hybrid;
+  h.pattern = pattern;
+  h.attention = {4, 1, 8, 1.0 / std::sqrt(8.0), false};
+  h.mlp = {56, Activation::ReluSquared, false};
+  return c;
+}
+
+}  // namespace mb::test

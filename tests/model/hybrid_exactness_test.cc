@@ -1,0 +1,166 @@
+// The bitwise contract for the hybrid models (Mamba-2, attention and MLP blocks): a prefill of T
+// positions equals T decode steps (the logits at every position and the whole final state, its KV
+// parts included), for any thread count, round size (the KV handoff between rounds), instruction
+// set and batch composition; a state holds the positions it used and continues exactly after a
+// fork or a round trip through its host form. Every comparison is memcmp.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "common/hybrid_configs.h"
+#include "common/model_fixture.h"
+#include "common/test_util.h"
+
+namespace mb {
+namespace {
+
+using test::same_bits;
+
+struct Shape {
+  std::string name;
+  MakeModelOptions options;
+  std::optional<DType> load_dtype;
+  int64_t max_length;  // prefill == decode is checked for every T up to this
+};
+
+// Granite with attention first and last, in f32; Nemotron-H with a single KV head of 8 channels
+// and ReLU^2 MLPs, stored in bf16; Granite quantized to Q8_0 at load (sizes multiples of 32).
+std::vector<Shape> shapes() {
+  MakeModelOptions a;
+  a.config = test::granite_config("*MM*");
+  a.seed = 21;
+  MakeModelOptions b;
+  b.config = test::nemotron_config("M-*M-*");
+  b.dtype = DType::BF16;
+  b.seed = 22;
+  MakeModelOptions c;
+  c.config = test::granite_config("M*", 64);
+  c.config.hybrid.mlp.width = 64;
+  c.seed = 23;
+  return {{"granite_f32", a, std::nullopt, 300},
+          {"nemotron_bf16", b, std::nullopt, 300},
+          {"granite_q8_0", c, DType::Q8_0, 100}};
+}
+
+const Model& model_for(const Shape& shape) {
+  static std::map<std::string, std::unique_ptr<Model>> models;
+  auto it = models.find(shape.name);
+  if (it == models.end()) {
+    LoadOptions load;
+    load.weight_dtype = shape.load_dtype;
+    it = models.emplace(shape.name, Model::load(test::write_model(shape.options, "hybrid"), load)).first;
+  }
+  return *it->second;
+}
+
+class HybridExactness : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(HybridExactness, PrefillEqualsDecodeStepsForEveryLength) {
+  const Model& model = model_for(GetParam());
+  const ComputeContext ctx{1, best_isa()};
+  const int64_t V = model.config().vocab_size;
+  const int64_t max_length = GetParam().max_length;
+  const auto tokens = test::random_tokens(max_length, V, 3);
+  std::vector<SequenceState> states;
+  SequenceState state = model.new_state();
+  const std::vector<float> step_all = test::step_logits(model, ctx, tokens, state, &states);
+  for (int64_t T = 1; T <= max_length;
+       T += (test::sampled_sweeps() && T >= 32 && T + 29 <= max_length) ? 29 : 1) {
+    SequenceState fresh = model.new_state();
+    const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + T);
+    const bool all = T % 3 == 0;
+    const auto logits =
+        test::prefill(model, ctx, prompt, fresh, {all ? OutputKind::LogitsAll : OutputKind::LogitsLast, 0});
+    const std::vector<float> expected(step_all.begin() + (all ? 0 : (T - 1) * V), step_all.begin() + T * V);
+    ASSERT_TRUE(same_bits(logits, expected)) << "logits differ at T=" << T;
+    ASSERT_TRUE(same_bits(fresh.download(), states[T - 1].download())) << "state differs at T=" << T;
+  }
+}
+
+TEST_P(HybridExactness, ThreadCountsRoundSizesAndInstructionSetsChangeNoBit) {
+  const Model& model = model_for(GetParam());
+  const auto tokens = test::random_tokens(150, model.config().vocab_size, 4);
+  SequenceState base_state = model.new_state();
+  const auto base = test::prefill(model, ComputeContext{1, best_isa()}, tokens, base_state, {OutputKind::LogitsAll, 0});
+  // Rounds of 1, 7 and 64 positions hand the KV cache over between rounds at every kind of
+  // boundary (inside and across its allocation blocks of positions).
+  for (int threads : {1, 2, 3}) {
+    for (int64_t chunk : {0, 1, 7, 64}) {
+      SequenceState state = model.new_state();
+      const auto got =
+          test::prefill(model, ComputeContext{threads, best_isa()}, tokens, state, {OutputKind::LogitsAll, chunk});
+      EXPECT_TRUE(same_bits(got, base)) << "threads " << threads << " round " << chunk;
+      EXPECT_TRUE(same_bits(state.download(), base_state.download())) << "threads " << threads << " round " << chunk;
+    }
+  }
+  for (Isa isa : test::supported_isas()) {
+    SequenceState state = model.new_state();
+    EXPECT_TRUE(same_bits(test::prefill(model, ComputeContext{2, isa}, tokens, state, {OutputKind::LogitsAll, 0}), base))
+        << isa_name(isa);
+    EXPECT_TRUE(same_bits(state.download(), base_state.download())) << isa_name(isa);
+  }
+}
+
+TEST_P(HybridExactness, EachSequenceOfABatchEqualsItAlone) {
+  const Model& model = model_for(GetParam());
+  const ComputeContext ctx{2, best_isa()};
+  const std::vector<size_t> lengths = {1, 5, 17, 70, 3, 140};
+  std::vector<std::vector<int32_t>> prompts;
+  for (size_t i = 0; i < lengths.size(); ++i)
+    prompts.push_back(test::random_tokens(lengths[i], model.config().vocab_size, 20 + i));
+  for (OutputKind kind : {OutputKind::LogitsLast, OutputKind::LogitsAll, OutputKind::HiddenMean}) {
+    for (int64_t chunk : {0, 4}) {
+      std::vector<SequenceState> states(prompts.size(), model.new_state());
+      std::vector<SequenceInput> batch;
+      for (size_t i = 0; i < prompts.size(); ++i) batch.push_back({&states[i], prompts[i], {}});
+      Workspace ws;
+      std::vector<std::vector<float>> batched;
+      model.forward(ctx, batch, {kind, chunk}, ws, batched);
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        SequenceState alone = model.new_state();
+        const auto solo = test::prefill(model, ComputeContext{1, best_isa()}, prompts[i], alone, {kind, chunk});
+        EXPECT_TRUE(same_bits(batched[i], solo)) << "sequence " << i << " round " << chunk;
+        EXPECT_TRUE(same_bits(states[i].download(), alone.download())) << "sequence " << i;
+      }
+    }
+  }
+  test::expect_batched_steps_equal_solo(model, ctx, prompts.size(), 12);
+}
+
+TEST_P(HybridExactness, PrefillThenDecodeContinuesLikeDecodeAllTheWay) {
+  test::expect_prefill_then_decode_equals_decode(model_for(GetParam()), ComputeContext{2, best_isa()},
+                                                 {OutputKind::None, 8});
+}
+
+TEST_P(HybridExactness, AStateHoldsThePositionsItUsedAndContinuesExactlyAfterAForkOrARestore) {
+  const Model& model = model_for(GetParam());
+  const ComputeContext ctx{2, best_isa()};
+  const auto tokens = test::random_tokens(60, model.config().vocab_size, 7);
+  const std::vector<int32_t> first(tokens.begin(), tokens.begin() + 37), rest(tokens.begin() + 37, tokens.end());
+  SequenceState state = model.new_state();
+  test::prefill(model, ctx, first, state, {OutputKind::None, 0});
+
+  // Fixed parts, then 37 positions of each attention block's keys and values.
+  const StateShape shape = model.state_layout().shape();
+  const int64_t attention_layers =
+      static_cast<int64_t>(std::count(model.config().hybrid.pattern.begin(), model.config().hybrid.pattern.end(), '*'));
+  const int64_t kv = model.config().hybrid.attention.n_kv_heads * model.config().hybrid.attention.head_dim;
+  ASSERT_EQ(shape.growing.size(), static_cast<size_t>(2 * attention_layers));
+  for (int64_t per_position : shape.growing) EXPECT_EQ(per_position, kv);
+  EXPECT_EQ(state.floats(), static_cast<size_t>(shape.fixed_floats + 37 * 2 * attention_layers * kv));
+
+  SequenceState fork = state;
+  SequenceState restored = model.state_from_host(state.download(), state.position, "the saved state");
+  const auto expected = test::step_logits(model, ctx, rest, state);
+  EXPECT_TRUE(same_bits(test::step_logits(model, ctx, rest, fork), expected));
+  EXPECT_TRUE(same_bits(test::step_logits(model, ctx, rest, restored), expected));
+  EXPECT_TRUE(same_bits(fork.download(), state.download()));
+  EXPECT_TRUE(same_bits(restored.download(), state.download()));
+  EXPECT_EQ(state.floats(), static_cast<size_t>(shape.fixed_floats + 60 * 2 * attention_layers * kv));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, HybridExactness, ::testing::ValuesIn(shapes()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace mb
