@@ -1,3 +1,4 @@
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -29,6 +30,71 @@ void make_gguf_model(const std::string& path, const MakeModelOptions& options, G
   std::filesystem::remove_all(scratch);
 }
 
+// The options of the hybrids (--arch granite-hybrid | nemotron-h); 0 means the default below.
+struct HybridArgs {
+  std::string pattern;
+  int64_t heads = 4, kv_heads = 2, head_dim = 0, mlp_width = 0, mamba_heads = 0;
+  double attention_multiplier = 0.0, embedding_multiplier = 12.0, residual_multiplier = 0.22,
+         logits_scaling = 8.0;
+};
+
+void add_hybrid_options(CLI::App* cmd, HybridArgs& h) {
+  cmd->add_option("--pattern", h.pattern,
+                  "Hybrid layer pattern, one character per layer: M (Mamba-2), * (attention), - (MLP, "
+                  "nemotron-h only); Granite layers each add a shared MLP (default: attention every 4th layer "
+                  "from the second, and for nemotron-h M*- repeated)");
+  cmd->add_option("--heads", h.heads, "Hybrid attention heads")->capture_default_str();
+  cmd->add_option("--kv-heads", h.kv_heads, "Hybrid KV heads (divide --heads)")->capture_default_str();
+  cmd->add_option("--head-dim", h.head_dim, "nemotron-h attention head size (default d_model / heads)");
+  cmd->add_option("--mlp-width", h.mlp_width, "Hybrid MLP width (default 2 x d_model)");
+  cmd->add_option("--mamba-heads", h.mamba_heads,
+                  "nemotron-h Mamba-2 heads (default expand x d_model / headdim)");
+  cmd->add_option("--attention-multiplier", h.attention_multiplier,
+                  "granite-hybrid score scale (default 1 / head size)");
+  cmd->add_option("--embedding-multiplier", h.embedding_multiplier, "granite-hybrid")->capture_default_str();
+  cmd->add_option("--residual-multiplier", h.residual_multiplier, "granite-hybrid")->capture_default_str();
+  cmd->add_option("--logits-scaling", h.logits_scaling, "granite-hybrid")->capture_default_str();
+}
+
+// The hybrid sections of `c`, whose sizes and Mamba-2 mixer the common options have set.
+void configure_hybrid(const std::string& arch, const HybridArgs& a, bool n_layer_given, ModelConfig& c) {
+  const bool granite = arch == "granite-hybrid";
+  c.family = granite ? ModelFamily::GraniteHybrid : ModelFamily::NemotronH;
+  c.pad_vocab_size_multiple = 1;  // their configs have no such key: the embedding has vocab_size rows
+  HybridConfig& h = c.hybrid;
+  h.pattern = a.pattern;
+  if (h.pattern.empty()) {
+    for (int64_t l = 0; l < c.n_layer; ++l) h.pattern += granite ? (l % 4 == 1 ? '*' : 'M') : "M*-"[l % 3];
+  } else if (n_layer_given && static_cast<int64_t>(h.pattern.size()) != c.n_layer) {
+    throw Error("--pattern has " + std::to_string(h.pattern.size()) + " layers but --n-layer says " +
+                std::to_string(c.n_layer));
+  }
+  if (h.pattern.size() > 4096) throw Error("--pattern may have at most 4096 layers");
+  c.n_layer = static_cast<int64_t>(h.pattern.size());
+  for (char kind : h.pattern)
+    if (kind != 'M' && kind != '*' && (granite || kind != '-'))
+      throw Error(std::string("--pattern holds '") + kind + "': expected M or *" + (granite ? "" : " or -"));
+  check_flag_range("--heads", a.heads, 1, 4096);
+  check_flag_range("--kv-heads", a.kv_heads, 1, a.heads);
+  if (a.heads % a.kv_heads != 0) throw Error("--kv-heads must divide --heads");
+  if (granite && (a.head_dim != 0 || c.d_model % a.heads != 0))
+    throw Error("granite-hybrid heads are d_model / --heads wide: --heads must divide --d-model (no --head-dim)");
+  check_flag_range("--head-dim", a.head_dim, 0, 4096, "0 = d_model / heads");
+  check_flag_range("--mlp-width", a.mlp_width, 0, int64_t{1} << 20, "0 = 2 x d_model");
+  check_flag_range("--mamba-heads", a.mamba_heads, 0, int64_t{1} << 20, "0 = expand x d_model / headdim");
+  const int64_t head_dim = a.head_dim > 0 ? a.head_dim : c.d_model / a.heads;
+  h.attention = {a.heads, a.kv_heads, head_dim, 1.0 / std::sqrt(static_cast<double>(head_dim)), false};
+  h.mlp = {a.mlp_width > 0 ? a.mlp_width : 2 * c.d_model, granite ? Activation::SwiGlu : Activation::ReluSquared,
+           false};
+  if (granite) {
+    h.attention.scale = a.attention_multiplier > 0.0 ? a.attention_multiplier : 1.0 / static_cast<double>(head_dim);
+    h.embedding_multiplier = a.embedding_multiplier;
+    h.residual_multiplier = a.residual_multiplier;
+    h.logits_scaling = a.logits_scaling;
+  }
+  c.ssm.d_inner = !granite && a.mamba_heads > 0 ? a.mamba_heads * c.ssm.headdim : c.ssm.expand * c.d_model;
+}
+
 }  // namespace
 
 void add_make_model(CLI::App& app) {
@@ -44,6 +110,7 @@ void add_make_model(CLI::App& app) {
     bool outproj_norm = false;
   };
   auto args = std::make_shared<Args>();
+  auto hybrid = std::make_shared<HybridArgs>();
   // Each size option is remembered so the callback can tell "not given" (keep the preset's
   // value) from a given value, which is then checked against its range and never replaced.
   auto sizes = std::make_shared<std::map<std::string, CLI::Option*>>();
@@ -76,7 +143,8 @@ void add_make_model(CLI::App& app) {
                                              "Checkpoint layout: hf (Hugging Face names and config) | "
                                              "original (state-spaces; Mamba-3: original only)");
   cmd->add_option("--arch", args->arch,
-                  "mamba1 | mamba2 | falcon-mamba (HF layout) | mamba3 (Mamba-3 SISO, state-spaces layout)")
+                  "mamba1 | mamba2 | falcon-mamba (HF layout) | mamba3 (Mamba-3 SISO, state-spaces layout) | "
+                  "granite-hybrid | nemotron-h (dense hybrids: Mamba-2, attention and MLP layers)")
       ->capture_default_str();
   size_option("--headdim", args->headdim, "Mamba-2/3 channels per head (default 64)");
   size_option("--ngroups", args->ngroups, "Mamba-2/3 B/C groups (default 1)");
@@ -85,7 +153,8 @@ void add_make_model(CLI::App& app) {
   cmd->add_flag("--outproj-norm", args->outproj_norm,
                 "Mamba-3 gated RMSNorm before out_proj (is_outproj_norm)");
   size_option("--chunk-size", args->chunk_size, "Mamba-2/3 SSD chunk length (default 256 / 64)");
-  cmd->callback([args, form_option, sizes] {
+  add_hybrid_options(cmd, *hybrid);
+  cmd->callback([args, hybrid, form_option, sizes] {
     MakeModelOptions o;
     o.config = preset_config(args->preset);
     ModelConfig& c = o.config;
@@ -107,12 +176,13 @@ void add_make_model(CLI::App& app) {
     c.tie_embeddings = !args->untied;
     c.ssm.use_bias = args->use_bias;
     c.ssm.use_conv_bias = !args->no_conv_bias;
+    const bool hybrid_arch = args->arch == "granite-hybrid" || args->arch == "nemotron-h";
     if (args->arch != "mamba1" && args->arch != "mamba2" && args->arch != "falcon-mamba" &&
-        args->arch != "mamba3")
-      throw Error("--arch must be mamba1, mamba2, falcon-mamba or mamba3");
+        args->arch != "mamba3" && !hybrid_arch)
+      throw Error("--arch must be mamba1, mamba2, falcon-mamba, mamba3, granite-hybrid or nemotron-h");
     // FalconMamba is Mamba-1 plus the mixer norm, at FalconMambaConfig's default epsilon.
     c.ssm.mixer_rms_norm = args->arch == "falcon-mamba";
-    if (args->arch == "mamba2") {
+    if (args->arch == "mamba2" || hybrid_arch) {
       // Mamba-2 defaults are mamba_ssm's: d_state 128, headdim 64, ngroups 1, chunk_size 256.
       c.arch = Architecture::Mamba2;
       if (sizes->at("--d-state")->count() == 0) c.ssm.d_state = 128;
@@ -120,6 +190,7 @@ void add_make_model(CLI::App& app) {
       set("--headdim", args->headdim, c.ssm.headdim, int64_t{1} << 16);
       set("--ngroups", args->ngroups, c.ssm.ngroups, int64_t{1} << 16);
       set("--chunk-size", args->chunk_size, c.ssm.chunk_size, int64_t{1} << 24);
+      if (hybrid_arch) configure_hybrid(args->arch, *hybrid, sizes->at("--n-layer")->count() > 0, c);
     } else if (args->arch == "mamba3") {
       // Mamba-3 defaults are mamba_ssm's: d_state 128, headdim 64.
       c.arch = Architecture::Mamba3;
@@ -142,6 +213,8 @@ void add_make_model(CLI::App& app) {
                   " weight values; make-model writes at most " + std::to_string(kMaxMakeModelValues) +
                   " (16 GiB as f32)");
     if (args->form != "hf" && args->form != "original") throw Error("--layout must be hf or original");
+    if (hybrid_arch && args->form == "original")
+      throw Error("--layout original: the hybrid models only exist in the Hugging Face layout (use hf)");
     if (args->arch == "mamba3" && args->form == "hf" && form_option->count() > 0)
       throw Error("--layout hf: Mamba-3 checkpoints only exist in the state-spaces layout (use original)");
     if (args->arch == "falcon-mamba" && args->form == "original")

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <future>
 
+#include "common/hybrid_configs.h"
 #include "common/mamba2_reference.h"
 #include "common/model_fixture.h"
 #include "common/test_util.h"
@@ -40,6 +41,23 @@ const TextModel& text_model(Architecture arch = Architecture::Mamba1) {
     make_model(dir, o);
     TextModel m{Model::load(dir), std::make_unique<Tokenizer>(Tokenizer::from_model_dir(dir))};
     it = models.emplace(arch, std::move(m)).first;
+  }
+  return it->second;
+}
+
+// A hybrid of the same width with its byte-level tokenizer: Granite-4.0-H or Nemotron-H.
+const TextModel& hybrid_text_model(ModelFamily family) {
+  static std::map<ModelFamily, TextModel> models;
+  auto it = models.find(family);
+  if (it == models.end()) {
+    MakeModelOptions o;
+    o.config = family == ModelFamily::GraniteHybrid ? test::granite_config("M*M", 64, 512)
+                                                    : test::nemotron_config("M*-M", 64, 512);
+    o.seed = 18;
+    const std::string dir = test::make_temp_dir("scheduler_hybrid");
+    make_model(dir, o);
+    TextModel m{Model::load(dir), std::make_unique<Tokenizer>(Tokenizer::from_model_dir(dir))};
+    it = models.emplace(family, std::move(m)).first;
   }
   return it->second;
 }
@@ -300,6 +318,39 @@ TEST(Scheduler, Mamba2ConcurrentAndCachedRequestsEqualGenerate) {
   for (size_t i = 0; i < requests.size(); ++i)
     expect_same(got[i], reference_run(m, requests[i]), "request " + std::to_string(i));
   EXPECT_EQ(got[2].done->cached_tokens, 8);
+}
+
+// The hybrids' states hold KV parts that grow with the position: a request resumed from a cached
+// prefix (mid-prompt entries, and the entry at the end of the previous turn's prompt) answers what
+// the cold request answers, bit for bit.
+TEST(Scheduler, HybridConcurrentAndCachedRequestsEqualGenerate) {
+  for (ModelFamily family : {ModelFamily::GraniteHybrid, ModelFamily::NemotronH}) {
+    SCOPED_TRACE(family == ModelFamily::GraniteHybrid ? "granite" : "nemotron");
+    const TextModel& m = hybrid_text_model(family);
+    SchedulerOptions options;
+    options.step_token_budget = 6;
+    options.cache_every = 4;
+    Scheduler scheduler(*m.model, m.tokenizer.get(), kCtx, options);
+    const Mode seeded{"Seeded", 0.9f, true};
+    const std::vector<int32_t> shared = tokens(9, 40);
+    const std::vector<ServeRequest> requests = {make_request(concat(shared, tokens(3, 41)), 6, seeded, 1),
+                                                make_request(tokens(11, 42), 5, seeded, 2),
+                                                make_request(concat(shared, tokens(5, 43)), 6, seeded, 3)};
+    std::vector<Collected> got(requests.size() + 1);
+    scheduler.submit(requests[0], got[0].sink());
+    scheduler.submit(requests[1], got[1].sink());
+    run_until_idle(scheduler);
+    scheduler.submit(requests[2], got[2].sink());
+    run_until_idle(scheduler);
+    for (size_t i = 0; i < requests.size(); ++i)
+      expect_same(got[i], reference_run(m, requests[i]), "request " + std::to_string(i));
+    EXPECT_EQ(got[2].done->cached_tokens, 8);
+    const ServeRequest follow_up = make_request(concat(requests[1].prompt, tokens(6, 44)), 5, seeded, 4);
+    scheduler.submit(follow_up, got[3].sink());
+    run_until_idle(scheduler);
+    expect_same(got[3], reference_run(m, follow_up), "follow-up");
+    EXPECT_EQ(got[3].done->cached_tokens, 11);
+  }
 }
 
 TEST(Scheduler, StopStringsAndStreamedTextMatchGenerate) {
