@@ -12,6 +12,7 @@
 #include "backends/vulkan/vulkan_backend.h"
 #include "backends/vulkan/vulkan_ops.h"
 #include "common/history_block.h"
+#include "common/hybrid_configs.h"
 #include "common/model_fixture.h"
 #include "common/test_util.h"
 #include "core/error.h"
@@ -584,6 +585,29 @@ TEST_F(VulkanModelErrors, QuantizedWeightsAreRefused) {
   load.device = {DeviceKind::Vulkan, 0};
   load.weight_dtype = DType::Q8_0;
   EXPECT_THROW(Model::load(dir, load), Error);
+}
+
+// The hybrids' attention and MLP ops have no shaders yet: the load is refused naming the first op
+// the device lacks (a model without Mamba layers names the attention and MLP blocks).
+TEST_F(VulkanModelErrors, HybridModelsAreRefusedNamingTheirBlocks) {
+  for (const ModelConfig& config : {test::granite_config("M*"), test::nemotron_config("-*")}) {
+    MakeModelOptions options;
+    options.config = config;
+    const std::string dir = test::write_model(options, "vulkan_model_hybrid");
+    LoadOptions load;
+    load.device = {DeviceKind::Vulkan, 0};
+    try {
+      Model::load(dir, load);
+      FAIL() << "expected an error";
+    } catch (const Error& error) {
+      const std::string what = error.what();
+      EXPECT_NE(what.find(config.hybrid.pattern.find('M') == std::string::npos ? "attention and MLP blocks"
+                                                                                 : "does not run"),
+                std::string::npos)
+          << what;
+      EXPECT_NE(what.find("--device cpu"), std::string::npos) << what;
+    }
+  }
 }
 
 }  // namespace
