@@ -39,10 +39,11 @@ struct HybridArgs {
 };
 
 void add_hybrid_options(CLI::App* cmd, HybridArgs& h) {
-  cmd->add_option("--pattern", h.pattern,
-                  "Hybrid layer pattern, one character per layer: M (Mamba-2), * (attention), - (MLP, "
-                  "nemotron-h only); Granite layers each add a shared MLP (default: attention every 4th layer "
-                  "from the second, and for nemotron-h M*- repeated)");
+  cmd->add_option(
+      "--pattern", h.pattern,
+      "Hybrid layer pattern, one character per layer: M (Mamba-2), * (attention), - (MLP, "
+      "nemotron-h only); Granite layers each add a shared MLP (default: attention every 4th layer "
+      "from the second, and for nemotron-h M*- repeated)");
   cmd->add_option("--heads", h.heads, "Hybrid attention heads")->capture_default_str();
   cmd->add_option("--kv-heads", h.kv_heads, "Hybrid KV heads (divide --heads)")->capture_default_str();
   cmd->add_option("--head-dim", h.head_dim, "nemotron-h attention head size (default d_model / heads)");
@@ -78,16 +79,18 @@ void configure_hybrid(const std::string& arch, const HybridArgs& a, bool n_layer
   check_flag_range("--kv-heads", a.kv_heads, 1, a.heads);
   if (a.heads % a.kv_heads != 0) throw Error("--kv-heads must divide --heads");
   if (granite && (a.head_dim != 0 || c.d_model % a.heads != 0))
-    throw Error("granite-hybrid heads are d_model / --heads wide: --heads must divide --d-model (no --head-dim)");
+    throw Error(
+        "granite-hybrid heads are d_model / --heads wide: --heads must divide --d-model (no --head-dim)");
   check_flag_range("--head-dim", a.head_dim, 0, 4096, "0 = d_model / heads");
   check_flag_range("--mlp-width", a.mlp_width, 0, int64_t{1} << 20, "0 = 2 x d_model");
   check_flag_range("--mamba-heads", a.mamba_heads, 0, int64_t{1} << 20, "0 = expand x d_model / headdim");
   const int64_t head_dim = a.head_dim > 0 ? a.head_dim : c.d_model / a.heads;
   h.attention = {a.heads, a.kv_heads, head_dim, 1.0 / std::sqrt(static_cast<double>(head_dim)), false};
-  h.mlp = {a.mlp_width > 0 ? a.mlp_width : 2 * c.d_model, granite ? Activation::SwiGlu : Activation::ReluSquared,
-           false};
+  h.mlp = {a.mlp_width > 0 ? a.mlp_width : 2 * c.d_model,
+           granite ? Activation::SwiGlu : Activation::ReluSquared, false};
   if (granite) {
-    h.attention.scale = a.attention_multiplier > 0.0 ? a.attention_multiplier : 1.0 / static_cast<double>(head_dim);
+    h.attention.scale =
+        a.attention_multiplier > 0.0 ? a.attention_multiplier : 1.0 / static_cast<double>(head_dim);
     h.embedding_multiplier = a.embedding_multiplier;
     h.residual_multiplier = a.residual_multiplier;
     h.logits_scaling = a.logits_scaling;
@@ -208,8 +211,9 @@ void add_make_model(CLI::App& app) {
     const double values = make_model_value_count(c, args->input_dim);
     if (values > static_cast<double>(kMaxMakeModelValues))
       throw Error("--d-model " + std::to_string(c.d_model) + ", --vocab " + std::to_string(c.vocab_size) +
-                  ", --n-layer " + std::to_string(c.n_layer) + " and --expand " + std::to_string(c.ssm.expand) +
-                  " make about " + std::to_string(static_cast<int64_t>(values)) +
+                  ", --n-layer " + std::to_string(c.n_layer) + " and --expand " +
+                  std::to_string(c.ssm.expand) + " make about " +
+                  std::to_string(static_cast<int64_t>(values)) +
                   " weight values; make-model writes at most " + std::to_string(kMaxMakeModelValues) +
                   " (16 GiB as f32)");
     if (args->form != "hf" && args->form != "original") throw Error("--layout must be hf or original");

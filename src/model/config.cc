@@ -72,9 +72,10 @@ void parse_hf(const ConfigReader& reader, ModelConfig& config) {
   if (model_type == "granitemoehybrid") return parse_granite_hybrid(reader, config);
   if (model_type == "nemotron_h") return parse_nemotron_h(reader, config);
   if (model_type != "mamba" && model_type != "falcon_mamba" && model_type != "mamba2")
-    throw Error(reader.where() + ": model_type '" + model_type +
-                "' is not supported (expected \"mamba\", \"mamba2\", \"falcon_mamba\", \"granitemoehybrid\" or "
-                "\"nemotron_h\")");
+    throw Error(
+        reader.where() + ": model_type '" + model_type +
+        "' is not supported (expected \"mamba\", \"mamba2\", \"falcon_mamba\", \"granitemoehybrid\" or "
+        "\"nemotron_h\")");
   const bool mamba2 = model_type == "mamba2";
   config.arch = mamba2 ? Architecture::Mamba2 : Architecture::Mamba1;
   config.d_model = reader.positive_int("hidden_size", kMaxDModel);

@@ -56,17 +56,18 @@ json hf_config_json(const GgufFile& file, const std::string& arch, int64_t vocab
     throw Error("'" + file.path() + "': metadata '" + arch +
                 ".attention.layer_norm_rms_epsilon' must lie in (0, 1)");
   const BlockSpec first_layer{BlockKind::Mamba1Mixer, 0, {layer_prefix(0)}};
-  json config = {{"hidden_size", d_model},
-                 {"num_hidden_layers", meta.size("block_count", 4096)},
-                 {"vocab_size", vocab_rows},
-                 {"state_size", meta.size("ssm.state_size", 1 << 20)},
-                 {"conv_kernel", meta.size("ssm.conv_kernel", 1 << 20)},
-                 {"expand", d_inner / d_model},
-                 {"layer_norm_epsilon", eps},
-                 {"pad_vocab_size_multiple", 1},
-                 {"tie_word_embeddings", file.find_tensor(model_tensors().tail[kLmHead].gguf) == nullptr},
-                 {"use_bias", file.find_tensor(mamba_schema::in_proj_bias(first_layer, 0, true).gguf) != nullptr},
-                 {"use_conv_bias", file.find_tensor(mamba_schema::conv_bias(first_layer, 0, true).gguf) != nullptr}};
+  json config = {
+      {"hidden_size", d_model},
+      {"num_hidden_layers", meta.size("block_count", 4096)},
+      {"vocab_size", vocab_rows},
+      {"state_size", meta.size("ssm.state_size", 1 << 20)},
+      {"conv_kernel", meta.size("ssm.conv_kernel", 1 << 20)},
+      {"expand", d_inner / d_model},
+      {"layer_norm_epsilon", eps},
+      {"pad_vocab_size_multiple", 1},
+      {"tie_word_embeddings", file.find_tensor(model_tensors().tail[kLmHead].gguf) == nullptr},
+      {"use_bias", file.find_tensor(mamba_schema::in_proj_bias(first_layer, 0, true).gguf) != nullptr},
+      {"use_conv_bias", file.find_tensor(mamba_schema::conv_bias(first_layer, 0, true).gguf) != nullptr}};
   if (arch == "mamba") {
     config["model_type"] = "mamba";
     config["intermediate_size"] = d_inner;

@@ -49,8 +49,9 @@ uint64_t checkpoint_fingerprint(const ModelConfig& c, const TensorSet& tensors) 
   if (c.ssm.mixer_rms_norm) hash = fnv1a(hash, &c.ssm.mixer_rms_eps, sizeof c.ssm.mixer_rms_eps);
   if (c.family != ModelFamily::Mamba) {
     const HybridConfig& h = c.hybrid;
-    const int64_t hybrid_sizes[] = {static_cast<int64_t>(c.family), h.attention.n_heads, h.attention.n_kv_heads,
-                                    h.attention.head_dim, h.mlp.width, static_cast<int64_t>(h.mlp.activation)};
+    const int64_t hybrid_sizes[] = {
+        static_cast<int64_t>(c.family), h.attention.n_heads, h.attention.n_kv_heads,
+        h.attention.head_dim,           h.mlp.width,         static_cast<int64_t>(h.mlp.activation)};
     const double multipliers[] = {h.attention.scale, h.embedding_multiplier, h.residual_multiplier,
                                   h.logits_scaling};
     hash = fnv1a(hash, hybrid_sizes, sizeof hybrid_sizes);

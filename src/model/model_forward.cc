@@ -57,7 +57,8 @@ void Model::validate_batch(const ComputeContext& ctx, std::span<const SequenceIn
       const std::string what = "sequence " + std::to_string(i) + "'s state";
       state_layout_.check_size(in.state->floats(), what, in.state->position);
       // The same number of floats in other parts (a state without this model's growing parts).
-      throw Error(what + " holds parts of another layout; this model's state has " + state_layout_.describe());
+      throw Error(what + " holds parts of another layout; this model's state has " +
+                  state_layout_.describe());
     }
     if (!in.tokens.empty()) {
       for (int32_t id : in.tokens) {
@@ -163,7 +164,7 @@ void Model::run_round(const ComputeContext& ctx, std::span<const SequenceInput> 
                    static_cast<uint64_t>(!batch[i].tokens.empty())});
     if (positioned) ws.key.push_back(static_cast<uint64_t>(part.position));
   }
-    try {
+  try {
     backend_->begin_round(stream, ctx, ws.key);
     embed_rows(batch, ws);
     LayerContext layer{*backend_, stream,     ws.parts,     m,
@@ -218,7 +219,8 @@ void Model::embed_rows(std::span<const SequenceInput> batch, Workspace& ws) cons
     const float multiplier = static_cast<float>(config_.hybrid.embedding_multiplier);
     if (multiplier != 1.0f) {
       const View rows = ws.hidden.row(part.first_row);
-      backend_->scale(stream, {rows, static_cast<int64_t>(ws.tokens.size()), d, multiplier, false, rows, kEmbedPhase});
+      backend_->scale(
+          stream, {rows, static_cast<int64_t>(ws.tokens.size()), d, multiplier, false, rows, kEmbedPhase});
     }
     r = end - 1;
   }
@@ -240,7 +242,8 @@ void Model::record_heads(const ForwardOptions& options, Workspace& ws, int64_t m
   // Logits divided by the config's logits_scaling (Granite-4.0-H), as a product by its inverse.
   const float logit_scale = static_cast<float>(1.0 / config_.hybrid.logits_scaling);
   const auto scale_logits = [&](View logits, int64_t rows) {
-    if (logit_scale != 1.0f) backend_->scale(stream, {logits, rows, vocab, logit_scale, false, logits, kLmHeadPhase});
+    if (logit_scale != 1.0f)
+      backend_->scale(stream, {logits, rows, vocab, logit_scale, false, logits, kLmHeadPhase});
   };
   switch (kind) {
     case OutputKind::None:

@@ -106,8 +106,9 @@ ModelTensors model_tensor_specs(const ModelConfig& c, bool hf_names, int64_t inp
                         .wanted = input_dim > 0};
   TensorSpec input_bias{
       .name = "input_proj.bias", .shape = {d}, .init = {TensorInit::Uniform, 0.1}, .wanted = input_dim > 0};
-  TensorSpec norm_f{
-      .name = granite ? "model.norm.weight" : "backbone.norm_f.weight", .shape = {d}, .gguf = "output_norm.weight"};
+  TensorSpec norm_f{.name = granite ? "model.norm.weight" : "backbone.norm_f.weight",
+                    .shape = {d},
+                    .gguf = "output_norm.weight"};
   TensorSpec lm_head{.name = "lm_head.weight",
                      .shape = {c.vocab_rows, d},
                      .role = TensorRole::Matrix,

@@ -10,7 +10,8 @@ namespace mb::test {
 
 // Granite-4.0-H, dense: `pattern` of 'M' and '*' (each layer's mixer, then its shared SwiGLU MLP),
 // 4 heads / 2 KV heads of d_model / 4, Mamba-2 heads of 16, and every multiplier away from 1.
-inline ModelConfig granite_config(const std::string& pattern = "*MM*", int64_t d_model = 48, int64_t vocab = 131) {
+inline ModelConfig granite_config(const std::string& pattern = "*MM*", int64_t d_model = 48,
+                                  int64_t vocab = 131) {
   ModelConfig c;
   c.family = ModelFamily::GraniteHybrid;
   c.arch = Architecture::Mamba2;

@@ -22,7 +22,8 @@ void attention_body(const AttentionShape& s, OpRun& run) {
   const AttentionParams p{s.n_heads, s.n_kv_heads, s.head_dim, s.scale};
   const PartRows layout = part_rows(s.lengths);
   const int64_t qw = p.q_width(), kvw = p.kv_width();
-  const TensorId q = run.tensor("q", {1, layout.total_rows, qw, qw + 3}, random_floats(layout.total_rows * qw, 3));
+  const TensorId q =
+      run.tensor("q", {1, layout.total_rows, qw, qw + 3}, random_floats(layout.total_rows * qw, 3));
   const TensorId y = run.tensor("y", {2, layout.total_rows, qw}, random_floats(layout.total_rows * qw, 4));
   writes_parts(run, y, layout, Check::Nmse);
   // Each part's state already holds the keys and values of every position its rows see: two
@@ -39,14 +40,15 @@ void attention_body(const AttentionShape& s, OpRun& run) {
     std::vector<Part> parts;
     for (size_t i = 0; i < s.lengths.size(); ++i)
       parts.push_back({run.storage(states[i]), layout.first_rows[i], s.lengths[i], s.positions[i]});
-    backend.attention(stream, {s.n_heads, s.n_kv_heads, s.head_dim, s.scale, run.view(q), 0, 1, run.view(y), parts});
+    backend.attention(stream,
+                      {s.n_heads, s.n_kv_heads, s.head_dim, s.scale, run.view(q), 0, 1, run.view(y), parts});
   });
   run.reference([&] {
     for (size_t i = 0; i < s.lengths.size(); ++i) {
       const int64_t after = s.positions[i] + s.lengths[i];
       const float* keys = run.host(states[i]) + 3;
-      attention_reference(p, {run.host(q) + layout.first_rows[i] * run.rows(q).ld, run.rows(q).ld, s.lengths[i],
-                              s.positions[i], keys, keys + after * kvw,
+      attention_reference(p, {run.host(q) + layout.first_rows[i] * run.rows(q).ld, run.rows(q).ld,
+                              s.lengths[i], s.positions[i], keys, keys + after * kvw,
                               run.host(y) + layout.first_rows[i] * run.rows(y).ld, run.rows(y).ld});
     }
   });
@@ -110,12 +112,16 @@ void add_hybrid_cases(std::vector<OpCase>& cases) {
     const std::string vars = "heads=" + std::to_string(s.n_heads) + "/" + std::to_string(s.n_kv_heads) +
                              " head_dim=" + std::to_string(s.head_dim) + " " + describe_parts(s.lengths) +
                              " positions=" + (s.lengths.size() > 4 ? "9" : join(s.positions));
-    cases.push_back({"attention", vars, kFloatNmse, {{OpKind::Attention, DType::F32, s.head_dim}},
-                     s.lengths.size() > 1, [s](OpRun& run) { attention_body(s, run); }});
+    cases.push_back({"attention",
+                     vars,
+                     kFloatNmse,
+                     {{OpKind::Attention, DType::F32, s.head_dim}},
+                     s.lengths.size() > 1,
+                     [s](OpRun& run) { attention_body(s, run); }});
   }
   for (Activation activation : {Activation::SwiGlu, Activation::ReluSquared})
-    for (const auto& [rows, width, in_place] :
-         std::vector<std::tuple<int64_t, int64_t, bool>>{{1, 1, false}, {3, 17, true}, {9, 64, false}, {2, 100, true}})
+    for (const auto& [rows, width, in_place] : std::vector<std::tuple<int64_t, int64_t, bool>>{
+             {1, 1, false}, {3, 17, true}, {9, 64, false}, {2, 100, true}})
       cases.push_back({"glu",
                        std::string(activation_name(activation)) + " rows=" + std::to_string(rows) +
                            " width=" + std::to_string(width) + (in_place ? " in_place" : ""),
@@ -123,8 +129,10 @@ void add_hybrid_cases(std::vector<OpCase>& cases) {
                        {{OpKind::Glu}},
                        false,
                        [g = GluShape{activation, rows, width, in_place}](OpRun& run) { glu_body(g, run); }});
-  for (const ScaleShape& s : std::vector<ScaleShape>{
-           {1, 1, 12.0f, false, true}, {5, 37, 0.22f, true, false}, {9, 64, 1.0f / 3.0f, false, false}, {2, 100, -0.5f, true, false}})
+  for (const ScaleShape& s : std::vector<ScaleShape>{{1, 1, 12.0f, false, true},
+                                                     {5, 37, 0.22f, true, false},
+                                                     {9, 64, 1.0f / 3.0f, false, false},
+                                                     {2, 100, -0.5f, true, false}})
     cases.push_back({"scale",
                      "rows=" + std::to_string(s.rows) + " cols=" + std::to_string(s.cols) +
                          " scale=" + std::to_string(s.scale) + (s.accumulate ? " accumulate" : "") +

@@ -88,10 +88,17 @@ TEST(HybridConfig, WhatTheEngineCannotRunIsRefusedNamingTheKey) {
                {"num_local_experts", "mixture-of-experts"});
   expect_error([&] { parse_model_config(with(granite, "position_embedding_type", "rope"), "g"); },
                {"position_embedding_type", "rope"});
-  expect_error([&] { parse_model_config(with(granite, "layer_types", json{"mamba", "attention"}), "g"); },
-               {"layer_types", "5"});
-  expect_error([&] { parse_model_config(with(granite, "layer_types", json{"mamba", "mlp", "mamba", "mamba", "mamba"}), "g"); },
-               {"layer_types[1]"});
+  expect_error(
+      [&] {
+        parse_model_config(with(granite, "layer_types", json{"mamba", "attention"}), "g");
+      },
+      {"layer_types", "5"});
+  expect_error(
+      [&] {
+        parse_model_config(with(granite, "layer_types", json{"mamba", "mlp", "mamba", "mamba", "mamba"}),
+                           "g");
+      },
+      {"layer_types[1]"});
   expect_error([&] { parse_model_config(with(granite, "num_key_value_heads", 3), "g"); },
                {"num_key_value_heads", "3"});
   expect_error([&] { parse_model_config(with(granite, "mamba_d_head", 24), "g"); }, {"mamba_d_head"});
@@ -100,7 +107,8 @@ TEST(HybridConfig, WhatTheEngineCannotRunIsRefusedNamingTheKey) {
   expect_error([&] { parse_model_config(with(nemotron, "hybrid_override_pattern", "M-x"), "n"); }, {"'x'"});
   expect_error([&] { parse_model_config(with(nemotron, "num_hidden_layers", 7), "n"); },
                {"num_hidden_layers", "6 layers"});
-  expect_error([&] { parse_model_config(with(nemotron, "mlp_hidden_act", "gelu"), "n"); }, {"mlp_hidden_act"});
+  expect_error([&] { parse_model_config(with(nemotron, "mlp_hidden_act", "gelu"), "n"); },
+               {"mlp_hidden_act"});
   expect_error([&] { parse_model_config(with(nemotron, "mamba_num_heads", 5), "n"); }, {"group count"});
 }
 

@@ -81,21 +81,24 @@ TEST_P(HybridExactness, ThreadCountsRoundSizesAndInstructionSetsChangeNoBit) {
   const Model& model = model_for(GetParam());
   const auto tokens = test::random_tokens(150, model.config().vocab_size, 4);
   SequenceState base_state = model.new_state();
-  const auto base = test::prefill(model, ComputeContext{1, best_isa()}, tokens, base_state, {OutputKind::LogitsAll, 0});
+  const auto base =
+      test::prefill(model, ComputeContext{1, best_isa()}, tokens, base_state, {OutputKind::LogitsAll, 0});
   // Rounds of 1, 7 and 64 positions hand the KV cache over between rounds at every kind of
   // boundary (inside and across its allocation blocks of positions).
   for (int threads : {1, 2, 3}) {
     for (int64_t chunk : {0, 1, 7, 64}) {
       SequenceState state = model.new_state();
-      const auto got =
-          test::prefill(model, ComputeContext{threads, best_isa()}, tokens, state, {OutputKind::LogitsAll, chunk});
+      const auto got = test::prefill(model, ComputeContext{threads, best_isa()}, tokens, state,
+                                     {OutputKind::LogitsAll, chunk});
       EXPECT_TRUE(same_bits(got, base)) << "threads " << threads << " round " << chunk;
-      EXPECT_TRUE(same_bits(state.download(), base_state.download())) << "threads " << threads << " round " << chunk;
+      EXPECT_TRUE(same_bits(state.download(), base_state.download()))
+          << "threads " << threads << " round " << chunk;
     }
   }
   for (Isa isa : test::supported_isas()) {
     SequenceState state = model.new_state();
-    EXPECT_TRUE(same_bits(test::prefill(model, ComputeContext{2, isa}, tokens, state, {OutputKind::LogitsAll, 0}), base))
+    EXPECT_TRUE(same_bits(
+        test::prefill(model, ComputeContext{2, isa}, tokens, state, {OutputKind::LogitsAll, 0}), base))
         << isa_name(isa);
     EXPECT_TRUE(same_bits(state.download(), base_state.download())) << isa_name(isa);
   }
@@ -118,7 +121,8 @@ TEST_P(HybridExactness, EachSequenceOfABatchEqualsItAlone) {
       model.forward(ctx, batch, {kind, chunk}, ws, batched);
       for (size_t i = 0; i < prompts.size(); ++i) {
         SequenceState alone = model.new_state();
-        const auto solo = test::prefill(model, ComputeContext{1, best_isa()}, prompts[i], alone, {kind, chunk});
+        const auto solo =
+            test::prefill(model, ComputeContext{1, best_isa()}, prompts[i], alone, {kind, chunk});
         EXPECT_TRUE(same_bits(batched[i], solo)) << "sequence " << i << " round " << chunk;
         EXPECT_TRUE(same_bits(states[i].download(), alone.download())) << "sequence " << i;
       }
@@ -136,14 +140,15 @@ TEST_P(HybridExactness, AStateHoldsThePositionsItUsedAndContinuesExactlyAfterAFo
   const Model& model = model_for(GetParam());
   const ComputeContext ctx{2, best_isa()};
   const auto tokens = test::random_tokens(60, model.config().vocab_size, 7);
-  const std::vector<int32_t> first(tokens.begin(), tokens.begin() + 37), rest(tokens.begin() + 37, tokens.end());
+  const std::vector<int32_t> first(tokens.begin(), tokens.begin() + 37),
+      rest(tokens.begin() + 37, tokens.end());
   SequenceState state = model.new_state();
   test::prefill(model, ctx, first, state, {OutputKind::None, 0});
 
   // Fixed parts, then 37 positions of each attention block's keys and values.
   const StateShape shape = model.state_layout().shape();
-  const int64_t attention_layers =
-      static_cast<int64_t>(std::count(model.config().hybrid.pattern.begin(), model.config().hybrid.pattern.end(), '*'));
+  const int64_t attention_layers = static_cast<int64_t>(
+      std::count(model.config().hybrid.pattern.begin(), model.config().hybrid.pattern.end(), '*'));
   const int64_t kv = model.config().hybrid.attention.n_kv_heads * model.config().hybrid.attention.head_dim;
   ASSERT_EQ(shape.growing.size(), static_cast<size_t>(2 * attention_layers));
   for (int64_t per_position : shape.growing) EXPECT_EQ(per_position, kv);

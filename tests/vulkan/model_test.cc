@@ -602,7 +602,7 @@ TEST_F(VulkanModelErrors, HybridModelsAreRefusedNamingTheirBlocks) {
     } catch (const Error& error) {
       const std::string what = error.what();
       EXPECT_NE(what.find(config.hybrid.pattern.find('M') == std::string::npos ? "attention and MLP blocks"
-                                                                                 : "does not run"),
+                                                                               : "does not run"),
                 std::string::npos)
           << what;
       EXPECT_NE(what.find("--device cpu"), std::string::npos) << what;

@@ -49,7 +49,8 @@ std::vector<TensorSpec> AttentionBlock::schema(const ModelConfig& c, const Block
   // Unit-variance products for unit-variance inputs; o_proj, a residual branch, is scaled down
   // by sqrt(n_layer) as out_proj is (mamba_schema.h).
   const double in_bound = std::sqrt(3.0 / static_cast<double>(d));
-  const double out_bound = std::sqrt(3.0 / static_cast<double>(qw)) / std::sqrt(static_cast<double>(c.n_layer));
+  const double out_bound =
+      std::sqrt(3.0 / static_cast<double>(qw)) / std::sqrt(static_cast<double>(c.n_layer));
   TensorSpec norm{.name = block.norm(), .shape = {d}, .gguf = block.gguf(block.names.gguf_norm)};
   TensorSpec o = projection(block, "o_proj", d, qw, out_bound, "attn_output");
   o.residual_output = true;
@@ -108,7 +109,7 @@ void AttentionBlock::forward(LayerContext& ctx) const {
   const View xn = ctx.scratch[kXn], q = ctx.scratch[kQRows], k = ctx.scratch[kKRows], v = ctx.scratch[kVRows],
              y = ctx.scratch[kY];
   const NormSegment norm{0, d_model_, values(kNorm)};
-  be.rms_norm(s, {ctx.hidden, m, std::span(&norm, 1), norm_eps_, xn, phase(kNormPhase)});  // [m, d]
+  be.rms_norm(s, {ctx.hidden, m, std::span(&norm, 1), norm_eps_, xn, phase(kNormPhase)});    // [m, d]
   be.matmul(s, {xn, m, matrix(kQ), values(kQBias), q, false, false, {}, phase(kQkvPhase)});  // [m, H hd]
   be.matmul(s, {xn, m, matrix(kK), values(kKBias), k, false, false, {}, phase(kQkvPhase)});  // [m, Hkv hd]
   be.matmul(s, {xn, m, matrix(kV), values(kVBias), v, false, false, {}, phase(kQkvPhase)});

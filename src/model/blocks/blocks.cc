@@ -38,7 +38,8 @@ Weight derived_weight(WeightBinder& binder, std::vector<float> values) {
 void add_to_residual(const LayerContext& ctx, View x, Matrix w, View bias, float multiplier, View out,
                      PhaseId phase) {
   if (multiplier == 1.0f) {
-    ctx.backend.matmul(ctx.stream, {x, ctx.m, w, bias, ctx.hidden, true, false, {}, phase});  // += [m, w.rows]
+    ctx.backend.matmul(ctx.stream,
+                       {x, ctx.m, w, bias, ctx.hidden, true, false, {}, phase});  // += [m, w.rows]
     return;
   }
   ctx.backend.matmul(ctx.stream, {x, ctx.m, w, bias, out, false, false, {}, phase});

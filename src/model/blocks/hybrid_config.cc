@@ -36,14 +36,16 @@ void refuse_experts(const ConfigReader& reader, const char* key) {
   if (!reader.has(key)) return;
   const json& value = reader.at(key);
   if (!value.is_number_integer() || value.get<int64_t>() < 0)
-    throw Error(reader.where() + ": '" + key + "' must be a non-negative integer, got " + json_excerpt(value));
+    throw Error(reader.where() + ": '" + key + "' must be a non-negative integer, got " +
+                json_excerpt(value));
   if (value.get<int64_t>() > 0)
     throw Error(reader.where() + ": '" + key + "' = " + std::to_string(value.get<int64_t>()) +
                 ": mixture-of-experts layers are not supported yet (only the dense models run)");
 }
 
 // The sizes every family reads the same way, and attention's heads.
-void parse_attention(const ConfigReader& reader, ModelConfig& c, std::initializer_list<const char*> head_dim_keys) {
+void parse_attention(const ConfigReader& reader, ModelConfig& c,
+                     std::initializer_list<const char*> head_dim_keys) {
   AttentionConfig& a = c.hybrid.attention;
   a.n_heads = reader.positive_int("num_attention_heads", 1 << 12);
   a.n_kv_heads = reader.positive_int_or("num_key_value_heads", a.n_heads, 1 << 12);
@@ -62,7 +64,8 @@ void finish_mixer(const ConfigReader& reader, MambaMixerConfig& m, int64_t heads
   if (reader.has("time_step_limit")) {
     const json& value = reader.at("time_step_limit");
     if (!value.is_array() || value.size() != 2)
-      throw Error(reader.where() + ": 'time_step_limit' must be a list [min, max], got " + json_excerpt(value));
+      throw Error(reader.where() + ": 'time_step_limit' must be a list [min, max], got " +
+                  json_excerpt(value));
     m.dt_limit_min = reader.number_value(value[0], "time_step_limit");
     m.dt_limit_max = reader.number_value(value[1], "time_step_limit");
     if (!(m.dt_limit_min >= 0.0 && m.dt_limit_min <= m.dt_limit_max))
@@ -93,8 +96,8 @@ void parse_granite_hybrid(const ConfigReader& reader, ModelConfig& c) {
   if (reader.has("layer_types")) {
     const json& types = reader.at("layer_types");
     if (!types.is_array() || static_cast<int64_t>(types.size()) != c.n_layer)
-      throw Error(reader.where() + ": 'layer_types' must list num_hidden_layers = " + std::to_string(c.n_layer) +
-                  " entries, got " + json_excerpt(types));
+      throw Error(reader.where() + ": 'layer_types' must list num_hidden_layers = " +
+                  std::to_string(c.n_layer) + " entries, got " + json_excerpt(types));
     for (size_t l = 0; l < types.size(); ++l) {
       const json& t = types[l];
       if (t == "mamba")
@@ -134,7 +137,8 @@ void parse_granite_hybrid(const ConfigReader& reader, ModelConfig& c) {
                   : d_inner / heads;
   if (heads * m.headdim != d_inner)
     throw Error(reader.where() + ": mamba_n_heads x mamba_d_head = " + std::to_string(heads) + " x " +
-                std::to_string(m.headdim) + " does not equal mamba_expand x hidden_size = " + std::to_string(d_inner));
+                std::to_string(m.headdim) +
+                " does not equal mamba_expand x hidden_size = " + std::to_string(d_inner));
   finish_mixer(reader, m, heads);
 }
 
@@ -143,8 +147,8 @@ void parse_nemotron_h(const ConfigReader& reader, ModelConfig& c) {
   c.arch = Architecture::Mamba2;
   c.d_model = reader.positive_int("hidden_size", kMaxDModel);
   c.vocab_size = reader.positive_int("vocab_size", kMaxVocab);
-  c.norm_eps = static_cast<float>(reader.positive_number_or(
-      "layer_norm_epsilon", reader.positive_number_or("rms_norm_eps", 1e-5)));
+  c.norm_eps = static_cast<float>(
+      reader.positive_number_or("layer_norm_epsilon", reader.positive_number_or("rms_norm_eps", 1e-5)));
   c.tie_embeddings = reader.boolean_or("tie_word_embeddings", false);
   HybridConfig& h = c.hybrid;
   // hybrid_override_pattern, or layers_block_type in either of transformers' spellings.
@@ -169,7 +173,8 @@ void parse_nemotron_h(const ConfigReader& reader, ModelConfig& c) {
     throw Error(reader.where() + ": neither 'hybrid_override_pattern' nor 'layers_block_type' is present");
   }
   if (h.pattern.empty() || static_cast<int64_t>(h.pattern.size()) > kMaxLayers)
-    throw Error(reader.where() + ": the layer pattern must have 1 to " + std::to_string(kMaxLayers) + " layers");
+    throw Error(reader.where() + ": the layer pattern must have 1 to " + std::to_string(kMaxLayers) +
+                " layers");
   for (size_t l = 0; l < h.pattern.size(); ++l) {
     const char kind = h.pattern[l];
     if (kind == kMoeLayer)
@@ -181,7 +186,8 @@ void parse_nemotron_h(const ConfigReader& reader, ModelConfig& c) {
   }
   c.n_layer = static_cast<int64_t>(h.pattern.size());
   if (reader.has("num_hidden_layers") && reader.positive_int("num_hidden_layers", kMaxLayers) != c.n_layer)
-    throw Error(reader.where() + ": num_hidden_layers = " + std::to_string(reader.positive_int("num_hidden_layers", kMaxLayers)) +
+    throw Error(reader.where() + ": num_hidden_layers = " +
+                std::to_string(reader.positive_int("num_hidden_layers", kMaxLayers)) +
                 " but the layer pattern has " + std::to_string(c.n_layer) + " layers");
   parse_attention(reader, c, {"head_dim", "attention_head_dim"});
   h.mlp.width = reader.positive_int("intermediate_size", 1 << 20);
@@ -234,8 +240,10 @@ std::vector<BlockSpec> hybrid_blocks(const ModelConfig& c) {
       continue;
     }
     // Granite: input_layernorm -> mixer -> post_attention_layernorm -> shared MLP.
-    list.push_back({block, l, {prefix, kind == kMambaLayer ? "mamba." : "self_attn.", "input_layernorm.weight"}});
-    list.push_back({BlockKind::Mlp, l, {prefix, "shared_mlp.", "post_attention_layernorm.weight", "ffn_norm.weight"}});
+    list.push_back(
+        {block, l, {prefix, kind == kMambaLayer ? "mamba." : "self_attn.", "input_layernorm.weight"}});
+    list.push_back(
+        {BlockKind::Mlp, l, {prefix, "shared_mlp.", "post_attention_layernorm.weight", "ffn_norm.weight"}});
   }
   return list;
 }

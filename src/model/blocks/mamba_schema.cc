@@ -53,15 +53,13 @@ TensorSpec conv(const BlockSpec& block, int64_t channels, int64_t kernel_size) {
 }
 
 TensorSpec conv_bias(const BlockSpec& block, int64_t channels, bool wanted) {
-  TensorSpec s =
-      spec(block, "conv1d.bias", {channels}, TensorRole::Vector, kSmallBias, "ssm_conv1d.bias");
+  TensorSpec s = spec(block, "conv1d.bias", {channels}, TensorRole::Vector, kSmallBias, "ssm_conv1d.bias");
   s.wanted = wanted;
   return s;
 }
 
 TensorSpec dt_bias(const BlockSpec& block, int64_t heads) {
-  TensorSpec s =
-      spec(block, "dt_bias", {heads}, TensorRole::Vector, {TensorInit::DtBias}, "ssm_dt.bias");
+  TensorSpec s = spec(block, "dt_bias", {heads}, TensorRole::Vector, {TensorInit::DtBias}, "ssm_dt.bias");
   s.keep_f32 = true;
   return s;
 }
@@ -100,8 +98,7 @@ TensorSpec out_proj(const BlockSpec& block, int64_t d_model, int64_t d_inner, in
 }
 
 TensorSpec out_proj_bias(const BlockSpec& block, int64_t d_model, bool wanted) {
-  TensorSpec s =
-      spec(block, "out_proj.bias", {d_model}, TensorRole::Vector, kSmallBias, "ssm_out.bias");
+  TensorSpec s = spec(block, "out_proj.bias", {d_model}, TensorRole::Vector, kSmallBias, "ssm_out.bias");
   s.wanted = wanted;
   return s;
 }

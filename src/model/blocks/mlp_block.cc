@@ -95,7 +95,7 @@ void MlpBlock::forward(LayerContext& ctx) const {
                 .bias = values(kUpBias),
                 .y = up,
                 .norm = {values(kNorm), norm_eps_, xn, phase(kNormPhase)},
-                .phase = phase(kUpPhase)});  // rms_norm([m, d]) -> [m, up rows]
+                .phase = phase(kUpPhase)});                              // rms_norm([m, d]) -> [m, up rows]
   be.glu(s, {up, m, width_, activation_, up, phase(kActivationPhase)});  // -> [m, W] in place
   const View out = residual_multiplier_ != 1.0f ? ctx.scratch[kOut] : View{};
   add_to_residual(ctx, up, matrix(kDown), values(kDownBias), residual_multiplier_, out, phase(kDownPhase));

@@ -134,7 +134,8 @@ void mamba3_scan(const ComputeContext& ctx, const Mamba3ScanParams& p,
   cpu::kernels_for(ctx.isa).mamba3_scan(p, sequences, ctx.n_threads);
 }
 
-void attention(const ComputeContext& ctx, const AttentionParams& p, std::span<const AttentionSequence> sequences) {
+void attention(const ComputeContext& ctx, const AttentionParams& p,
+               std::span<const AttentionSequence> sequences) {
   MB_CHECK(p.n_heads > 0 && p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0 && p.head_dim > 0);
   for (const auto& s : sequences) {
     MB_CHECK(s.rows >= 0 && s.position >= 0 && s.ldq >= p.q_width() && s.ldy >= p.q_width());

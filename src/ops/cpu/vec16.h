@@ -82,7 +82,8 @@ struct KernelTable {
                       int n_threads);
   void (*mamba3_scan)(const Mamba3ScanParams& params, std::span<const Mamba3ScanSequence> sequences,
                       int n_threads);
-  void (*attention)(const AttentionParams& params, std::span<const AttentionSequence> sequences, int n_threads);
+  void (*attention)(const AttentionParams& params, std::span<const AttentionSequence> sequences,
+                    int n_threads);
   void (*glu)(const GluArgs& args, int n_threads);
   void (*scale_rows)(const ScaleArgs& args, int n_threads);
   QuantKernels quant;
