@@ -58,10 +58,14 @@ std::string StateLayout::describe() const {
     const std::string parts = parts_text(layers_[first]);
     size_t last = first;
     while (last + 1 < layers_.size() && parts_text(layers_[last + 1]) == parts) ++last;
-    text += (first == last ? "layer " + std::to_string(first)
-                           : "layers " + std::to_string(first) + "-" + std::to_string(last)) +
-            ": " + parts + " (" + std::to_string(layers_[first].floats) +
-            (first == last ? " floats); " : " floats each); ");
+    const std::string which = first == last ? "layer " + std::to_string(first)
+                                            : "layers " + std::to_string(first) + "-" + std::to_string(last);
+    // A block without state (a hybrid's MLP) still has its entry, so the numbers follow the blocks.
+    if (layers_[first].parts.empty())
+      text += which + ": no state; ";
+    else
+      text += which + ": " + parts + " (" + std::to_string(layers_[first].floats) +
+              (first == last ? " floats); " : " floats each); ");
     first = last + 1;
   }
   if (!growing_.empty()) {

@@ -128,6 +128,9 @@ TEST(HybridConfig, MakeModelWritesHybridsThatLoadWithTheSizesAskedFor) {
     EXPECT_EQ(model->state_layout().n_layers(), static_cast<int64_t>(c.blocks().size()));
     const auto attention = std::count(c.hybrid.pattern.begin(), c.hybrid.pattern.end(), '*');
     EXPECT_EQ(model->state_layout().shape().growing.size(), static_cast<size_t>(2 * attention));
+    // The MLP blocks keep no state and say so.
+    EXPECT_NE(model->state_layout().describe().find(": no state"), std::string::npos)
+        << model->state_layout().describe();
   }
 }
 
