@@ -81,4 +81,50 @@ void expect_prefill_then_decode_equals_decode(const Model& model, const ComputeC
   EXPECT_TRUE(same_bits(mixed.download(), stepped.download()));
 }
 
+void expect_threads_rounds_and_isas_change_no_bit(const Model& model, const std::vector<int32_t>& tokens,
+                                                  const std::vector<int64_t>& rounds, ScanForm scan) {
+  SequenceState base_state = model.new_state();
+  const auto base =
+      prefill(model, ComputeContext{1, best_isa()}, tokens, base_state, {OutputKind::LogitsAll, 0, scan});
+  for (int threads : {1, 2, 3}) {
+    for (int64_t chunk : rounds) {
+      SequenceState state = model.new_state();
+      const auto got = prefill(model, ComputeContext{threads, best_isa()}, tokens, state,
+                               {OutputKind::LogitsAll, chunk, scan});
+      EXPECT_TRUE(same_bits(got, base)) << "threads " << threads << " round " << chunk;
+      EXPECT_TRUE(same_bits(state.download(), base_state.download()))
+          << "threads " << threads << " round " << chunk;
+    }
+  }
+  for (Isa isa : supported_isas()) {
+    SequenceState state = model.new_state();
+    EXPECT_TRUE(same_bits(
+        prefill(model, ComputeContext{2, isa}, tokens, state, {OutputKind::LogitsAll, 0, scan}), base))
+        << isa_name(isa);
+    EXPECT_TRUE(same_bits(state.download(), base_state.download())) << isa_name(isa);
+  }
+}
+
+void expect_batch_equals_each_alone(const Model& model, const std::vector<std::vector<int32_t>>& prompts,
+                                    const std::vector<OutputKind>& kinds, const std::vector<int64_t>& rounds,
+                                    ScanForm scan, int64_t ssd_chunk) {
+  for (OutputKind kind : kinds) {
+    for (int64_t chunk : rounds) {
+      std::vector<SequenceState> states(prompts.size(), model.new_state());
+      std::vector<SequenceInput> batch;
+      for (size_t i = 0; i < prompts.size(); ++i) batch.push_back({&states[i], prompts[i], {}});
+      Workspace ws;
+      std::vector<std::vector<float>> batched;
+      model.forward(ComputeContext{2, best_isa()}, batch, {kind, chunk, scan, ssd_chunk}, ws, batched);
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        SequenceState alone = model.new_state();
+        const auto solo =
+            prefill(model, ComputeContext{1, best_isa()}, prompts[i], alone, {kind, chunk, scan, ssd_chunk});
+        EXPECT_TRUE(same_bits(batched[i], solo)) << "sequence " << i << " round " << chunk;
+        EXPECT_TRUE(same_bits(states[i].download(), alone.download())) << "sequence " << i;
+      }
+    }
+  }
+}
+
 }  // namespace mb::test

@@ -51,6 +51,21 @@ void expect_batched_steps_equal_solo(const Model& model, const ComputeContext& c
 void expect_prefill_then_decode_equals_decode(const Model& model, const ComputeContext& ctx,
                                               const ForwardOptions& prefill_options);
 
+// Prefills `tokens` (every position's logits) from fresh states with 1, 2 and 3 threads in rounds
+// of each size of `rounds` (0: all at once), and with 2 threads on every supported instruction
+// set; fails the test where the logits or the final state differ in any bit from the one-thread
+// run of the whole input.
+void expect_threads_rounds_and_isas_change_no_bit(const Model& model, const std::vector<int32_t>& tokens,
+                                                  const std::vector<int64_t>& rounds,
+                                                  ScanForm scan = ScanForm::Sequential);
+
+// Prefills `prompts` as one batch on two threads, for each output kind of `kinds` and round size of
+// `rounds`, and each prompt alone on one thread; fails the test where a sequence's outputs or final
+// state differ in any bit.
+void expect_batch_equals_each_alone(const Model& model, const std::vector<std::vector<int32_t>>& prompts,
+                                    const std::vector<OutputKind>& kinds, const std::vector<int64_t>& rounds,
+                                    ScanForm scan = ScanForm::Sequential, int64_t ssd_chunk = 0);
+
 // Runs `tokens` as one forward call (a prefill) from `state` and returns its output rows.
 std::vector<float> prefill(const Model& model, const ComputeContext& ctx, const std::vector<int32_t>& tokens,
                            SequenceState& state, const ForwardOptions& options);

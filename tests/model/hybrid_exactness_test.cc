@@ -79,56 +79,21 @@ TEST_P(HybridExactness, PrefillEqualsDecodeStepsForEveryLength) {
 
 TEST_P(HybridExactness, ThreadCountsRoundSizesAndInstructionSetsChangeNoBit) {
   const Model& model = model_for(GetParam());
-  const auto tokens = test::random_tokens(150, model.config().vocab_size, 4);
-  SequenceState base_state = model.new_state();
-  const auto base =
-      test::prefill(model, ComputeContext{1, best_isa()}, tokens, base_state, {OutputKind::LogitsAll, 0});
   // Rounds of 1, 7 and 64 positions hand the KV cache over between rounds at every kind of
   // boundary (inside and across its allocation blocks of positions).
-  for (int threads : {1, 2, 3}) {
-    for (int64_t chunk : {0, 1, 7, 64}) {
-      SequenceState state = model.new_state();
-      const auto got = test::prefill(model, ComputeContext{threads, best_isa()}, tokens, state,
-                                     {OutputKind::LogitsAll, chunk});
-      EXPECT_TRUE(same_bits(got, base)) << "threads " << threads << " round " << chunk;
-      EXPECT_TRUE(same_bits(state.download(), base_state.download()))
-          << "threads " << threads << " round " << chunk;
-    }
-  }
-  for (Isa isa : test::supported_isas()) {
-    SequenceState state = model.new_state();
-    EXPECT_TRUE(same_bits(
-        test::prefill(model, ComputeContext{2, isa}, tokens, state, {OutputKind::LogitsAll, 0}), base))
-        << isa_name(isa);
-    EXPECT_TRUE(same_bits(state.download(), base_state.download())) << isa_name(isa);
-  }
+  test::expect_threads_rounds_and_isas_change_no_bit(
+      model, test::random_tokens(150, model.config().vocab_size, 4), {0, 1, 7, 64});
 }
 
 TEST_P(HybridExactness, EachSequenceOfABatchEqualsItAlone) {
   const Model& model = model_for(GetParam());
-  const ComputeContext ctx{2, best_isa()};
   const std::vector<size_t> lengths = {1, 5, 17, 70, 3, 140};
   std::vector<std::vector<int32_t>> prompts;
   for (size_t i = 0; i < lengths.size(); ++i)
     prompts.push_back(test::random_tokens(lengths[i], model.config().vocab_size, 20 + i));
-  for (OutputKind kind : {OutputKind::LogitsLast, OutputKind::LogitsAll, OutputKind::HiddenMean}) {
-    for (int64_t chunk : {0, 4}) {
-      std::vector<SequenceState> states(prompts.size(), model.new_state());
-      std::vector<SequenceInput> batch;
-      for (size_t i = 0; i < prompts.size(); ++i) batch.push_back({&states[i], prompts[i], {}});
-      Workspace ws;
-      std::vector<std::vector<float>> batched;
-      model.forward(ctx, batch, {kind, chunk}, ws, batched);
-      for (size_t i = 0; i < prompts.size(); ++i) {
-        SequenceState alone = model.new_state();
-        const auto solo =
-            test::prefill(model, ComputeContext{1, best_isa()}, prompts[i], alone, {kind, chunk});
-        EXPECT_TRUE(same_bits(batched[i], solo)) << "sequence " << i << " round " << chunk;
-        EXPECT_TRUE(same_bits(states[i].download(), alone.download())) << "sequence " << i;
-      }
-    }
-  }
-  test::expect_batched_steps_equal_solo(model, ctx, prompts.size(), 12);
+  test::expect_batch_equals_each_alone(
+      model, prompts, {OutputKind::LogitsLast, OutputKind::LogitsAll, OutputKind::HiddenMean}, {0, 4});
+  test::expect_batched_steps_equal_solo(model, ComputeContext{2, best_isa()}, prompts.size(), 12);
 }
 
 TEST_P(HybridExactness, PrefillThenDecodeContinuesLikeDecodeAllTheWay) {

@@ -101,66 +101,25 @@ TEST_P(SsdModelExactness, SequentialPrefillEqualsDecodeStepsForEveryLength) {
 TEST_P(SsdModelExactness, ThreadCountsRoundSizesAndInstructionSetsChangeNoBit) {
   const Model& model = model_for(GetParam());
   const auto tokens = test::random_tokens(150, model.config().vocab_size, 4);
-  for (ScanForm scan : {ScanForm::Sequential, ScanForm::Chunked}) {
-    SequenceState base_state = model.new_state();
-    const auto base =
-        prefill(model, ComputeContext{1, best_isa()}, tokens, base_state, OutputKind::LogitsAll, 0, scan);
-    // Round sizes split the chunked form into continued windows, which differ in rounding, so
-    // only the sequential order is round-size invariant.
-    const std::vector<int64_t> rounds =
-        scan == ScanForm::Sequential ? std::vector<int64_t>{0, 1, 7, 64, 150} : std::vector<int64_t>{0};
-    for (int threads : {1, 2, 3}) {
-      for (int64_t chunk : rounds) {
-        SequenceState state = model.new_state();
-        const auto got = prefill(model, ComputeContext{threads, best_isa()}, tokens, state,
-                                 OutputKind::LogitsAll, chunk, scan);
-        EXPECT_TRUE(same_bits(got, base))
-            << "threads " << threads << " round " << chunk << " chunked " << (scan == ScanForm::Chunked);
-        EXPECT_TRUE(same_bits(state.download(), base_state.download()))
-            << "threads " << threads << " round " << chunk;
-      }
-    }
-    for (Isa isa : test::supported_isas()) {
-      SequenceState state = model.new_state();
-      EXPECT_TRUE(same_bits(
-          prefill(model, ComputeContext{2, isa}, tokens, state, OutputKind::LogitsAll, 0, scan), base))
-          << isa_name(isa);
-      EXPECT_TRUE(same_bits(state.download(), base_state.download())) << isa_name(isa);
-    }
-  }
+  // Round sizes split the chunked form into continued windows, which differ in rounding, so only
+  // the sequential order is round-size invariant.
+  test::expect_threads_rounds_and_isas_change_no_bit(model, tokens, {0, 1, 7, 64, 150}, ScanForm::Sequential);
+  test::expect_threads_rounds_and_isas_change_no_bit(model, tokens, {0}, ScanForm::Chunked);
 }
 
 TEST_P(SsdModelExactness, EachSequenceOfABatchEqualsItAlone) {
   const Model& model = model_for(GetParam());
-  const ComputeContext ctx{2, best_isa()};
   const std::vector<size_t> lengths = {1, 5, 17, 70, 3, 140};
   std::vector<std::vector<int32_t>> prompts;
   for (size_t i = 0; i < lengths.size(); ++i)
     prompts.push_back(test::random_tokens(lengths[i], model.config().vocab_size, 20 + i));
-
   // Auto picks per sequence by its own length, so a batch mixes the two orders.
-  for (ScanForm scan : {ScanForm::Sequential, ScanForm::Chunked, ScanForm::Auto}) {
-    for (OutputKind kind : {OutputKind::LogitsLast, OutputKind::LogitsAll, OutputKind::HiddenMean}) {
-      for (int64_t chunk : {0, 4}) {
-        std::vector<SequenceState> states(prompts.size(), model.new_state());
-        std::vector<SequenceInput> batch;
-        for (size_t i = 0; i < prompts.size(); ++i) batch.push_back({&states[i], prompts[i], {}});
-        Workspace ws;
-        std::vector<std::vector<float>> batched;
-        model.forward(ctx, batch, {kind, chunk, scan, 16}, ws, batched);
-        for (size_t i = 0; i < prompts.size(); ++i) {
-          SequenceState alone = model.new_state();
-          const auto solo =
-              prefill(model, ComputeContext{1, best_isa()}, prompts[i], alone, kind, chunk, scan, 16);
-          EXPECT_TRUE(same_bits(batched[i], solo)) << "sequence " << i << " round " << chunk;
-          EXPECT_TRUE(same_bits(states[i].download(), alone.download())) << "sequence " << i;
-        }
-      }
-    }
-  }
-
+  for (ScanForm scan : {ScanForm::Sequential, ScanForm::Chunked, ScanForm::Auto})
+    test::expect_batch_equals_each_alone(
+        model, prompts, {OutputKind::LogitsLast, OutputKind::LogitsAll, OutputKind::HiddenMean}, {0, 4}, scan,
+        16);
   // Then decode steps as a batch (different tokens each step) against each sequence alone.
-  test::expect_batched_steps_equal_solo(model, ctx, prompts.size(), 12);
+  test::expect_batched_steps_equal_solo(model, ComputeContext{2, best_isa()}, prompts.size(), 12);
 }
 
 TEST_P(SsdModelExactness, PrefillThenDecodeContinuesLikeDecodeAllTheWay) {
