@@ -81,6 +81,27 @@ void expect_prefill_then_decode_equals_decode(const Model& model, const ComputeC
   EXPECT_TRUE(same_bits(mixed.download(), stepped.download()));
 }
 
+void expect_prefill_equals_steps_for_every_length(const Model& model, int64_t max_length) {
+  const ComputeContext ctx{1, best_isa()};
+  const int64_t V = model.config().vocab_size;
+  const auto tokens = random_tokens(max_length, V, 3);
+  std::vector<SequenceState> states;
+  SequenceState state = model.new_state();
+  const std::vector<float> step_all = step_logits(model, ctx, tokens, state, &states);
+  // Every length natively; in a sampled run every length up to 32, then every 29th, and the last.
+  for (int64_t T = 1; T <= max_length; T += (sampled_sweeps() && T >= 32 && T + 29 <= max_length) ? 29 : 1) {
+    SequenceState fresh = model.new_state();
+    const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + T);
+    const bool all = T % 3 == 0;
+    const auto logits =
+        prefill(model, ctx, prompt, fresh, {all ? OutputKind::LogitsAll : OutputKind::LogitsLast, 0});
+    const std::vector<float> expected(step_all.begin() + (all ? 0 : (T - 1) * V), step_all.begin() + T * V);
+    ASSERT_TRUE(same_bits(logits, expected)) << "logits differ at T=" << T;
+    ASSERT_TRUE(same_bits(fresh.download(), states[T - 1].download())) << "state differs at T=" << T;
+    ASSERT_EQ(fresh.position, T);
+  }
+}
+
 void expect_threads_rounds_and_isas_change_no_bit(const Model& model, const std::vector<int32_t>& tokens,
                                                   const std::vector<int64_t>& rounds, ScanForm scan) {
   SequenceState base_state = model.new_state();

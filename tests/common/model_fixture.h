@@ -51,6 +51,12 @@ void expect_batched_steps_equal_solo(const Model& model, const ComputeContext& c
 void expect_prefill_then_decode_equals_decode(const Model& model, const ComputeContext& ctx,
                                               const ForwardOptions& prefill_options);
 
+// Decodes `max_length` random tokens step by step, then prefills every length T up to it (in a
+// sampled run every length to 32, then every 29th) from a fresh state (one thread, one round,
+// the sequential scan); fails the test unless the logits (every position's for T a multiple of 3,
+// else the last) and the whole state equal the steps' bit for bit.
+void expect_prefill_equals_steps_for_every_length(const Model& model, int64_t max_length);
+
 // Prefills `tokens` (every position's logits) from fresh states with 1, 2 and 3 threads in rounds
 // of each size of `rounds` (0: all at once), and with 2 threads on every supported instruction
 // set; fails the test where the logits or the final state differ in any bit from the one-thread

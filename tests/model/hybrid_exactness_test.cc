@@ -56,25 +56,7 @@ const Model& model_for(const Shape& shape) {
 class HybridExactness : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(HybridExactness, PrefillEqualsDecodeStepsForEveryLength) {
-  const Model& model = model_for(GetParam());
-  const ComputeContext ctx{1, best_isa()};
-  const int64_t V = model.config().vocab_size;
-  const int64_t max_length = GetParam().max_length;
-  const auto tokens = test::random_tokens(max_length, V, 3);
-  std::vector<SequenceState> states;
-  SequenceState state = model.new_state();
-  const std::vector<float> step_all = test::step_logits(model, ctx, tokens, state, &states);
-  for (int64_t T = 1; T <= max_length;
-       T += (test::sampled_sweeps() && T >= 32 && T + 29 <= max_length) ? 29 : 1) {
-    SequenceState fresh = model.new_state();
-    const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + T);
-    const bool all = T % 3 == 0;
-    const auto logits =
-        test::prefill(model, ctx, prompt, fresh, {all ? OutputKind::LogitsAll : OutputKind::LogitsLast, 0});
-    const std::vector<float> expected(step_all.begin() + (all ? 0 : (T - 1) * V), step_all.begin() + T * V);
-    ASSERT_TRUE(same_bits(logits, expected)) << "logits differ at T=" << T;
-    ASSERT_TRUE(same_bits(fresh.download(), states[T - 1].download())) << "state differs at T=" << T;
-  }
+  test::expect_prefill_equals_steps_for_every_length(model_for(GetParam()), GetParam().max_length);
 }
 
 TEST_P(HybridExactness, ThreadCountsRoundSizesAndInstructionSetsChangeNoBit) {

@@ -66,36 +66,10 @@ const Model& model_for(const Shape& shape) {
   return *it->second;
 }
 
-std::vector<float> prefill(const Model& model, const ComputeContext& ctx, const std::vector<int32_t>& tokens,
-                           SequenceState& state, OutputKind kind, int64_t chunk,
-                           ScanForm scan = ScanForm::Sequential, int64_t ssd_chunk = 0) {
-  return test::prefill(model, ctx, tokens, state, {kind, chunk, scan, ssd_chunk});
-}
-
 class SsdModelExactness : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(SsdModelExactness, SequentialPrefillEqualsDecodeStepsForEveryLength) {
-  const Model& model = model_for(GetParam());
-  const ComputeContext ctx{1, best_isa()};
-  const int64_t V = model.config().vocab_size;
-  const int64_t max_length = GetParam().max_length;
-  const auto tokens = test::random_tokens(max_length, V, 3);
-  std::vector<SequenceState> states;
-  SequenceState state = model.new_state();
-  const std::vector<float> step_all = test::step_logits(model, ctx, tokens, state, &states);
-  // Every length natively; in a sampled run every length up to 32, then every 29th, and the last.
-  for (int64_t T = 1; T <= max_length;
-       T += (test::sampled_sweeps() && T >= 32 && T + 29 <= max_length) ? 29 : 1) {
-    SequenceState fresh = model.new_state();
-    const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + T);
-    const bool all = T % 3 == 0;
-    const auto logits =
-        prefill(model, ctx, prompt, fresh, all ? OutputKind::LogitsAll : OutputKind::LogitsLast, 0);
-    const std::vector<float> expected(step_all.begin() + (all ? 0 : (T - 1) * V), step_all.begin() + T * V);
-    ASSERT_TRUE(same_bits(logits, expected)) << "logits differ at T=" << T;
-    ASSERT_TRUE(same_bits(fresh.download(), states[T - 1].download())) << "state differs at T=" << T;
-    ASSERT_EQ(fresh.position, T);
-  }
+  test::expect_prefill_equals_steps_for_every_length(model_for(GetParam()), GetParam().max_length);
 }
 
 TEST_P(SsdModelExactness, ThreadCountsRoundSizesAndInstructionSetsChangeNoBit) {
