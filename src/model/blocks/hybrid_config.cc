@@ -61,17 +61,7 @@ void finish_mixer(const ConfigReader& reader, MambaMixerConfig& m, int64_t heads
   m.gated_norm = true;
   m.dt_limit_min = 0.0;
   m.dt_limit_max = INFINITY;
-  if (reader.has("time_step_limit")) {
-    const json& value = reader.at("time_step_limit");
-    if (!value.is_array() || value.size() != 2)
-      throw Error(reader.where() + ": 'time_step_limit' must be a list [min, max], got " +
-                  json_excerpt(value));
-    m.dt_limit_min = reader.number_value(value[0], "time_step_limit");
-    m.dt_limit_max = reader.number_value(value[1], "time_step_limit");
-    if (!(m.dt_limit_min >= 0.0 && m.dt_limit_min <= m.dt_limit_max))
-      throw Error(reader.where() + ": 'time_step_limit' must satisfy 0 <= min <= max, got " +
-                  json_excerpt(value));
-  }
+  parse_dt_limit(reader, "time_step_limit", m);
 }
 
 }  // namespace

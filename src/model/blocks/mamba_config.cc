@@ -24,18 +24,6 @@ void parse_dt_rank(const ConfigReader& reader, const char* key, int64_t d_model,
   config.dt_rank = reader.positive_int_value(key, value, kMaxDModel);
 }
 
-// time_step_limit (HF) or dt_limit (state-spaces): [min, max] with 0 <= min <= max.
-void parse_dt_limit(const ConfigReader& reader, const char* key, MambaMixerConfig& config) {
-  if (!reader.has(key)) return;
-  const json& value = reader.at(key);
-  if (!value.is_array() || value.size() != 2)
-    throw Error(reader.where() + ": '" + key + "' must be a list [min, max], got " + json_excerpt(value));
-  config.dt_limit_min = reader.number_value(value[0], key);
-  config.dt_limit_max = reader.number_value(value[1], key);
-  if (!(config.dt_limit_min >= 0.0 && config.dt_limit_min <= config.dt_limit_max))
-    throw Error(reader.where() + ": '" + key + "' must satisfy 0 <= min <= max, got " + json_excerpt(value));
-}
-
 void parse_biases(const ConfigReader& reader, const char* bias, const char* conv_bias, bool from_checkpoint,
                   MambaMixerConfig& config) {
   config.use_bias_from_checkpoint = from_checkpoint && !reader.has(bias);
@@ -65,6 +53,17 @@ MambaMixerConfig parse_hf_mamba2(const ConfigReader& reader, int64_t d_model) {
 }
 
 }  // namespace
+
+void parse_dt_limit(const ConfigReader& reader, const char* key, MambaMixerConfig& config) {
+  if (!reader.has(key)) return;
+  const json& value = reader.at(key);
+  if (!value.is_array() || value.size() != 2)
+    throw Error(reader.where() + ": '" + key + "' must be a list [min, max], got " + json_excerpt(value));
+  config.dt_limit_min = reader.number_value(value[0], key);
+  config.dt_limit_max = reader.number_value(value[1], key);
+  if (!(config.dt_limit_min >= 0.0 && config.dt_limit_min <= config.dt_limit_max))
+    throw Error(reader.where() + ": '" + key + "' must satisfy 0 <= min <= max, got " + json_excerpt(value));
+}
 
 MambaMixerConfig parse_hf_mamba_mixer(const ConfigReader& reader, const std::string& model_type,
                                       int64_t d_model) {

@@ -56,6 +56,9 @@ MambaMixerConfig parse_hf_mamba_mixer(const ConfigReader& reader, const std::str
                                       int64_t d_model);
 // The ssm_cfg object of a state-spaces config; sets `arch` from its "layer".
 MambaMixerConfig parse_original_mamba_mixer(const ConfigReader& ssm_cfg, int64_t d_model, Architecture& arch);
+// time_step_limit (HF) or dt_limit (state-spaces), when the config has it: [min, max] with
+// 0 <= min <= max, into config.dt_limit_min and dt_limit_max.
+void parse_dt_limit(const ConfigReader& reader, const char* key, MambaMixerConfig& config);
 // Throws mb::Error (prefixed by `where`) for sizes the mixer of `arch` cannot run.
 void validate_mamba_mixer(const MambaMixerConfig& config, Architecture arch, int64_t d_model,
                           const std::string& where);
