@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 namespace mb {
 
@@ -30,14 +31,20 @@ PrefixStateCache::Lru::iterator PrefixStateCache::find(std::span<const int32_t> 
   return lru_.end();
 }
 
-void PrefixStateCache::put(std::span<const int32_t> prefix, const SequenceState& state) {
+void PrefixStateCache::put(std::span<const int32_t> prefix, const SequenceState& state,
+                           std::span<const float> logits) {
   const uint64_t hash = prefix_hashes(prefix).back();
+  const size_t bytes = prefix.size() * sizeof(int32_t) + state.bytes() + logits.size() * sizeof(float);
   if (auto it = find(prefix, hash); it != lru_.end()) {
-    lru_.splice(lru_.begin(), lru_, it);  // the same prefix gives the same state: refresh only
-    return;
+    // The same prefix gives the same state: refresh only, unless the entry gains its logits.
+    if (!it->logits.empty() || logits.empty() || bytes > budget_bytes_) {
+      lru_.splice(lru_.begin(), lru_, it);
+      return;
+    }
+    erase(it);
   }
-  Entry entry{{prefix.begin(), prefix.end()}, state, hash};
-  if (entry.bytes() > budget_bytes_) return;
+  if (bytes > budget_bytes_) return;
+  Entry entry{{prefix.begin(), prefix.end()}, state, {logits.begin(), logits.end()}, hash};
   evict_to(budget_bytes_ - entry.bytes());
   bytes_ += entry.bytes();
   lru_.push_front(std::move(entry));
@@ -45,23 +52,25 @@ void PrefixStateCache::put(std::span<const int32_t> prefix, const SequenceState&
   ++lengths_[prefix.size()];
 }
 
-void PrefixStateCache::evict_to(size_t budget) {
-  while (bytes_ > budget && !lru_.empty()) {
-    Entry& victim = lru_.back();
-    auto [begin, end] = by_hash_.equal_range(victim.hash);
-    for (auto it = begin; it != end; ++it) {
-      if (&*it->second == &victim) {
-        by_hash_.erase(it);
-        break;
-      }
+void PrefixStateCache::erase(Lru::iterator victim) {
+  auto [begin, end] = by_hash_.equal_range(victim->hash);
+  for (auto it = begin; it != end; ++it) {
+    if (it->second == victim) {
+      by_hash_.erase(it);
+      break;
     }
-    if (--lengths_[victim.prefix.size()] == 0) lengths_.erase(victim.prefix.size());
-    bytes_ -= victim.bytes();
-    lru_.pop_back();
   }
+  if (--lengths_[victim->prefix.size()] == 0) lengths_.erase(victim->prefix.size());
+  bytes_ -= victim->bytes();
+  lru_.erase(victim);
 }
 
-size_t PrefixStateCache::lookup(std::span<const int32_t> tokens, SequenceState& state, size_t max_length) {
+void PrefixStateCache::evict_to(size_t budget) {
+  while (bytes_ > budget && !lru_.empty()) erase(std::prev(lru_.end()));
+}
+
+PrefixStateCache::Lru::iterator PrefixStateCache::find_longest(std::span<const int32_t> tokens,
+                                                               size_t max_length, bool full_needs_logits) {
   const size_t limit = std::min(tokens.size(), max_length);
   std::vector<size_t> candidates;
   for (const auto& [length, count] : lengths_)
@@ -72,14 +81,31 @@ size_t PrefixStateCache::lookup(std::span<const int32_t> tokens, SequenceState& 
     for (size_t length : candidates) {
       auto it = find(tokens.first(length), hashes[length]);
       if (it == lru_.end()) continue;
+      if (full_needs_logits && length == tokens.size() && it->logits.empty()) continue;
       lru_.splice(lru_.begin(), lru_, it);
-      state = it->state;
       ++hits_;
-      return length;
+      return it;
     }
   }
   ++misses_;
-  return 0;
+  return lru_.end();
+}
+
+size_t PrefixStateCache::lookup(std::span<const int32_t> tokens, SequenceState& state, size_t max_length) {
+  const auto it = find_longest(tokens, max_length, false);
+  if (it == lru_.end()) return 0;
+  state = it->state;
+  return it->prefix.size();
+}
+
+size_t PrefixStateCache::lookup_resumable(std::span<const int32_t> tokens, SequenceState& state,
+                                          std::vector<float>& logits) {
+  logits.clear();
+  const auto it = find_longest(tokens, SIZE_MAX, true);
+  if (it == lru_.end()) return 0;
+  state = it->state;
+  if (it->prefix.size() == tokens.size()) logits = it->logits;
+  return it->prefix.size();
 }
 
 }  // namespace mb

@@ -13,8 +13,10 @@
 // PrefixStateCache under the tokens it has consumed. A request that ends by max_tokens, a stop string or a
 // cancellation first consumes its last generated token (one state-only row in the next step, after the Done
 // event went out), so that entry covers the prompt plus every generated token: the prefix of the next turn of
-// a conversation. A new request resumes from the longest cached prefix of its prompt (keeping at least one
-// token to prefill, for its logits) and prefills only the rest.
+// a conversation. A new request resumes from the longest cached prefix of its prompt and prefills only the
+// rest. Entries made after a forward pass keep their last position's logits row, so a prompt equal to a
+// cached prefix (a retry, a regenerate) prefills nothing: its first token is sampled from that row, and it
+// reports its whole prompt as cached.
 //
 // Threads: submit, cancel, metrics, save_prefix and restore_prefix may be called from any
 // thread. Only the scheduler thread (the one in start(), or the caller of step()) touches the

@@ -77,7 +77,8 @@ struct Scheduler::Impl {
   void sample_next(Sequence& seq, std::span<const float> logits);
   // Reports the end of a request whose decoder is done, with the decoder's stop reason.
   void finish(Sequence& seq);
-  void release(Sequence& seq);
+  // Caches the state (with `logits`, its last position's output row, when at hand) and retires.
+  void release(Sequence& seq, std::span<const float> logits = {});
   void fail(Sequence& seq, const std::string& message, bool cancelled);
   void fail_everything(const std::string& message);
   bool deliver(Sequence& seq, const ServeEvent& event);

@@ -97,12 +97,20 @@ void Scheduler::Impl::admit(Pending p) {
     RequestDecoder decoder(scheduler_detail::decode_settings(p.request), p.request.prompt, vocabulary,
                            tokenizer);
     SequenceState state = model.new_state();
-    // At least one prompt token is left to prefill: its logits choose the first token.
-    const size_t cached = cache.lookup(p.request.prompt, state, p.request.prompt.size() - 1);
+    // The first token is chosen by the logits of the prompt's last position: a cached prefix
+    // shorter than the prompt leaves at least that position to prefill, and one covering the whole
+    // prompt (a repeated request) comes with the logits row it was cached with.
+    std::vector<float> logits;
+    const size_t cached = cache.lookup_resumable(p.request.prompt, state, logits);
     active.push_back(std::make_unique<Sequence>(
         Sequence{p.id, std::move(p.request), std::move(p.sink), std::move(state), std::move(decoder)}));
-    active.back()->cached = static_cast<int64_t>(cached);
+    Sequence& seq = *active.back();
+    seq.cached = static_cast<int64_t>(cached);
     loop_stats.cached_prompt_tokens += cached;
+    if (!logits.empty()) {
+      seq.phase = Phase::Decode;
+      sample_next(seq, logits);
+    }
   } catch (const std::exception& e) {
     ServeEvent error;
     error.kind = ServeEvent::Kind::Error;
@@ -153,7 +161,7 @@ void Scheduler::Impl::after_forward(Sequence& seq, std::span<const float> logits
   switch (seq.phase) {
     case Phase::Finishing:
       seq.unfed = -1;
-      release(seq);
+      release(seq, logits);
       return;
     case Phase::Decode:
       seq.unfed = -1;
@@ -163,13 +171,13 @@ void Scheduler::Impl::after_forward(Sequence& seq, std::span<const float> logits
       const int64_t position = seq.state.position;
       if (position < static_cast<int64_t>(seq.request.prompt.size())) {
         if (options.cache_every > 0 && position % options.cache_every == 0)
-          cache.put(seq.decoder.history().first(static_cast<size_t>(position)), seq.state);
+          cache.put(seq.decoder.history().first(static_cast<size_t>(position)), seq.state, logits);
         return;
       }
       // The whole prompt is cached too: the next turn of a chat re-renders this prompt as its
       // prefix, while the generated reply usually re-tokenizes differently, so this entry is the
-      // one a follow-up turn resumes from.
-      cache.put(seq.decoder.history().first(static_cast<size_t>(position)), seq.state);
+      // one a follow-up turn resumes from; its logits serve the same prompt sent again.
+      cache.put(seq.decoder.history().first(static_cast<size_t>(position)), seq.state, logits);
       seq.phase = Phase::Decode;
       sample_next(seq, logits);
       return;
@@ -230,9 +238,9 @@ void Scheduler::Impl::finish(Sequence& seq) {
     release(seq);
 }
 
-void Scheduler::Impl::release(Sequence& seq) {
+void Scheduler::Impl::release(Sequence& seq, std::span<const float> logits) {
   if (seq.state.position > 0)
-    cache.put(seq.decoder.history().first(static_cast<size_t>(seq.state.position)), seq.state);
+    cache.put(seq.decoder.history().first(static_cast<size_t>(seq.state.position)), seq.state, logits);
   seq.retired = true;
 }
 

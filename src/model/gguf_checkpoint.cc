@@ -94,6 +94,15 @@ json hf_config_json(const GgufFile& file, const std::string& arch, int64_t vocab
   return config;
 }
 
+// `ne` without its trailing unit dims. ggml writes a tensor with only its first ggml_n_dims dims
+// (up to the last one that is not 1), so llama-quantize's files hold an ngroups-1 Mamba-2 norm as
+// {d_inner} where the converter wrote {d_inner, 1}; llama.cpp compares dims with trailing 1s
+// dropped from both sides, and so does this loader, which also accepts surplus unit dims.
+std::vector<int64_t> without_trailing_ones(std::vector<int64_t> ne) {
+  while (!ne.empty() && ne.back() == 1) ne.pop_back();
+  return ne;
+}
+
 // Splits "blk.12.ssm_in.weight" into 12 and "ssm_in.weight"; false for other names.
 bool split_layer_name(const std::string& name, int64_t& layer, std::string& suffix) {
   if (name.rfind("blk.", 0) != 0) return false;
@@ -131,10 +140,12 @@ GgufCheckpoint open_gguf_checkpoint(const GgufFile& file) {
   const std::string embedding_name = model_tensors().head[kEmbedding].gguf;
   const GgufTensorInfo* embedding = file.find_tensor(embedding_name);
   if (embedding == nullptr) throw Error(where + " is missing tensor '" + embedding_name + "'");
-  if (embedding->ne.size() != 2 || embedding->ne[1] < 1)
+  // A vocabulary of one row is stored as {embedding_length} (trailing unit dims are dropped).
+  const std::vector<int64_t> embedding_dims = without_trailing_ones(embedding->ne);
+  if (embedding_dims.size() > 2 || embedding->element_count() < 1)
     throw Error(where + ": tensor '" + embedding_name + "' has dims " + embedding->dims_string() +
                 "; expected {embedding_length, vocabulary}");
-  const int64_t vocab_rows = embedding->ne[1];
+  const int64_t vocab_rows = embedding_dims.size() == 2 ? embedding_dims[1] : 1;
   if (const GgufValue* tokens = file.find("tokenizer.ggml.tokens");
       tokens != nullptr && static_cast<int64_t>(tokens->size()) != vocab_rows)
     throw Error(where + ": " + embedding_name + " has " + std::to_string(vocab_rows) +
@@ -159,7 +170,7 @@ GgufCheckpoint open_gguf_checkpoint(const GgufFile& file) {
     if (spec == specs.end())
       throw Error(where + ": tensor '" + info.name + "' is not part of a " + arch + " model");
     const std::vector<int64_t> expected = gguf_dims(*spec, c);
-    if (info.ne != expected) {
+    if (without_trailing_ones(info.ne) != without_trailing_ones(expected)) {
       GgufTensorInfo want;
       want.ne = expected;
       throw Error(where + ": tensor '" + info.name + "' has dims " + info.dims_string() +

@@ -6,9 +6,11 @@
 // ...) and the reshaping llama.cpp's converter applies to it (the conv weight squeezed, Mamba-2's
 // A and D given a unit column, its norm weight split by group) come from the weight schema
 // (weight_schema.h, model/blocks/mamba_schema.cc): GGUF dims are reversed into PyTorch shapes
-// and those tensors get their Hugging Face shapes back. GGUF stores A = -exp(A_log) rather than
-// A_log, so it is bound under the schema's name for A, which the Mamba-1 and Mamba-2 mixers use
-// as given (see model/blocks/mamba1_block.cc for the one rounding in which that differs from
+// and those tensors get their Hugging Face shapes back. Dims are compared as llama.cpp compares
+// them, with trailing unit dims dropped from both sides: ggml writes only the dims up to the last
+// one that is not 1, so llama-quantize's files hold an ngroups-1 norm as {d_inner}. GGUF stores A =
+// -exp(A_log) rather than A_log, so it is bound under the schema's name for A, which the Mamba-1 and Mamba-2
+// mixers use as given (see model/blocks/mamba1_block.cc for the one rounding in which that differs from
 // starting at A_log).
 //
 // Writing produces files llama.cpp loads: the same keys, names, shapes and f32 tensors as its

@@ -1,6 +1,7 @@
 // The prefix-state cache: a request resumed from a cached prefix computes exactly what the same
 // request computes cold (memcmp), the longest usable prefix wins, prefixes are compared token by
-// token, and the byte budget holds with least-recently-used eviction.
+// token, a prompt equal to a cached prefix resumes only from an entry that holds its logits, and the
+// byte budget holds with least-recently-used eviction.
 #include <gtest/gtest.h>
 
 #include "common/mamba2_reference.h"
@@ -84,6 +85,44 @@ TEST(PrefixCache, TheLongestUsablePrefixWinsAndTokensAreCompared) {
   // Storing the same prefix again refreshes it instead of adding a copy.
   cache.put(all.first(10), state_after(model, all.first(10)));
   EXPECT_EQ(cache.entries(), 2u);
+}
+
+TEST(PrefixCache, APromptEqualToACachedPrefixNeedsTheEntrysLogits) {
+  const Model& model = model_for(Architecture::Mamba1);
+  const auto tokens = test::random_tokens(20, 97, 6);
+  const std::span<const int32_t> all(tokens);
+  PrefixStateCache cache(64 << 20);
+  cache.put(all.first(8), state_after(model, all.first(8)));
+  cache.put(all, state_after(model, all));
+  SequenceState state = model.new_state();
+  std::vector<float> logits = {1.0f};
+  // Without a logits row the whole-prompt entry cannot start a request: the shorter one does.
+  EXPECT_EQ(cache.lookup_resumable(all, state, logits), 8u);
+  EXPECT_TRUE(logits.empty());
+  EXPECT_EQ(cache.lookup(all, state), 20u);  // a state alone is enough for a slot
+
+  SequenceState cold = model.new_state();
+  const std::vector<float> last =
+      test::prefill(model, ComputeContext{1, best_isa()}, tokens, cold, {OutputKind::LogitsLast, 0});
+  const size_t bytes = cache.bytes();
+  cache.put(all, cold, last);  // the entry gains its row
+  EXPECT_EQ(cache.entries(), 2u);
+  EXPECT_EQ(cache.bytes(), bytes + last.size() * sizeof(float));
+  EXPECT_EQ(cache.lookup_resumable(all, state, logits), 20u);
+  EXPECT_TRUE(same_bits(logits, last));
+  EXPECT_TRUE(same_bits(state.download(), cold.download()));
+  // A longer prompt resumes from the same entry and prefills the rest.
+  std::vector<int32_t> longer = tokens;
+  longer.push_back(5);
+  EXPECT_EQ(cache.lookup_resumable(longer, state, logits), 20u);
+  EXPECT_TRUE(logits.empty());
+  // An entry too large for the budget with its row keeps the state it has.
+  PrefixStateCache tight(state.bytes() + 20 * sizeof(int32_t));
+  tight.put(all, cold);
+  tight.put(all, cold, last);
+  EXPECT_EQ(tight.entries(), 1u);
+  EXPECT_EQ(tight.lookup_resumable(all, state, logits), 0u);
+  EXPECT_EQ(tight.lookup(all, state), 20u);
 }
 
 TEST(PrefixCache, TheByteBudgetHoldsWithLeastRecentlyUsedEviction) {

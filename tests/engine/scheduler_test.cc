@@ -294,6 +294,39 @@ TEST_P(SchedulerExactness, APromptSplitOverManyStepsEqualsGenerate) {
   expect_same(other_got, reference_run(m, other), "other");
 }
 
+// The same prompt sent again (a retry, a regenerate) resumes from the entry cached at the end of
+// the first one's prompt, whose logits row chooses its first token: nothing is prefilled, the whole
+// prompt is reported cached, and the answer is the first one's bit for bit. So is a prompt equal
+// to a whole earlier conversation (prompt and reply), cached when that request ended.
+void expect_repeated_prompts_served_from_the_cache(const TextModel& m, const Mode& mode) {
+  Scheduler scheduler(*m.model, m.tokenizer.get(), kCtx, {});  // cache_every 512: no mid-prompt entry
+  const ServeRequest r = no_eos(make_request(tokens(17, 60), 6, mode, 8));
+  const Expected want = reference_run(m, r);
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    const uint64_t rows_before = scheduler.metrics().step_rows;
+    Collected got;
+    scheduler.submit(r, got.sink());
+    run_until_idle(scheduler);
+    expect_same(got, want, "repeated");
+    EXPECT_EQ(got.done->prompt_tokens, 17);
+    EXPECT_EQ(got.done->cached_tokens, i == 0 ? 0 : 17);
+    // One decode row per generated token (the last one consumed before caching); the first
+    // request's prompt adds 17.
+    EXPECT_EQ(scheduler.metrics().step_rows - rows_before, i == 0 ? 17u + 6u : 6u);
+  }
+  const ServeRequest whole = no_eos(make_request(concat(r.prompt, want.tokens), 4, mode, 9));
+  Collected got;
+  scheduler.submit(whole, got.sink());
+  run_until_idle(scheduler);
+  expect_same(got, reference_run(m, whole), "the whole conversation");
+  EXPECT_EQ(got.done->cached_tokens, static_cast<int64_t>(whole.prompt.size()));
+}
+
+TEST_P(SchedulerExactness, ARepeatedPromptIsServedFromTheCache) {
+  expect_repeated_prompts_served_from_the_cache(text_model(), GetParam());
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, SchedulerExactness,
                          ::testing::Values(Mode{"Greedy", 0.0f, false}, Mode{"Seeded", 0.9f, true}),
                          [](const auto& info) { return std::string(info.param.name); });
@@ -336,6 +369,15 @@ TEST(Scheduler, HybridConcurrentAndCachedRequestsEqualGenerate) {
   for (ModelFamily family : {ModelFamily::GraniteHybrid, ModelFamily::NemotronH}) {
     SCOPED_TRACE(family == ModelFamily::GraniteHybrid ? "granite" : "nemotron");
     expect_concurrent_and_cached_requests_equal_generate(hybrid_text_model(family));
+  }
+}
+
+TEST(Scheduler, RepeatedPromptsOfMamba2AndHybridsAreServedFromTheCache) {
+  const Mode seeded{"Seeded", 0.9f, true};
+  expect_repeated_prompts_served_from_the_cache(text_model(Architecture::Mamba2), seeded);
+  for (ModelFamily family : {ModelFamily::GraniteHybrid, ModelFamily::NemotronH}) {
+    SCOPED_TRACE(family == ModelFamily::GraniteHybrid ? "granite" : "nemotron");
+    expect_repeated_prompts_served_from_the_cache(hybrid_text_model(family), seeded);
   }
 }
 

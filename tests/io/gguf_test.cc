@@ -348,6 +348,19 @@ TEST(GgufModelFile, DefectsAreRefusedWithAMessage) {
          std::swap(t.ne[0], t.ne[1]);
        },
        "'blk.0.ssm_in.weight' has dims {64, 16} but the metadata implies {16, 64}"},
+      {"inner_unit_dim",
+       [](P& p) {
+         // Only trailing unit dims may be dropped or added; one inside the shape changes it.
+         auto& t = p.tensor("blk.0.ssm_in.weight");
+         t.ne.insert(t.ne.begin() + 1, 1);
+       },
+       "'blk.0.ssm_in.weight' has dims {16, 1, 64} but the metadata implies {16, 64}"},
+      {"embedding_of_three_dims",
+       [](P& p) {
+         auto& t = p.tensor("token_embd.weight");
+         t.ne = {t.ne[0], 2, t.ne[1] / 2};
+       },
+       "expected {embedding_length, vocabulary}"},
       {"token_count", [](P& p) { p.set("tokenizer.ggml.tokens", GgufValue::string_array({"a"})); },
        "lists 1 tokens"},
       {"eos_outside", [](P& p) { p.set("tokenizer.ggml.eos_token_id", GgufValue::u32(9999)); },

@@ -1,11 +1,12 @@
 // GGUF checkpoints (model/gguf_checkpoint.h) against the Hugging Face folders they are written
 // from: the same config, and the same logits. GGUF stores A = -exp(A_log) as an f32, so the
 // models' base-2 decay A * log2(e) takes one more rounding from a GGUF file than from A_log (see
-// model/blocks/mamba1_block.cc). With A_log = 0 (A = -1 exactly) that rounding vanishes and the logits must be
-// bit-identical; with the fixtures' real A_log they may differ within a tight tolerance.
+// model/blocks/mamba1_block.cc). With A_log = 0 (A = -1 exactly) that rounding vanishes and the logits must
+// be bit-identical; with the fixtures' real A_log they may differ within a tight tolerance.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "common/mamba2_reference.h"
 #include "common/model_fixture.h"
@@ -48,7 +49,8 @@ std::vector<Variant> variants() {
           {"mamba1_f16_biased_untied", biased_untied_config(), DType::F16},
           {"falcon_mamba_f32", falcon_config(), DType::F32},
           {"mamba2_f32", mamba2, DType::F32},
-          {"mamba2_f16", mamba2, DType::F16}};
+          {"mamba2_f16", mamba2, DType::F16},
+          {"mamba2_one_group_f32", test::mamba2_config(64, 16, 16, 1, 90), DType::F32}};
 }
 
 GgufFileType file_type_for(DType dtype) {
@@ -87,6 +89,37 @@ std::vector<float> logits(const Model& model, const std::vector<int32_t>& tokens
   for (size_t t = 0; t < tokens.size(); ++t)
     cut.insert(cut.end(), all.begin() + t * width, all.begin() + t * width + vocab);
   return cut;
+}
+
+// Rewrites the GGUF at `path` into `out` with every tensor's dims passed through `reshape`: the
+// same metadata and tensor bytes, as another writer would lay the file out.
+std::string rewrite_dims(const std::string& path, const std::string& out,
+                         const std::function<std::vector<int64_t>(std::vector<int64_t>)>& reshape,
+                         int& changed) {
+  const GgufFile file(path);
+  GgufWriter writer;
+  for (const auto& [key, value] : file.metadata()) writer.set(key, value);
+  changed = 0;
+  for (const GgufTensorInfo& t : file.tensors()) {
+    std::vector<int64_t> ne = reshape(t.ne);
+    changed += ne != t.ne;
+    writer.add_tensor(t.name, std::move(ne), t.type, std::vector<uint8_t>(t.data, t.data + t.byte_size));
+  }
+  writer.write(out);
+  return out;
+}
+
+// ggml (and so llama-quantize) writes only the dims up to the last one that is not 1
+// (ggml_n_dims, at least one).
+std::vector<int64_t> ggml_written_dims(std::vector<int64_t> ne) {
+  while (ne.size() > 1 && ne.back() == 1) ne.pop_back();
+  return ne;
+}
+
+// Two unit dims more than the shape has, as far as GGUF's four allow: {n} becomes {n, 1, 1}.
+std::vector<int64_t> with_surplus_unit_dims(std::vector<int64_t> ne) {
+  for (int i = 0; i < 2 && ne.size() < kGgufMaxDims; ++i) ne.push_back(1);
+  return ne;
 }
 
 class GgufModel : public ::testing::TestWithParam<Variant> {};
@@ -146,6 +179,32 @@ TEST_P(GgufModel, LogitsAgreeWithinTheOneRoundingOfA) {
   const auto got = logits(*gguf, tokens, vocab);
   // One ulp of a decay factor moves a logit by far less than this.
   EXPECT_LE(test::max_abs_diff(want, got), 1e-5 * std::max(1.0, test::max_abs(want)));
+}
+
+TEST_P(GgufModel, FilesWithTrailingUnitDimsDroppedOrAddedLoadBitForBit) {
+  // llama-quantize writes an ngroups-1 Mamba-2 norm as {d_inner}, where the converter (and this
+  // engine's writer) write {d_inner, 1}; both, and surplus unit dims, are the same tensor.
+  MakeModelOptions o;
+  o.config = GetParam().config;
+  o.dtype = GetParam().dtype;
+  const std::string dir = test::write_model(o, "gguf_unit_dims_" + GetParam().name);
+  const std::string normal = write_gguf(dir, GetParam().dtype);
+  int dropped = 0, added = 0;
+  const std::string quantize_form = rewrite_dims(normal, dir + "/dropped.gguf", ggml_written_dims, dropped);
+  const std::string padded = rewrite_dims(normal, dir + "/padded.gguf", with_surplus_unit_dims, added);
+  const ModelConfig& c = GetParam().config;
+  // Only the one-group Mamba-2 norm ends in a unit dim among the variants' tensors.
+  EXPECT_EQ(dropped > 0, c.arch == Architecture::Mamba2 && c.ssm.ngroups == 1) << dropped;
+  EXPECT_EQ(added, static_cast<int>(GgufFile(normal).tensors().size()));
+  const auto want_model = Model::load(normal);
+  const int64_t vocab = want_model->config().vocab_size;  // every row, padding included
+  const auto tokens = test::random_tokens(9, vocab, 5);
+  const auto want = logits(*want_model, tokens, vocab);
+  for (const std::string& path : {quantize_form, padded}) {
+    SCOPED_TRACE(path);
+    const auto model = Model::load(path);
+    EXPECT_TRUE(test::same_bits(want, logits(*model, tokens, vocab)));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, GgufModel, ::testing::ValuesIn(variants()),

@@ -154,6 +154,11 @@ TEST(Serve, EndpointsAnswerAndCompletionsMatchGenerate) {
   EXPECT_EQ(text, expected);
   EXPECT_EQ(finish, "length");
 
+  // The same request once more is served from the cache, its whole prompt, with the same text.
+  const json repeated = post_json(client, "/v1/completions", request);
+  EXPECT_EQ(repeated["choices"][0]["text"], expected);
+  EXPECT_EQ(repeated["usage"]["prompt_tokens_details"]["cached_tokens"], 3);
+
   // The next turn of the conversation resumes from the state cached at the end of the first, and
   // still gives exactly the tokens `generate` gives from scratch.
   std::vector<int32_t> follow_up = {1, 2, 3};
