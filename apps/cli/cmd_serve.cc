@@ -9,6 +9,7 @@
 #include "chat/chat_template.h"
 #include "commands.h"
 #include "core/error.h"
+#include "engine/gguf_tokenizer.h"
 #include "engine/scheduler.h"
 #include "server/http_server.h"
 #include "tokenizer/tokenizer.h"
@@ -30,6 +31,7 @@ namespace {
 
 struct ServeArgs {
   std::string model, host = "127.0.0.1", api_key, slot_save_path, dtype, alias, device = "cpu";
+  bool api_key_given = false;  // an empty --api-key (an unset variable) must not turn the key off
   int port = 8080, parallel = 4, threads = 0, timeout = 600;
   int64_t ctx = 0, cache_every = 512, cache_mb = 256, max_queue = 64, max_body = 8 << 20, batch = 512;
 };
@@ -45,6 +47,8 @@ void check_serve_flags(const ServeArgs& a) {
   check_flag_range("--max-body", a.max_body, 1024, int64_t{1} << 32);
   check_flag_range("-b/--batch-size", a.batch, 1, 1 << 20);
   if (a.host.empty()) throw Error("--host must not be empty");
+  if (a.api_key_given && a.api_key.empty())
+    throw Error("--api-key must not be empty (leave the flag out to serve without a key)");
   if (!a.slot_save_path.empty() && !std::filesystem::is_directory(a.slot_save_path))
     throw Error("--slot-save-path: '" + a.slot_save_path + "' is not a directory");
 }
@@ -89,7 +93,8 @@ void serve(const ServeArgs& a) {
 
   auto model = Model::load(a.model, make_load_options(a.dtype, a.device));
   if (model->input_dim() > 0) throw Error(a.model + " takes feature rows, not tokens: it cannot be served");
-  const Tokenizer tokenizer = Tokenizer::from_model_dir(a.model);
+  // The tokenizer `run` and `generate` use: a GGUF file's embedded one, or the folder's.
+  const Tokenizer tokenizer = load_tokenizer(a.model);
   server::ServedModel served;
   served.tokenizer = &tokenizer;
   // Prompt ids are left to Scheduler::submit, which applies the rule `run` and `generate` apply
@@ -138,7 +143,7 @@ void serve(const ServeArgs& a) {
 void add_serve(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
-  cmd->add_option("-m,--model", args->model, "Checkpoint folder")->required();
+  cmd->add_option("-m,--model", args->model, "Checkpoint folder or .gguf file")->required();
   cmd->add_option("-c,--ctx-size", args->ctx, "Most tokens per request, prompt plus generated (0 = no limit)")
       ->capture_default_str();
   cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
@@ -148,7 +153,8 @@ void add_serve(CLI::App& app) {
   cmd->add_option("-b,--batch-size", args->batch,
                   "Positions per scheduler step (decode rows, then prompt chunks)")
       ->capture_default_str();
-  cmd->add_option("--api-key", args->api_key, "Require this key on every endpoint but /health");
+  CLI::Option* api_key =
+      cmd->add_option("--api-key", args->api_key, "Require this key on every endpoint but /health");
   cmd->add_option("--timeout", args->timeout,
                   "Read/write timeout of a connection, and of the shutdown drain (s)")
       ->capture_default_str();
@@ -165,7 +171,10 @@ void add_serve(CLI::App& app) {
   add_device_option(cmd, args->device);
   cmd->add_option("-a,--alias", args->alias,
                   "Model name reported by /v1/models (default: the folder's name)");
-  cmd->callback([args] { serve(*args); });
+  cmd->callback([args, api_key] {
+    args->api_key_given = api_key->count() > 0;
+    serve(*args);
+  });
 }
 
 }  // namespace mb::cli

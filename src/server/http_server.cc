@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <deque>
 #include <random>
@@ -43,10 +44,19 @@ bool same_secret(const std::string& given, const std::string& expected) {
   return difference == 0;
 }
 
+// The key of an "Authorization: Bearer KEY" header, else of "X-Api-Key". Authentication schemes
+// are case-insensitive (RFC 7235), so "bearer" and "BEARER" are the same scheme.
 std::string api_key_of(const httplib::Request& req) {
   const std::string authorization = req.get_header_value("Authorization");
-  const std::string bearer = "Bearer ";
-  if (authorization.compare(0, bearer.size(), bearer) == 0) return authorization.substr(bearer.size());
+  const std::string bearer = "bearer";
+  const bool is_bearer =
+      authorization.size() > bearer.size() && authorization[bearer.size()] == ' ' &&
+      std::equal(bearer.begin(), bearer.end(), authorization.begin(),
+                 [](char want, char got) { return want == std::tolower(static_cast<unsigned char>(got)); });
+  if (is_bearer) {
+    const size_t key = authorization.find_first_not_of(' ', bearer.size());
+    return key == std::string::npos ? std::string() : authorization.substr(key);
+  }
   return req.get_header_value("X-Api-Key");
 }
 
@@ -349,7 +359,15 @@ void HttpServer::bind() {
 }
 
 void HttpServer::start() {
-  listener_ = std::thread([this] { http_->listen_after_bind(); });
+  listener_ = std::thread([this] {
+    http_->listen_after_bind();
+    listener_done_.store(true);
+  });
+  // httplib's stop() does nothing until the listener has marked itself running, so a stop() that
+  // came first (a model that fails to load at once) would leave the listener in accept() and
+  // the destructor waiting for it forever: start() returns only once stop() can reach it.
+  while (!http_->is_running() && !listener_done_.load())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 void HttpServer::set_model(ServedModel model) {

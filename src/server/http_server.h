@@ -82,6 +82,7 @@ class HttpServer {
   ServerOptions options_;
   std::unique_ptr<httplib::Server> http_;
   std::thread listener_;
+  std::atomic<bool> listener_done_{false};  // listen_after_bind() has returned
   int port_ = 0;
   int64_t started_unix_ = 0;
 
