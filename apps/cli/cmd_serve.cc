@@ -32,7 +32,7 @@ namespace {
 struct ServeArgs {
   std::string model, host = "127.0.0.1", api_key, slot_save_path, dtype, alias, device = "cpu";
   bool api_key_given = false;  // an empty --api-key (an unset variable) must not turn the key off
-  int port = 8080, parallel = 4, threads = 0, timeout = 600;
+  int port = 8080, parallel = 4, threads = 0, timeout = 600, read_timeout = 10, max_conns_per_ip = 64;
   int64_t ctx = 0, cache_every = 512, cache_mb = 256, max_queue = 64, max_body = 8 << 20, batch = 512;
 };
 
@@ -41,6 +41,8 @@ void check_serve_flags(const ServeArgs& a) {
   check_flag_range("--port", a.port, 0, 65535, "0 = any free port");
   check_flag_range("-np/--parallel", a.parallel, 1, 1024);
   check_flag_range("--timeout", a.timeout, 1, 86400);
+  check_flag_range("--read-timeout", a.read_timeout, 1, 3600);
+  check_flag_range("--max-conns-per-ip", a.max_conns_per_ip, 0, 65536, "0 = no cap");
   check_flag_range("--cache-every", a.cache_every, 0, INT64_MAX, "0 = only at the end of a request");
   check_flag_range("--cache-mb", a.cache_mb, 0, 1 << 24, "0 = no prefix cache");
   check_flag_range("--max-queue", a.max_queue, 0, 1 << 20);
@@ -76,6 +78,8 @@ void serve(const ServeArgs& a) {
   options.port = a.port;
   options.api_key = a.api_key;
   options.timeout_seconds = a.timeout;
+  options.read_timeout_seconds = a.read_timeout;
+  options.max_connections_per_ip = a.max_conns_per_ip;
   options.max_body_bytes = static_cast<size_t>(a.max_body);
   // Every slot and every queued request holds a connection thread while it streams.
   options.http_threads = static_cast<int>(std::min<int64_t>(a.parallel + a.max_queue + 8, 4096));
@@ -155,8 +159,13 @@ void add_serve(CLI::App& app) {
       ->capture_default_str();
   CLI::Option* api_key =
       cmd->add_option("--api-key", args->api_key, "Require this key on every endpoint but /health");
-  cmd->add_option("--timeout", args->timeout,
-                  "Read/write timeout of a connection, and of the shutdown drain (s)")
+  cmd->add_option("--timeout", args->timeout, "Write timeout of a response, and of the shutdown drain (s)")
+      ->capture_default_str();
+  cmd->add_option("--read-timeout", args->read_timeout,
+                  "A request's bytes must keep arriving within this (s; else 408 and close)")
+      ->capture_default_str();
+  cmd->add_option("--max-conns-per-ip", args->max_conns_per_ip,
+                  "Open connections of one client address past which new ones are closed (0 = no cap)")
       ->capture_default_str();
   cmd->add_option("--cache-every", args->cache_every, "Cache the state every N prompt tokens")
       ->capture_default_str();
