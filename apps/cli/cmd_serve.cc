@@ -9,6 +9,7 @@
 #include "chat/chat_template.h"
 #include "commands.h"
 #include "core/error.h"
+#include "engine/gguf_tokenizer.h"
 #include "engine/scheduler.h"
 #include "server/http_server.h"
 #include "tokenizer/tokenizer.h"
@@ -30,7 +31,8 @@ namespace {
 
 struct ServeArgs {
   std::string model, host = "127.0.0.1", api_key, slot_save_path, dtype, alias, device = "cpu";
-  int port = 8080, parallel = 4, threads = 0, timeout = 600;
+  bool api_key_given = false;  // an empty --api-key (an unset variable) must not turn the key off
+  int port = 8080, parallel = 4, threads = 0, timeout = 600, read_timeout = 10, max_conns_per_ip = 64;
   int64_t ctx = 0, cache_every = 512, cache_mb = 256, max_queue = 64, max_body = 8 << 20, batch = 512;
 };
 
@@ -39,12 +41,16 @@ void check_serve_flags(const ServeArgs& a) {
   check_flag_range("--port", a.port, 0, 65535, "0 = any free port");
   check_flag_range("-np/--parallel", a.parallel, 1, 1024);
   check_flag_range("--timeout", a.timeout, 1, 86400);
+  check_flag_range("--read-timeout", a.read_timeout, 1, 3600);
+  check_flag_range("--max-conns-per-ip", a.max_conns_per_ip, 0, 65536, "0 = no cap");
   check_flag_range("--cache-every", a.cache_every, 0, INT64_MAX, "0 = only at the end of a request");
   check_flag_range("--cache-mb", a.cache_mb, 0, 1 << 24, "0 = no prefix cache");
   check_flag_range("--max-queue", a.max_queue, 0, 1 << 20);
   check_flag_range("--max-body", a.max_body, 1024, int64_t{1} << 32);
   check_flag_range("-b/--batch-size", a.batch, 1, 1 << 20);
   if (a.host.empty()) throw Error("--host must not be empty");
+  if (a.api_key_given && a.api_key.empty())
+    throw Error("--api-key must not be empty (leave the flag out to serve without a key)");
   if (!a.slot_save_path.empty() && !std::filesystem::is_directory(a.slot_save_path))
     throw Error("--slot-save-path: '" + a.slot_save_path + "' is not a directory");
 }
@@ -72,6 +78,8 @@ void serve(const ServeArgs& a) {
   options.port = a.port;
   options.api_key = a.api_key;
   options.timeout_seconds = a.timeout;
+  options.read_timeout_seconds = a.read_timeout;
+  options.max_connections_per_ip = a.max_conns_per_ip;
   options.max_body_bytes = static_cast<size_t>(a.max_body);
   // Every slot and every queued request holds a connection thread while it streams.
   options.http_threads = static_cast<int>(std::min<int64_t>(a.parallel + a.max_queue + 8, 4096));
@@ -89,7 +97,8 @@ void serve(const ServeArgs& a) {
 
   auto model = Model::load(a.model, make_load_options(a.dtype, a.device));
   if (model->input_dim() > 0) throw Error(a.model + " takes feature rows, not tokens: it cannot be served");
-  const Tokenizer tokenizer = Tokenizer::from_model_dir(a.model);
+  // The tokenizer `run` and `generate` use: a GGUF file's embedded one, or the folder's.
+  const Tokenizer tokenizer = load_tokenizer(a.model);
   server::ServedModel served;
   served.tokenizer = &tokenizer;
   // Prompt ids are left to Scheduler::submit, which applies the rule `run` and `generate` apply
@@ -138,7 +147,7 @@ void serve(const ServeArgs& a) {
 void add_serve(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
-  cmd->add_option("-m,--model", args->model, "Checkpoint folder")->required();
+  cmd->add_option("-m,--model", args->model, "Checkpoint folder or .gguf file")->required();
   cmd->add_option("-c,--ctx-size", args->ctx, "Most tokens per request, prompt plus generated (0 = no limit)")
       ->capture_default_str();
   cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
@@ -148,9 +157,15 @@ void add_serve(CLI::App& app) {
   cmd->add_option("-b,--batch-size", args->batch,
                   "Positions per scheduler step (decode rows, then prompt chunks)")
       ->capture_default_str();
-  cmd->add_option("--api-key", args->api_key, "Require this key on every endpoint but /health");
-  cmd->add_option("--timeout", args->timeout,
-                  "Read/write timeout of a connection, and of the shutdown drain (s)")
+  CLI::Option* api_key =
+      cmd->add_option("--api-key", args->api_key, "Require this key on every endpoint but /health");
+  cmd->add_option("--timeout", args->timeout, "Write timeout of a response, and of the shutdown drain (s)")
+      ->capture_default_str();
+  cmd->add_option("--read-timeout", args->read_timeout,
+                  "A request's bytes must keep arriving within this (s; else 408 and close)")
+      ->capture_default_str();
+  cmd->add_option("--max-conns-per-ip", args->max_conns_per_ip,
+                  "Open connections of one client address past which new ones are closed (0 = no cap)")
       ->capture_default_str();
   cmd->add_option("--cache-every", args->cache_every, "Cache the state every N prompt tokens")
       ->capture_default_str();
@@ -165,7 +180,10 @@ void add_serve(CLI::App& app) {
   add_device_option(cmd, args->device);
   cmd->add_option("-a,--alias", args->alias,
                   "Model name reported by /v1/models (default: the folder's name)");
-  cmd->callback([args] { serve(*args); });
+  cmd->callback([args, api_key] {
+    args->api_key_given = api_key->count() > 0;
+    serve(*args);
+  });
 }
 
 }  // namespace mb::cli

@@ -1,9 +1,12 @@
 #include "server/http_server.h"
 
+#include "server/connections.h"
+
 #include <httplib.h>
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <deque>
 #include <random>
@@ -43,10 +46,19 @@ bool same_secret(const std::string& given, const std::string& expected) {
   return difference == 0;
 }
 
+// The key of an "Authorization: Bearer KEY" header, else of "X-Api-Key". Authentication schemes
+// are case-insensitive (RFC 7235), so "bearer" and "BEARER" are the same scheme.
 std::string api_key_of(const httplib::Request& req) {
   const std::string authorization = req.get_header_value("Authorization");
-  const std::string bearer = "Bearer ";
-  if (authorization.compare(0, bearer.size(), bearer) == 0) return authorization.substr(bearer.size());
+  const std::string bearer = "bearer";
+  const bool is_bearer =
+      authorization.size() > bearer.size() && authorization[bearer.size()] == ' ' &&
+      std::equal(bearer.begin(), bearer.end(), authorization.begin(),
+                 [](char want, char got) { return want == std::tolower(static_cast<unsigned char>(got)); });
+  if (is_bearer) {
+    const size_t key = authorization.find_first_not_of(' ', bearer.size());
+    return key == std::string::npos ? std::string() : authorization.substr(key);
+  }
   return req.get_header_value("X-Api-Key");
 }
 
@@ -54,14 +66,6 @@ int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
-
-// cpp-httplib 0.11 listens with a backlog of 5 connections, so a burst of clients connecting at
-// once overflows the accept queue and some of them are reset. Calling listen() again on the bound
-// socket raises the backlog (Linux and the BSDs update it in place).
-class ListeningServer : public httplib::Server {
- public:
-  void widen_backlog(int backlog) { ::listen(svr_sock_, backlog); }
-};
 
 }  // namespace
 
@@ -99,17 +103,49 @@ struct HttpServer::Stream {
   }
 };
 
+namespace {
+
+// Each request being answered holds a worker for as long as it streams, so there are enough
+// workers for every slot and every queued request, plus a few for /health and /metrics; a
+// connection that waits for its request holds none.
+ConnectionLimits connection_limits(const ServerOptions& options) {
+  ConnectionLimits limits;
+  limits.read_timeout_seconds = options.read_timeout_seconds;
+  limits.write_timeout_seconds = options.timeout_seconds;
+  limits.max_body_bytes = options.max_body_bytes;
+  limits.max_connections_per_ip = options.max_connections_per_ip;
+  limits.workers = options.http_threads > 0 ? static_cast<size_t>(options.http_threads) : 64;
+  return limits;
+}
+
+}  // namespace
+
+std::string HttpServer::layer_error_body(int status) const {
+  std::string message;
+  if (status == 413)
+    message = "the request body is larger than the server's limit (--max-body " +
+              std::to_string(options_.max_body_bytes) + " bytes)";
+  else if (status == 408)
+    message = "the request did not arrive within --read-timeout " +
+              std::to_string(options_.read_timeout_seconds) + " s";
+  else if (status == 411)
+    message = "the request body must be sent with a Content-Length (Transfer-Encoding is not accepted)";
+  else if (status == 417)
+    message = "the only expectation this server meets is 'Expect: 100-continue'";
+  else if (status == 431)
+    message = "the request headers are larger than 64 KiB";
+  else
+    message = "malformed request (Content-Length must be one decimal number)";
+  return error_json(message, error_type_for_status(status));
+}
+
 HttpServer::HttpServer(ServerOptions options)
-    : options_(std::move(options)), http_(std::make_unique<ListeningServer>()), started_unix_(unix_now()) {
+    : options_(std::move(options)),
+      http_(std::make_unique<ConnectionServer>(connection_limits(options_),
+                                               [this](int status) { return layer_error_body(status); })),
+      started_unix_(unix_now()) {
   std::random_device device;
   seed_state_ = (static_cast<uint64_t>(device()) << 32) ^ device();
-  // Each open connection holds a thread for as long as it streams, so there are enough threads
-  // for every slot and every queued request, plus a few for /health, /metrics and keep-alive.
-  size_t threads = static_cast<size_t>(std::max(options_.http_threads, 0));
-  if (threads == 0) threads = 64;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http_->set_read_timeout(options_.timeout_seconds, 0);
-  http_->set_write_timeout(options_.timeout_seconds, 0);
   http_->set_payload_max_length(options_.max_body_bytes);
   // httplib's default sets SO_REUSEPORT, which lets a second server bind a port that is in use
   // and quietly take half of its connections; SO_REUSEADDR alone still allows a restart while
@@ -220,14 +256,14 @@ void HttpServer::register_routes() {
                              "text/plain; version=0.0.4; charset=utf-8");
            }));
   http.Post("/v1/completions", when_ready([this](const httplib::Request& req, httplib::Response& res) {
-              handle_generation(ApiKind::Completion, req.body, res);
+              handle_generation(ApiKind::Completion, req, res);
             }));
   http.Post("/v1/chat/completions", when_ready([this](const httplib::Request& req, httplib::Response& res) {
-              handle_generation(ApiKind::Chat, req.body, res);
+              handle_generation(ApiKind::Chat, req, res);
             }));
 }
 
-void HttpServer::handle_generation(ApiKind kind, const std::string& body, httplib::Response& res) {
+void HttpServer::handle_generation(ApiKind kind, const httplib::Request& req, httplib::Response& res) {
   count(&HttpCounters::requests_total);
   if (draining_.load()) {
     res.set_header("Retry-After", "5");
@@ -238,7 +274,7 @@ void HttpServer::handle_generation(ApiKind kind, const std::string& body, httpli
     if (kind == ApiKind::Chat && !model_.chat_template_error.empty())
       throw invalid_request("the model's chat template cannot be used: " + model_.chat_template_error,
                             "chat_template_error");
-    request = parse_api_request(kind, parse_request_body(body), options_.defaults, next_seed());
+    request = parse_api_request(kind, parse_request_body(req.body), options_.defaults, next_seed());
     resolve_prompt(request, *model_.tokenizer, model_.chat_template, model_.render_options,
                    options_.defaults);
   } catch (const Error&) {
@@ -291,48 +327,51 @@ void HttpServer::handle_generation(ApiKind kind, const std::string& body, httpli
   };
 
   if (!request.stream) {
-    // A plain request writes its body once, at the end; until then its connection is watched, so
-    // a client that hangs up while it waits frees its slot as a streaming one does. The body goes
-    // out chunked because its length is unknown when the headers are sent.
-    res.set_chunked_content_provider(
-        kJson,
-        [formatter, stream](size_t, httplib::DataSink& sink) {
-          while (!formatter->finished()) {
-            for (const ServeEvent& event : stream->take(kStreamPoll)) formatter->collect(event);
-            if (!formatter->finished() && !sink.is_writable()) return false;
-          }
-          const std::string body = formatter->response().dump(-1, ' ', false, json::error_handler_t::replace);
-          if (!sink.write(body.data(), body.size())) return false;
-          sink.done();
-          return true;
-        },
-        release);
+    // A plain request is answered once it has ended, with its status and a Content-Length, so an
+    // error (a failed forward, a shutdown) gets its own status and every client, HTTP/1.0 ones
+    // too, can read the body. Until then the connection is watched, so a client that hangs up
+    // while it waits frees its slot as a streaming one does.
+    while (!formatter->finished()) {
+      for (const ServeEvent& event : stream->take(kStreamPoll)) formatter->collect(event);
+      if (!formatter->finished() && !ConnectionServer::client_connected()) break;
+    }
+    release(true);
+    if (!formatter->finished()) return send_error(res, 499, "the client closed the connection");
+    try {
+      send_json(res, formatter->response());
+    } catch (const ApiError& e) {
+      send_api_error(res, e);
+    }
     return;
   }
 
   res.set_header("Cache-Control", "no-cache");
   auto prelude_sent = std::make_shared<bool>(false);
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [stream, formatter, prelude_sent](size_t, httplib::DataSink& sink) {
-        const auto write = [&](const std::string& text) {
-          return text.empty() || sink.write(text.data(), text.size());
-        };
-        if (!*prelude_sent) {
-          *prelude_sent = true;
-          if (!write(formatter->stream_prelude())) return false;
-        }
-        // Runs until the request ends or the client goes.
-        while (!formatter->finished()) {
-          const std::vector<ServeEvent> events = stream->take(kStreamPoll);
-          if (events.empty() && !sink.is_writable()) return false;
-          for (const ServeEvent& event : events)
-            if (!write(formatter->stream_event(event))) return false;
-        }
-        sink.done();
-        return true;
-      },
-      release);
+  httplib::ContentProviderWithoutLength provider = [stream, formatter, prelude_sent](
+                                                       size_t, httplib::DataSink& sink) {
+    const auto write = [&](const std::string& text) {
+      return text.empty() || sink.write(text.data(), text.size());
+    };
+    if (!*prelude_sent) {
+      *prelude_sent = true;
+      if (!write(formatter->stream_prelude())) return false;
+    }
+    // Runs until the request ends or the client goes.
+    while (!formatter->finished()) {
+      const std::vector<ServeEvent> events = stream->take(kStreamPoll);
+      if (events.empty() && !sink.is_writable()) return false;
+      for (const ServeEvent& event : events)
+        if (!write(formatter->stream_event(event))) return false;
+    }
+    sink.done();
+    return true;
+  };
+  // HTTP/1.0 has no chunked encoding: its stream ends when the connection closes (the
+  // connection layer closes every HTTP/1.0 connection after its response).
+  if (req.version == "HTTP/1.0")
+    res.set_content_provider("text/event-stream", std::move(provider), release);
+  else
+    res.set_chunked_content_provider("text/event-stream", std::move(provider), release);
 }
 
 void HttpServer::bind() {
@@ -345,11 +384,19 @@ void HttpServer::bind() {
   if (port_ <= 0)
     throw Error("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
                 " (address in use, or not an address of this machine)");
-  static_cast<ListeningServer&>(*http_).widen_backlog(SOMAXCONN);
+  static_cast<ConnectionServer&>(*http_).widen_backlog(SOMAXCONN);
 }
 
 void HttpServer::start() {
-  listener_ = std::thread([this] { http_->listen_after_bind(); });
+  listener_ = std::thread([this] {
+    http_->listen_after_bind();
+    listener_done_.store(true);
+  });
+  // httplib's stop() does nothing until the listener has marked itself running, so a stop() that
+  // came first (a model that fails to load at once) would leave the listener in accept() and
+  // the destructor waiting for it forever: start() returns only once stop() can reach it.
+  while (!http_->is_running() && !listener_done_.load())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 void HttpServer::set_model(ServedModel model) {
@@ -365,8 +412,10 @@ bool HttpServer::drain(std::chrono::milliseconds timeout) {
 }
 
 void HttpServer::stop() {
-  if (http_) http_->stop();
+  if (!http_) return;
+  http_->stop();
   if (listener_.joinable()) listener_.join();
+  static_cast<ConnectionServer&>(*http_).shutdown_connections();
 }
 
 }  // namespace mb::server

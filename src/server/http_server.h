@@ -23,6 +23,7 @@
 
 namespace httplib {
 class Server;
+struct Request;
 struct Response;
 }  // namespace httplib
 
@@ -32,10 +33,12 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                   // 0 = any free port (bound_port() tells which)
   std::string api_key;               // "" = no key; else required on every endpoint but /health
-  int timeout_seconds = 600;         // --timeout: read and write timeout of a connection
+  int timeout_seconds = 600;         // --timeout: write timeout of a response
+  int read_timeout_seconds = 10;     // --read-timeout: a request's bytes must keep arriving
+  int max_connections_per_ip = 64;   // --max-conns-per-ip (0 = no cap)
   size_t max_body_bytes = 8u << 20;  // --max-body: larger request bodies get 413
-  int http_threads = 0;  // connections served at once; 0 = enough for every slot and queued request
-  std::string model_id;  // the name /v1/models reports
+  int http_threads = 0;              // requests answered at once; 0 = 64
+  std::string model_id;              // the name /v1/models reports
   ApiDefaults defaults;
 };
 
@@ -75,13 +78,15 @@ class HttpServer {
  private:
   struct Stream;
   void register_routes();
-  void handle_generation(ApiKind kind, const std::string& body, httplib::Response& response);
+  void handle_generation(ApiKind kind, const httplib::Request& request, httplib::Response& response);
+  std::string layer_error_body(int status) const;  // the answers the connection layer gives itself
   void count(uint64_t HttpCounters::*counter);
   uint64_t next_seed();
 
   ServerOptions options_;
   std::unique_ptr<httplib::Server> http_;
   std::thread listener_;
+  std::atomic<bool> listener_done_{false};  // listen_after_bind() has returned
   int port_ = 0;
   int64_t started_unix_ = 0;
 

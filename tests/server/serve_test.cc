@@ -428,6 +428,8 @@ TEST(Serve, EveryFlagIsCheckedUnderItsName) {
       {"--parallel 5000", "-np/--parallel must be in [1, 1024], got 5000"},
       {"-c -1", "-c/--ctx-size must be in [0, 2147483647] (0 = no limit), got -1"},
       {"--timeout 0", "--timeout must be in [1, 86400], got 0"},
+      {"--read-timeout 0", "--read-timeout must be in [1, 3600], got 0"},
+      {"--max-conns-per-ip -1", "--max-conns-per-ip must be in [0, 65536] (0 = no cap), got -1"},
       {"--cache-every -5", "--cache-every must be >= 0"},
       {"--cache-mb -1", "--cache-mb must be in [0, 16777216]"},
       {"--max-queue -1", "--max-queue must be in [0, 1048576]"},

@@ -99,6 +99,31 @@ std::string ServerProcess::stderr_text() const {
   return read_all(dir_ + "/err.txt");
 }
 
+ServeExit serve_until_exit(const std::string& model_path, const std::string& arguments,
+                           double timeout_seconds) {
+  const std::string dir = make_temp_dir("serve_exit");
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t pid =
+      spawn_shell("exec " + std::string(MB_CLI_PATH) + " serve -m " + model_path +
+                  " --host 127.0.0.1 --port 0 " + arguments + " >" + dir + "/out.txt 2>" + dir + "/err.txt");
+  ServeExit result;
+  if (pid <= 0) return result;
+  const auto deadline = start + std::chrono::duration<double>(timeout_seconds);
+  int status = 0;
+  bool exited = false;
+  while (!(exited = waitpid(pid, &status, WNOHANG) == pid) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!exited) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  } else if (WIFEXITED(status)) {
+    result.status = WEXITSTATUS(status);
+  }
+  result.stderr_text = read_all(dir + "/err.txt");
+  return result;
+}
+
 const std::string& server_test_model() {
   static const std::string dir = [] {
     const std::string d = make_temp_dir("serve_model") + "/tiny";

@@ -30,6 +30,17 @@ class ServerProcess {
   std::string dir_;
 };
 
+// A `mambacpp serve` that is expected to exit by itself (a model that cannot load, a refused
+// flag): its exit status (-1 when killed by a signal, or still running after `timeout_seconds`,
+// when it is killed), how long it ran and what it wrote to stderr.
+struct ServeExit {
+  int status = -1;
+  double seconds = 0;
+  std::string stderr_text;
+};
+ServeExit serve_until_exit(const std::string& model_path, const std::string& arguments,
+                           double timeout_seconds);
+
 // A tiny random checkpoint (made once per test binary with make-model) and its folder.
 const std::string& server_test_model();
 

@@ -1,0 +1,123 @@
+// The connection layer under cpp-httplib's request parser: who may connect, how long a request may
+// take to arrive, and which thread serves it.
+//
+// cpp-httplib 0.11 gives every accepted connection a pool thread for its whole life, so a few
+// dozen clients that send one byte and then nothing hold every thread until the read timeout
+// (slowloris); it reads a request with a fresh buffer each time, so pipelined requests after the
+// first are lost; and it reads a whole oversized body before answering 413. ConnectionServer
+// replaces its per-connection loop (the virtual process_and_close_socket) with:
+//
+//  * one poller thread that holds every connection while its request arrives: bytes are read
+//    into the connection's own buffer until the headers and the Content-Length body are all
+//    there, within `read_timeout` of the last progress (408 and close past it), or within the
+//    keep-alive timeout for an idle connection (closed); no thread waits on a slow client;
+//  * requests answered from their headers alone, without reading a body: a Content-Length over
+//    the body limit (413, also instead of "100 Continue"), an unknown expectation (417), headers
+//    over 64 KiB (431), a malformed Content-Length (400), a body without a Content-Length
+//    (Transfer-Encoding: chunked; 411);
+//  * worker threads that run httplib's own parser and routing on a complete request, through a
+//    stream that reads the request from the connection's buffer and nothing past it, so the bytes
+//    of the next (pipelined) request stay there for the next round, and a worker never waits for
+//    a client's bytes;
+//  * a cap on the connections of one client address (refused by closing) and on descriptors
+//    httplib's select() cannot take.
+//
+// HTTP/1.0 requests are answered with "Connection: close" and the connection is closed after
+// the response, so a response whose length is not known in advance can be close-delimited.
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace mb::server {
+
+struct ConnectionLimits {
+  int read_timeout_seconds = 10;    // --read-timeout: a request's bytes must keep arriving
+  int write_timeout_seconds = 600;  // --timeout: a response's bytes must keep leaving
+  size_t max_body_bytes = 8u << 20;
+  int max_connections_per_ip = 64;  // 0 = no cap
+  size_t workers = 64;              // requests served at once
+};
+
+// What the headers at the start of `bytes` say about the request (pure, for the poller and tests).
+struct RequestScan {
+  enum class State {
+    Incomplete,         // more bytes are needed
+    Complete,           // the headers and the whole Content-Length body are there
+    ContinueThenBody,   // "Expect: 100-continue" with an acceptable length: 100, then wait for the body
+    TooLarge,           // 413: Content-Length over the limit
+    HeadersTooLarge,    // 431
+    BadLength,          // 400: a Content-Length that is not one decimal number
+    LengthRequired,     // 411: a Transfer-Encoding (a chunked body could not be waited for)
+    ExpectationFailed,  // 417: an expectation other than 100-continue
+  } state = State::Incomplete;
+  size_t header_bytes = 0;                            // through the blank line
+  size_t body_bytes = 0;                              // the Content-Length (0 when absent or chunked)
+  size_t expect_line_begin = 0, expect_line_end = 0;  // the Expect header line, for ContinueThenBody
+};
+RequestScan scan_request(std::string_view bytes, size_t max_body_bytes);
+
+class ConnectionServer : public httplib::Server {
+ public:
+  // `error_body(status)` is the JSON body of an answer the layer gives itself (413, 408, ...).
+  ConnectionServer(ConnectionLimits limits, std::function<std::string(int status)> error_body);
+  ~ConnectionServer() override;
+
+  // cpp-httplib listens with a backlog of 5; listen() again on the bound socket raises it.
+  void widen_backlog(int backlog);
+  // After stop(): closes the connections that wait and joins the poller and the workers (a
+  // request in flight ends first; httplib aborts its content provider once stop() ran).
+  void shutdown_connections();
+
+  // For a handler, on its worker thread: whether the client of the request is still connected
+  // (it has not closed or reset the connection).
+  static bool client_connected();
+
+ private:
+  struct Connection;
+  using Clock = std::chrono::steady_clock;
+
+  bool process_and_close_socket(socket_t sock) override;
+  void poll_loop();
+  void worker_loop();
+  void serve(std::unique_ptr<Connection> connection);
+  // Reads what has arrived; returns false when the connection is finished (closed or answered).
+  bool receive(Connection& connection);
+  // Decides from the buffered bytes: hand over to a worker, answer at once, or keep waiting.
+  bool dispatch(std::unique_ptr<Connection>& connection);
+  void answer_and_linger(std::unique_ptr<Connection> connection, int status);
+  void wait_for_request(std::unique_ptr<Connection> connection, bool idle);
+  void release(Connection& connection);
+  void wake();
+
+  ConnectionLimits limits_;
+  std::function<std::string(int)> error_body_;
+  std::atomic<bool> stopping_{false};
+  int wake_fd_ = -1;
+
+  std::mutex mutex_;  // guards everything below
+  std::map<std::string, int> per_ip_;
+  std::vector<std::unique_ptr<Connection>> incoming_;  // for the poller
+  std::deque<std::unique_ptr<Connection>> ready_;      // for the workers
+  std::condition_variable work_;
+
+  std::vector<std::unique_ptr<Connection>> waiting_;  // the poller's own
+  std::thread poller_;
+  std::vector<std::thread> workers_;
+  bool shut_down_ = false;
+};
+
+}  // namespace mb::server

@@ -1,0 +1,280 @@
+// The connection layer of `mambacpp serve` (src/server/connections.h) over raw loopback sockets
+// (issue 21): idle connections that starve nobody, answers decided from the headers alone,
+// pipelining, HTTP/1.0, and a plain request that ends in an error during a shutdown.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "server/connections.h"
+#include "server_process.h"
+
+namespace mb {
+namespace {
+
+using nlohmann::json;
+using server::RequestScan;
+using server::scan_request;
+using test::server_test_model;
+using test::ServerProcess;
+using Clock = std::chrono::steady_clock;
+
+// A connection to the server from `source` (any 127.x.y.z is this machine), or -1.
+int connect_from(const char* source, int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in local{};
+  local.sin_family = AF_INET;
+  inet_pton(AF_INET, source, &local.sin_addr);
+  sockaddr_in remote{};
+  remote.sin_family = AF_INET;
+  remote.sin_port = htons(static_cast<uint16_t>(port));
+  remote.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0 ||
+      connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool send_all(int fd, const std::string& bytes) {
+  return send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+}
+
+// What arrives within `seconds`, until the server closes or `until` has been received.
+std::string receive(int fd, double seconds, const std::string& until = "") {
+  std::string received;
+  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+  while (Clock::now() < deadline && (until.empty() || received.find(until) == std::string::npos)) {
+    pollfd p{fd, POLLIN, 20};
+    if (poll(&p, 1, 20) <= 0) continue;
+    char chunk[4096];
+    const ssize_t n = recv(fd, chunk, sizeof chunk, 0);
+    if (n <= 0) break;
+    received.append(chunk, static_cast<size_t>(n));
+  }
+  return received;
+}
+
+// Whether the server has closed the connection (what it sent first is ignored).
+bool closed_by_server(int fd) {
+  char chunk[4096];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 0) <= 0) return false;
+    const ssize_t n = recv(fd, chunk, sizeof chunk, MSG_DONTWAIT);
+    if (n <= 0) return true;
+  }
+}
+
+std::string post(const std::string& version, const std::string& path, const std::string& body,
+                 const std::string& extra_headers = "") {
+  return "POST " + path + " " + version +
+         "\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\n" + extra_headers + "\r\n" + body;
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+TEST(RequestScan, DecidesFromTheHeadersAlone) {
+  const size_t limit = 100;
+  EXPECT_EQ(scan_request("GET / HTTP/1.1\r\nHost: x\r\n", limit).state, RequestScan::State::Incomplete);
+  const RequestScan get = scan_request("GET / HTTP/1.1\r\nHost: x\r\n\r\nGET", limit);
+  EXPECT_EQ(get.state, RequestScan::State::Complete);
+  EXPECT_EQ(get.header_bytes, 27u);
+  EXPECT_EQ(scan_request("POST / HTTP/1.1\r\ncontent-length: 5\r\n\r\nabc", limit).state,
+            RequestScan::State::Incomplete);
+  EXPECT_EQ(scan_request("POST / HTTP/1.1\r\ncontent-length: 5\r\n\r\nabcde", limit).body_bytes, 5u);
+  EXPECT_EQ(scan_request("POST / HTTP/1.1\r\nContent-Length: 1000000000000\r\n\r\n", limit).state,
+            RequestScan::State::TooLarge);
+  EXPECT_EQ(
+      scan_request("POST / HTTP/1.1\r\nContent-Length: 101\r\nExpect: 100-continue\r\n\r\n", limit).state,
+      RequestScan::State::TooLarge);
+  const std::string expecting = "POST / HTTP/1.1\r\nExpect: 100-Continue\r\nContent-Length: 4\r\n\r\n";
+  const RequestScan expect = scan_request(expecting, limit);
+  EXPECT_EQ(expect.state, RequestScan::State::ContinueThenBody);
+  EXPECT_EQ(expecting.substr(expect.expect_line_begin, expect.expect_line_end - expect.expect_line_begin),
+            "Expect: 100-Continue\r\n");
+  EXPECT_EQ(scan_request("POST / HTTP/1.1\r\nExpect: magic\r\n\r\n", limit).state,
+            RequestScan::State::ExpectationFailed);
+  EXPECT_EQ(scan_request("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", limit).state,
+            RequestScan::State::LengthRequired);
+  for (const char* length : {"-1", "1e3", "", "12 3", "99999999999999999999"})
+    EXPECT_EQ(
+        scan_request(std::string("POST / HTTP/1.1\r\nContent-Length: ") + length + "\r\n\r\n", limit).state,
+        RequestScan::State::BadLength)
+        << length;
+  EXPECT_EQ(scan_request("POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n", limit).state,
+            RequestScan::State::BadLength);
+  EXPECT_EQ(scan_request("GET / HTTP/1.1\r\nX: " + std::string(70000, 'a'), limit).state,
+            RequestScan::State::HeadersTooLarge);
+}
+
+// Slowloris: connections that send one byte and then nothing used to hold every HTTP thread (76)
+// until the 600 s timeout. Now they hold none, one address may hold only --max-conns-per-ip of
+// them, they get 408 after --read-timeout, and a 413 needs no body.
+TEST(ServeConnections, IdleConnectionsStarveNobody) {
+  // 10 workers; 100 idle connections from one address, 40 more refused.
+  ServerProcess server(server_test_model(),
+                       "-t 1 -np 1 --max-queue 1 --max-conns-per-ip 100 --read-timeout 2");
+  ASSERT_GT(server.port(), 0);
+  std::vector<int> idle;
+  for (int i = 0; i < 140; ++i) {
+    const int fd = connect_from("127.0.0.2", server.port());
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(send_all(fd, "P"));
+    idle.push_back(fd);
+  }
+  const auto start = Clock::now();
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_read_timeout(5, 0);
+  const auto health = client.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  const auto completion = client.Post(
+      "/v1/completions", R"({"prompt": "hi", "max_tokens": 2, "ignore_eos": true})", "application/json");
+  ASSERT_TRUE(completion);
+  EXPECT_EQ(completion->status, 200) << completion->body;
+  EXPECT_LT(seconds_since(start), 1.0);
+
+  // A body of a terabyte announced and never sent: 413 at once.
+  const int large = connect_from("127.0.0.1", server.port());
+  ASSERT_TRUE(send_all(large, "POST /v1/completions HTTP/1.1\r\nContent-Length: 1000000000000\r\n\r\n"));
+  const auto asked = Clock::now();
+  const std::string refused = receive(large, 5);
+  EXPECT_LT(seconds_since(asked), 1.0);
+  EXPECT_EQ(refused.rfind("HTTP/1.1 413", 0), 0u) << refused;
+  EXPECT_NE(refused.find("--max-body"), std::string::npos) << refused;
+  close(large);
+
+  int closed = 0;
+  for (int fd : idle) closed += closed_by_server(fd);
+  EXPECT_EQ(closed, 40);
+  // Past --read-timeout the others are answered 408 and closed.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  const std::string timed_out = receive(idle[0], 2);
+  EXPECT_EQ(timed_out.rfind("HTTP/1.1 408", 0), 0u) << timed_out;
+  closed = 0;
+  for (int fd : idle) {
+    closed += closed_by_server(fd);
+    close(fd);
+  }
+  EXPECT_EQ(closed, 140);
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+TEST(ServeConnections, PipelinedRequestsAreAllAnswered) {
+  ServerProcess server(server_test_model(), "-t 1");
+  ASSERT_GT(server.port(), 0);
+  const int fd = connect_from("127.0.0.1", server.port());
+  const std::string tokenize = post("HTTP/1.1", "/tokenize", R"({"content": "hi"})");
+  ASSERT_TRUE(send_all(fd, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n" + tokenize +
+                               "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  const std::string replies = receive(fd, 5);
+  close(fd);
+  size_t count = 0;
+  for (size_t at = replies.find("HTTP/1.1 200"); at != std::string::npos;
+       at = replies.find("HTTP/1.1 200", at + 1))
+    ++count;
+  EXPECT_EQ(count, 3u) << replies;
+  EXPECT_NE(replies.find("\"tokens\""), std::string::npos) << replies;
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+// HTTP/1.0 has no chunked encoding: a plain answer has a Content-Length, a stream ends with the
+// connection.
+TEST(ServeConnections, Http10ClientsGetBodiesTheyCanRead) {
+  ServerProcess server(server_test_model(), "-t 1");
+  ASSERT_GT(server.port(), 0);
+  const std::string body = R"({"prompt": "hi", "max_tokens": 3, "ignore_eos": true)";
+  int fd = connect_from("127.0.0.1", server.port());
+  ASSERT_TRUE(send_all(fd, post("HTTP/1.0", "/v1/completions", body + "}")));
+  std::string reply = receive(fd, 10);
+  close(fd);
+  const size_t blank = reply.find("\r\n\r\n");
+  ASSERT_NE(blank, std::string::npos) << reply;
+  const std::string headers = reply.substr(0, blank);
+  EXPECT_EQ(headers.find("chunked"), std::string::npos) << headers;
+  EXPECT_NE(headers.find("Content-Length: " + std::to_string(reply.size() - blank - 4)), std::string::npos)
+      << reply;
+  EXPECT_EQ(json::parse(reply.substr(blank + 4))["usage"]["completion_tokens"], 3);
+
+  fd = connect_from("127.0.0.1", server.port());
+  ASSERT_TRUE(send_all(fd, post("HTTP/1.0", "/v1/completions", body + R"(, "stream": true})")));
+  reply = receive(fd, 10);
+  close(fd);
+  EXPECT_EQ(reply.find("chunked"), std::string::npos) << reply;
+  ASSERT_GE(reply.size(), 16u);
+  EXPECT_NE(reply.find("data: [DONE]\n\n"), std::string::npos) << reply;
+  EXPECT_EQ(reply.substr(reply.size() - 14), "data: [DONE]\n\n") << reply;
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+TEST(ServeConnections, ExpectContinueIsAnsweredFromTheHeaders) {
+  ServerProcess server(server_test_model(), "-t 1 --max-body 4096");
+  ASSERT_GT(server.port(), 0);
+  // Too large: 413 at once, never "100 Continue".
+  int fd = connect_from("127.0.0.1", server.port());
+  ASSERT_TRUE(
+      send_all(fd, "POST /tokenize HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 100000\r\n\r\n"));
+  std::string reply = receive(fd, 2, "\r\n\r\n");
+  close(fd);
+  EXPECT_EQ(reply.rfind("HTTP/1.1 413", 0), 0u) << reply;
+  // Acceptable: 100, then the body, then the answer.
+  const std::string body = R"({"content": "hi"})";
+  fd = connect_from("127.0.0.1", server.port());
+  ASSERT_TRUE(send_all(fd, "POST /tokenize HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: " +
+                               std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n"));
+  reply = receive(fd, 2, "\r\n\r\n");
+  EXPECT_EQ(reply, "HTTP/1.1 100 Continue\r\n\r\n");
+  ASSERT_TRUE(send_all(fd, body));
+  reply = receive(fd, 5);
+  close(fd);
+  EXPECT_EQ(reply.rfind("HTTP/1.1 200", 0), 0u) << reply;
+  EXPECT_EQ(reply.find("100 Continue"), std::string::npos) << reply;
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+// A plain request that ends in an error event (here the shutdown after --timeout) used to make
+// the server abort with SIGABRT and the client get an empty 200.
+TEST(ServeConnections, APlainRequestEndedByShutdownGetsAnErrorAndTheServerExitsZero) {
+  ServerProcess server(server_test_model(), "-t 1 -np 1 --timeout 1");
+  ASSERT_GT(server.port(), 0);
+  int status = 0;
+  std::string body;
+  std::thread waiting([&] {
+    httplib::Client client("127.0.0.1", server.port());
+    client.set_read_timeout(20, 0);
+    const auto result =
+        client.Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 100000000, "ignore_eos": true})",
+                    "application/json");
+    status = result ? result->status : -1;
+    body = result ? result->body : "";
+  });
+  httplib::Client client("127.0.0.1", server.port());
+  bool running = false;
+  for (int attempt = 0; attempt < 500 && !running; ++attempt) {
+    running = client.Get("/metrics")->body.find("mambacpp_active_requests 1\n") != std::string::npos;
+    if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(running) << client.Get("/metrics")->body;
+  EXPECT_EQ(server.terminate(10), 0) << server.stderr_text();
+  waiting.join();
+  EXPECT_EQ(status, 500) << body;
+  const json error = json::parse(body, nullptr, false);
+  ASSERT_TRUE(error.contains("error")) << body;
+  EXPECT_TRUE(error["error"]["message"].is_string());
+}
+
+}  // namespace
+}  // namespace mb
