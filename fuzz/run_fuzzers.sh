@@ -18,12 +18,13 @@ seconds=$2
 shift 2
 harnesses=("$@")
 if [ ${#harnesses[@]} -eq 0 ]; then
-  harnesses=(safetensors safetensors_index config tokenizer state_file slot_file npy torch_checkpoint torch_pickle chat_template gguf)
+  harnesses=(safetensors safetensors_index config tokenizer tokenizer_pipeline state_file slot_file npy torch_checkpoint torch_pickle chat_template gguf)
 fi
 
 dict_of() {
   case $1 in
     safetensors | safetensors_index) echo safetensors ;;
+    tokenizer_pipeline) echo tokenizer ;;
     *) echo "$1" ;;
   esac
 }

@@ -1,28 +1,122 @@
 #include "core/json_text.h"
 
+#include <utility>
+#include <vector>
+
 #include "core/error.h"
 
 namespace mb {
 
 using nlohmann::json;
 
+namespace {
+
+// Builds the parsed value from nlohmann's SAX events while refusing nesting past `max_depth`.
+// nlohmann's json::parse with a parser callback rescans the enclosing container at the end of
+// every object (to drop values the callback discarded), so its time grows with the square of
+// the number of objects in an array; this builder keeps a stack of the open containers and
+// touches each value once, so parsing is linear in the text.
+class BoundedBuilder {
+ public:
+  using string_t = json::string_t;
+  using binary_t = json::binary_t;
+
+  BoundedBuilder(json& root, const std::string& source, int max_depth, size_t max_containers,
+                 const JsonKeyObserver& on_key)
+      : root_(root),
+        source_(source),
+        max_depth_(max_depth),
+        max_containers_(max_containers),
+        containers_left_(max_containers),
+        on_key_(on_key) {}
+
+  bool null() { return add(nullptr); }
+  bool boolean(bool value) { return add(value); }
+  bool number_integer(json::number_integer_t value) { return add(value); }
+  bool number_unsigned(json::number_unsigned_t value) { return add(value); }
+  bool number_float(json::number_float_t value, const string_t&) { return add(value); }
+  bool string(string_t& value) { return add(std::move(value)); }
+  bool binary(binary_t& value) { return add(json::binary(std::move(value))); }
+
+  bool start_object(std::size_t) { return open(json::value_t::object); }
+  bool start_array(std::size_t) { return open(json::value_t::array); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+
+  bool key(string_t& key) {
+    // The depth a key is reported at is the number of open containers, so the outermost
+    // object's keys have depth 1, as with nlohmann's parser callback.
+    if (on_key_) on_key_(static_cast<int>(open_.size()), key);
+    // Like nlohmann's own parser, a repeated key replaces the earlier value.
+    pending_ = &(*open_.back())[std::move(key)];
+    return true;
+  }
+
+  [[noreturn]] bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
+    // Syntax errors, invalid UTF-8 and numbers outside double's range such as 1e400 (an
+    // out_of_range exception rather than a parse_error) all arrive here.
+    throw Error(source_ + " is not valid JSON (" + e.what() + ")");
+  }
+
+ private:
+  // Places `value` where the text puts it and returns its address in the tree.
+  json* place(json&& value) {
+    if (open_.empty()) {
+      root_ = std::move(value);
+      return &root_;
+    }
+    json& parent = *open_.back();
+    if (parent.is_array()) return &parent.emplace_back(std::move(value));
+    *pending_ = std::move(value);
+    return pending_;
+  }
+
+  bool add(json&& value) {
+    place(std::move(value));
+    return true;
+  }
+
+  bool open(json::value_t type) {
+    // The outermost value has depth 0: the depth is the number of enclosing containers.
+    if (open_.size() >= static_cast<size_t>(max_depth_))
+      throw Error(source_ + " is not valid JSON (arrays and objects nest deeper than " +
+                  std::to_string(max_depth_) + " levels)");
+    if (containers_left_ == 0)
+      throw Error(source_ + " holds more than " + std::to_string(max_containers_) + " arrays and objects");
+    --containers_left_;
+    open_.push_back(place(json(type)));
+    return true;
+  }
+
+  bool close() {
+    open_.pop_back();
+    return true;
+  }
+
+  json& root_;
+  const std::string& source_;
+  const int max_depth_;
+  const size_t max_containers_;
+  size_t containers_left_;  // arrays and objects the text may still open
+  const JsonKeyObserver& on_key_;
+  // The containers opened and not yet closed, innermost last. Their addresses stay valid while
+  // they are open: only the innermost one grows.
+  std::vector<json*> open_;
+  json* pending_ = nullptr;  // the value slot of the last key read in the innermost object
+};
+
+}  // namespace
+
 json parse_json_text(std::string_view text, const std::string& source, int max_depth,
-                     const json::parser_callback_t& callback) {
-  // The depth passed to the callback at object_start / array_start is the number of enclosing
-  // containers, so the outermost value has depth 0.
-  const auto bounded = [&](int depth, json::parse_event_t event, json& parsed) {
-    const bool opens =
-        event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
-    if (opens && depth >= max_depth)
-      throw Error(source + " is not valid JSON (arrays and objects nest deeper than " +
-                  std::to_string(max_depth) + " levels)");
-    return callback ? callback(depth, event, parsed) : true;
-  };
+                     const JsonKeyObserver& on_key, size_t max_containers) {
+  json root;
+  BoundedBuilder builder(root, source, max_depth, max_containers, on_key);
   try {
-    return json::parse(text, bounded);
+    json::sax_parse(text, &builder);
   } catch (const json::exception& e) {
     throw Error(source + " is not valid JSON (" + e.what() + ")");
   }
+  return root;
 }
 
 std::string json_excerpt(const json& value) {

@@ -56,15 +56,11 @@ const char* header_dtype(DType dtype) {
 json parse_header(const std::string& text, const std::string& path) {
   std::set<std::string> seen;
   std::string duplicate;
-  auto callback = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (depth == 1 && event == json::parse_event_t::key) {
-      const std::string key = parsed.get<std::string>();
-      if (!seen.insert(key).second && duplicate.empty()) duplicate = key;
-    }
-    return true;
+  auto on_key = [&](int depth, const std::string& key) {
+    if (depth == 1 && !seen.insert(key).second && duplicate.empty()) duplicate = key;
   };
   // A header nests three levels (tensor, entry, shape); 64 is far beyond any real one.
-  const json header = parse_json_text(text, "'" + path + "': safetensors header", 64, callback);
+  const json header = parse_json_text(text, "'" + path + "': safetensors header", 64, on_key);
   if (!duplicate.empty())
     throw Error("'" + path + "': tensor '" + duplicate + "' appears twice in the header");
   if (!header.is_object()) throw Error("'" + path + "': safetensors header is not a JSON object");

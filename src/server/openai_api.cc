@@ -38,9 +38,13 @@ const char* error_type_for_status(int status) {
 }
 
 json parse_request_body(std::string_view body) {
+  // A chat request of 4,096 messages in content parts needs a few tens of thousands of arrays
+  // and objects; the limit keeps an 8 MB body of a million empty objects (some 200 MB parsed)
+  // from costing more than about 25 MB before it is refused.
+  constexpr size_t kMaxContainers = size_t{1} << 17;
   json value;
   try {
-    value = parse_json_text(body, "the request body", 64);
+    value = parse_json_text(body, "the request body", 64, nullptr, kMaxContainers);
   } catch (const Error& e) {
     throw invalid_request(e.what(), "invalid_json");
   }
@@ -312,6 +316,11 @@ void resolve_prompt(ApiRequest& request, const Tokenizer& tokenizer, const ChatT
     prompt = request.prompt_ids;
   }
   if (prompt.empty()) throw invalid_request("the prompt is empty (it encodes to no tokens)", "empty_prompt");
+  // Without -c nothing else bounds the prefill a text prompt asks for before it is queued.
+  if (prompt.size() > defaults.max_prompt_tokens_in_request)
+    throw invalid_request("the prompt has " + std::to_string(prompt.size()) + " tokens, more than the " +
+                              std::to_string(defaults.max_prompt_tokens_in_request) + " a request may carry",
+                          "context_length_exceeded");
   if (defaults.vocab_size > 0)
     for (int32_t id : prompt)
       if (id < 0 || id >= defaults.vocab_size)

@@ -42,7 +42,8 @@ std::string error_json(const std::string& message, const std::string& type, cons
 // The conventional error type of an HTTP status ("invalid_request_error" for 400, ...).
 const char* error_type_for_status(int status);
 
-// Parses a request body; malformed JSON, nesting past 64 levels and non-object bodies are a 400.
+// Parses a request body in time linear in its size; malformed JSON, nesting past 64 levels, more
+// than 131,072 arrays and objects and non-object bodies are a 400.
 nlohmann::json parse_request_body(std::string_view body);
 
 enum class ApiKind { Completion, Chat };
@@ -53,7 +54,8 @@ struct ApiDefaults {
   int64_t vocab_size = 0;                     // the model's; prompt ids must lie below it (0 = unchecked)
   int completion_max_tokens = 16;             // OpenAI's default for /v1/completions
   int chat_max_tokens_without_context = 512;  // chat without max_tokens and without -c
-  size_t max_prompt_tokens_in_request = 1u << 20;  // token-id prompts longer than this are refused
+  size_t max_prompt_tokens_in_request = 1u
+                                        << 20;  // prompts (ids or encoded text) longer than this are refused
   size_t max_stop_strings = 16;
   size_t max_messages = 4096;
 };

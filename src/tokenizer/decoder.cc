@@ -1,12 +1,14 @@
 #include "tokenizer/decoder.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "core/error.h"
 #include "tokenizer/pipeline.h"
 #include "tokenizer/pipeline_json.h"
+#include "tokenizer/pipeline_limits.h"
 #include "tokenizer/utf8.h"
 
 namespace mb::tok {
@@ -47,17 +49,21 @@ bool needs_whole_tokens(const DecodeStep& step) {
   return false;
 }
 
-// Returns false for ByteLevel, which only combines with other ByteLevel decoders.
-bool parse_step(const json& config, const std::string& source, std::vector<DecodeStep>& steps) {
+// Returns false for ByteLevel, which only combines with other ByteLevel decoders. `depth` counts
+// the Sequences around `config`.
+bool parse_step(const json& config, const std::string& source, std::vector<DecodeStep>& steps,
+                int depth = 0) {
   const std::string type = stage_type(config, source, kStage);
   if (type == "ByteLevel") return false;
   if (type == "Sequence") {
     const json& decoders = array_field(config, "decoders", source, kStage);
     if (decoders.empty()) throw Error(source + ": a decoder Sequence is empty");
+    check_sequence(source, kStage, decoders.size(), depth + 1);
     bool all_byte_level = true;
     bool any_byte_level = false;
     for (const json& step : decoders) {
-      const bool chain_step = parse_step(step, source, steps);
+      const bool chain_step = parse_step(step, source, steps, depth + 1);
+      check_step_count(source, kStage, steps.size());
       all_byte_level = all_byte_level && !chain_step;
       any_byte_level = any_byte_level || !chain_step;
     }
@@ -109,6 +115,24 @@ std::string strip_whole_token(const StripDecodeStep& strip, const std::string& t
   return token.substr(starts[first], starts[end] - starts[first]);
 }
 
+// Every decoder step but Replace keeps or shrinks the text, and a Replace grows it at most by its
+// content's length over its pattern's (occurrences do not overlap), so the product bounds what
+// a chain makes of a token; the decoder has no budget of its own to stop a chain that doubles
+// each token's text at every step.
+void check_replace_growth(const std::vector<DecodeStep>& steps, const std::string& source) {
+  double growth = 1.0;
+  for (const DecodeStep& step : steps) {
+    if (const auto* replace = std::get_if<ReplaceDecodeStep>(&step))
+      growth *= std::max(1.0, static_cast<double>(replace->content.size()) / replace->pattern.size());
+  }
+  if (growth > static_cast<double>(kMaxPipelineGrowth)) {
+    char factor[32];
+    std::snprintf(factor, sizeof factor, "%.3g", growth);
+    throw Error(source + ": the decoder's Replace steps can make a token's text " + factor +
+                " times longer, more than " + std::to_string(kMaxPipelineGrowth));
+  }
+}
+
 }  // namespace
 
 Decoder Decoder::from_json(const json& config, const std::string& source) {
@@ -116,6 +140,7 @@ Decoder Decoder::from_json(const json& config, const std::string& source) {
   Decoder decoder;
   if (!parse_step(config, source, decoder.steps)) return byte_level();
   decoder.kind = DecoderKind::Chain;
+  check_replace_growth(decoder.steps, source);
   bool fused = false;
   for (const DecodeStep& step : decoder.steps) {
     if (fused && needs_whole_tokens(step)) {

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/json_text.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/pipeline_limits.h"
 #include "tokenizer/utf8.h"
 
 namespace mb::tok {
@@ -15,7 +16,9 @@ using nlohmann::json;
 using NormalizerStep = std::variant<NormalForm, PrependStep, ReplaceStep>;
 using PreTokenizerStep = std::variant<SplitStep, ByteLevelStep, MetaspaceStep>;
 
-void parse_normalizer(const json& config, const std::string& source, std::vector<NormalizerStep>& steps) {
+// `depth` counts the Sequences around `config`.
+void parse_normalizer(const json& config, const std::string& source, std::vector<NormalizerStep>& steps,
+                      int depth = 0) {
   if (config.is_null()) return;
   const char* stage = "normalizer";
   const std::string type = stage_type(config, source, stage);
@@ -33,17 +36,17 @@ void parse_normalizer(const json& config, const std::string& source, std::vector
     steps.emplace_back(
         ReplaceStep{string_pattern(config, source, stage), string_field(config, "content", source, stage)});
   } else if (type == "Sequence") {
-    for (const json& step : array_field(config, "normalizers", source, stage)) {
-      parse_normalizer(step, source, steps);
-    }
+    const json& entries = array_field(config, "normalizers", source, stage);
+    check_sequence(source, stage, entries.size(), depth + 1);
+    for (const json& step : entries) parse_normalizer(step, source, steps, depth + 1);
   } else {
     throw Error(source + ": unsupported normalizer type '" + type +
                 "' (supported: NFC, NFD, NFKC, NFKD, Prepend, Replace, Sequence)");
   }
 }
 
-void parse_pre_tokenizer(const json& config, const std::string& source,
-                         std::vector<PreTokenizerStep>& steps) {
+void parse_pre_tokenizer(const json& config, const std::string& source, std::vector<PreTokenizerStep>& steps,
+                         int depth = 0) {
   if (config.is_null()) return;
   const char* stage = "pre_tokenizer";
   const std::string type = stage_type(config, source, stage);
@@ -79,9 +82,9 @@ void parse_pre_tokenizer(const json& config, const std::string& source,
     append_utf8(step.replacement, options.replacement);
     steps.emplace_back(std::move(step));
   } else if (type == "Sequence") {
-    for (const json& step : array_field(config, "pretokenizers", source, stage)) {
-      parse_pre_tokenizer(step, source, steps);
-    }
+    const json& entries = array_field(config, "pretokenizers", source, stage);
+    check_sequence(source, stage, entries.size(), depth + 1);
+    for (const json& step : entries) parse_pre_tokenizer(step, source, steps, depth + 1);
   } else {
     throw Error(source + ": unsupported pre_tokenizer type '" + type +
                 "' (supported: ByteLevel, Split, Metaspace, Sequence)");
@@ -139,42 +142,58 @@ void apply_step(const MetaspaceStep& step, std::string_view piece, bool at_input
 
 }  // namespace
 
-void replace_all(std::string& text, std::string_view pattern, std::string_view content) {
+bool replace_all(std::string& text, std::string_view pattern, std::string_view content, size_t max_bytes) {
   std::string result;
   size_t from = 0;
   for (size_t at = text.find(pattern); at != std::string::npos; at = text.find(pattern, from)) {
+    // Checked before appending, so a growing text never holds more than max_bytes.
+    if (result.size() + (at - from) + content.size() > max_bytes) return false;
     result.append(text, from, at - from);
     result.append(content);
     from = at + pattern.size();
   }
-  if (from == 0) return;
+  if (from == 0) return text.size() <= max_bytes;
+  if (result.size() + (text.size() - from) > max_bytes) return false;
   result.append(text, from, std::string::npos);
   text.swap(result);
+  return true;
 }
 
 Normalizer Normalizer::from_json(const json& config, const std::string& source) {
   Normalizer normalizer;
+  normalizer.source_ = source;
   parse_normalizer(config, source, normalizer.steps_);
+  check_step_count(source, "normalizer", normalizer.steps_.size());
   return normalizer;
 }
 
 std::string Normalizer::apply(std::string_view valid_text) const {
   std::string text(valid_text);
+  if (steps_.empty()) return text;
+  PipelineBudget budget(source_, "normalizer", valid_text.size());
   for (const NormalizerStep& step : steps_) {
     if (const auto* form = std::get_if<NormalForm>(&step)) {
+      // A normal form grows a text at most eighteenfold (NFKD of U+FDFA), so its result is
+      // bounded although it is measured only once built.
       text = normalize(text, *form);
     } else if (const auto* prepend = std::get_if<PrependStep>(&step)) {
-      if (!text.empty()) text.insert(0, prepend->prefix);
+      if (!text.empty()) {
+        if (text.size() + prepend->prefix.size() > budget.max_bytes()) budget.fail_length();
+        text.insert(0, prepend->prefix);
+      }
     } else if (const auto* replace = std::get_if<ReplaceStep>(&step)) {
-      replace_all(text, replace->pattern, replace->content);
+      if (!replace_all(text, replace->pattern, replace->content, budget.max_bytes())) budget.fail_length();
     }
+    budget.charge(text.size());
   }
   return text;
 }
 
 PreTokenizer PreTokenizer::from_json(const json& config, const std::string& source) {
   PreTokenizer pre_tokenizer;
+  pre_tokenizer.source_ = source;
   parse_pre_tokenizer(config, source, pre_tokenizer.steps_);
+  check_step_count(source, "pre_tokenizer", pre_tokenizer.steps_.size());
   return pre_tokenizer;
 }
 
@@ -188,6 +207,7 @@ void PreTokenizer::apply(std::string_view text, std::vector<std::string>& words,
   if (text.empty()) return;
   std::vector<std::string> pieces{std::string(text)};
   std::vector<std::string> next;
+  PipelineBudget budget(source_, "pre_tokenizer", text.size());
   for (const auto& step : steps_) {
     next.clear();
     for (size_t i = 0; i < pieces.size(); ++i) {
@@ -196,6 +216,12 @@ void PreTokenizer::apply(std::string_view text, std::vector<std::string>& words,
       const bool at_start = at_input_start && i == 0;
       std::visit([&](const auto& s) { apply_step(s, pieces[i], at_start, next); }, step);
     }
+    // A step grows its input at most eightfold (ByteLevel doubles every byte and may add a space
+    // to each piece; Metaspace turns a space into a marker of up to four bytes and may prepend
+    // one to each piece), so measuring after the step bounds it.
+    size_t bytes = 0;
+    for (const std::string& piece : next) bytes += piece.size();
+    budget.charge(bytes);
     pieces.swap(next);
   }
   for (std::string& piece : pieces) {

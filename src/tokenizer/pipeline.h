@@ -4,6 +4,7 @@
 // rather than silently tokenizing differently.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
@@ -35,10 +36,13 @@ class Normalizer {
   static Normalizer none() { return Normalizer(); }
 
   bool is_identity() const { return steps_.empty(); }
+  // Throws mb::Error when a step makes the text longer, or all steps write more, than the
+  // PipelineBudget of pipeline_limits.h allows.
   std::string apply(std::string_view valid_text) const;
 
  private:
   std::vector<std::variant<NormalForm, PrependStep, ReplaceStep>> steps_;
+  std::string source_;
 };
 
 struct SplitStep {
@@ -69,13 +73,17 @@ class PreTokenizer {
   // Splits one piece of text into the words the model sees, appending them to `words`.
   // `at_input_start` says whether the piece begins at offset 0 of the text given to encode(),
   // which Metaspace's "first" prepend scheme asks (not after an added token, for instance).
+  // Throws mb::Error when the steps outgrow the PipelineBudget of pipeline_limits.h.
   void apply(std::string_view text, std::vector<std::string>& words, bool at_input_start = true) const;
 
  private:
   std::vector<std::variant<SplitStep, ByteLevelStep, MetaspaceStep>> steps_;
+  std::string source_;
 };
 
 // Replaces every occurrence of `pattern` (not empty), scanning left to right without overlaps.
-void replace_all(std::string& text, std::string_view pattern, std::string_view content);
+// Returns false, leaving `text` as it was, when the result would be longer than `max_bytes`.
+bool replace_all(std::string& text, std::string_view pattern, std::string_view content,
+                 size_t max_bytes = SIZE_MAX);
 
 }  // namespace mb::tok

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/test_util.h"
+#include "common/timing.h"
 
 namespace mb::server {
 namespace {
@@ -205,6 +206,44 @@ TEST(OpenAiApi, PromptsAreTokenizedAndCheckedAgainstTheContext) {
   const auto [status, message] = failure(c, R"({"prompt": ")" + std::string(64, 'q') + "\"}", defaults);
   EXPECT_EQ(status, 400);
   EXPECT_NE(message.find("no room is left to generate"), std::string::npos) << message;
+}
+
+TEST(OpenAiApi, EncodedPromptsAreBoundedLikeTokenIdPromptsBeforeTheyAreQueued) {
+  // Without -c a text prompt was bounded only by the body size.
+  ApiDefaults defaults;
+  defaults.max_prompt_tokens_in_request = 8;
+  const auto [status, message] =
+      failure(ApiKind::Completion, R"({"prompt": ")" + std::string(40, 'q') + "\"}", defaults);
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(message.find("more than the 8 a request may carry"), std::string::npos) << message;
+  expect_400(ApiKind::Chat, R"({"messages": [{"role": "user", "content": ")" + std::string(40, 'q') + "\"}]}",
+             "more than the 8 a request may carry", defaults);
+  EXPECT_EQ(failure(ApiKind::Completion, R"({"prompt": "qq"})", defaults).first, 0);
+}
+
+// A body of `count` copies of `item` in the list `key`.
+std::string body_with_list(const std::string& key, const std::string& item, int count) {
+  std::string body = "{\"" + key + "\": [";
+  for (int i = 0; i < count; ++i) body += (i ? "," : "") + item;
+  return body + "]}";
+}
+
+TEST(OpenAiApi, HugeBodiesAreRefusedInLinearTime) {
+  // The issue's reproducers: 10^6 small objects (8 MB) never got an answer, and 10^5 chat
+  // messages took 8.8 s to be refused, because parsing was quadratic in the number of objects.
+  const std::string objects = body_with_list("prompt", "{\"a\":1}", 1000000);
+  double seconds = test::least_cpu_seconds(
+      [&] { expect_400(ApiKind::Completion, objects, "more than 131072 arrays and objects"); }, 1);
+  EXPECT_LT(seconds, 3.0);
+  const std::string messages = body_with_list("messages", R"({"role": "user", "content": "hi"})", 100000);
+  seconds = test::least_cpu_seconds(
+      [&] { expect_400(ApiKind::Chat, messages, "messages holds 100000 messages, more than 4096"); }, 1);
+  EXPECT_LT(seconds, 3.0);
+  // Refusing 4x the messages takes about 4x the time (quadratic parsing took 16x).
+  const std::string small = body_with_list("messages", R"({"role": "user", "content": "hi"})", 25000);
+  const double growth = test::growth_for_4x(
+      [&](int n) { expect_400(ApiKind::Chat, n == 25000 ? small : messages, "more than 4096"); }, 25000);
+  EXPECT_LT(growth, 8.0);
 }
 
 TEST(OpenAiApi, AChatTemplateThatCannotRenderIsA400NamingTheTemplate) {
