@@ -9,7 +9,7 @@
 #include "engine/generate.h"
 #include "engine/gguf_tokenizer.h"
 #include "engine/state_file.h"
-#include "io/mapped_file.h"
+#include "io/file_io.h"
 #include "model/make_model.h"
 #include "sampling_flags.h"
 
@@ -140,7 +140,8 @@ void add_run(CLI::App& app) {
       }
     }
     std::string text = args->prompt;
-    if (!args->prompt_file.empty()) text = read_text_file(args->prompt_file);
+    if (!args->prompt_file.empty())
+      text = read_file_limited(args->prompt_file, kMaxPromptFileBytes, "prompt file");
     if (text.empty()) throw Error("give a prompt with -p/--prompt TEXT or -f/--file FILE");
     auto model = Model::load(model_dir, make_load_options(args->dtype, args->device));
     const Tokenizer tokenizer = load_tokenizer(model_dir);

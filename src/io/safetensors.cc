@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/json_text.h"
+#include "io/file_io.h"
 #include "io/torch_checkpoint.h"
 
 namespace mb {
@@ -206,7 +207,8 @@ TensorSet TensorSet::from_tensors(std::shared_ptr<const MappedFile> file, std::v
 }
 
 TensorSet TensorSet::open_index(const std::string& index_path) {
-  const json index = parse_json_text(read_text_file(index_path), "'" + index_path + "'", 64);
+  const json index = parse_json_text(read_file_limited(index_path, kMaxJsonFileBytes, "safetensors index"),
+                                     "'" + index_path + "'", 64);
   if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
     throw Error("'" + index_path + "' has no weight_map object");
   const auto dir = std::filesystem::path(index_path).parent_path();
