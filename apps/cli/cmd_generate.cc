@@ -90,7 +90,7 @@ void add_generate(CLI::App& app) {
     request.sampling = resolve_sampling(args->sampling);
     request.stop_at_eos = !args->sampling.ignore_eos;
     const auto ctx = make_context(args->threads);
-    auto model = Model::load(args->model, make_load_options(args->dtype, args->device));
+    auto model = load_model(args->model, args->dtype, args->device);
     // The checkpoint's tokenizer, when it has one, is used as `run` and `serve` use it: it bounds
     // the ids a prompt may hold and the sampler may produce and adds its end-of-text ids, so the
     // same ids get the same answer from all three.
@@ -143,7 +143,7 @@ void add_run(CLI::App& app) {
     if (!args->prompt_file.empty())
       text = read_file_limited(args->prompt_file, kMaxPromptFileBytes, "prompt file");
     if (text.empty()) throw Error("give a prompt with -p/--prompt TEXT or -f/--file FILE");
-    auto model = Model::load(model_dir, make_load_options(args->dtype, args->device));
+    auto model = load_model(model_dir, args->dtype, args->device);
     const Tokenizer tokenizer = load_tokenizer(model_dir);
     GenerateRequest request;
     request.prompt = tokenizer.encode(text);

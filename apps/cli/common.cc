@@ -1,6 +1,7 @@
 #include <charconv>
 #include <cstdint>
 #include <filesystem>
+#include <new>
 
 #include "commands.h"
 #include "core/error.h"
@@ -85,6 +86,17 @@ void add_device_option(CLI::App* cmd, std::string& device) {
 
 std::string device_description(const Model& model) {
   return model.backend().description();
+}
+
+std::unique_ptr<Model> load_model(const std::string& path, const std::string& dtype,
+                                  const std::string& device) {
+  const LoadOptions options = make_load_options(dtype, device);
+  try {
+    return Model::load(path, options);
+  } catch (const std::bad_alloc&) {
+    throw Error("out of memory loading the model '" + path + "'" +
+                (dtype.empty() || dtype == "auto" ? "" : " as " + dtype));
+  }
 }
 
 LoadOptions make_load_options(const std::string& dtype, const std::string& device) {

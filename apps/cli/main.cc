@@ -2,9 +2,21 @@
 // non-zero exit status.
 #include <cstdio>
 #include <exception>
+#include <new>
+#include <stdexcept>
 #include <string>
 
 #include "commands.h"
+
+namespace {
+
+// "mambacpp logits": the command that was running, for errors that carry no context of their own.
+std::string subcommand_name(const CLI::App& app) {
+  const auto commands = app.get_subcommands();
+  return commands.empty() ? std::string("mambacpp") : "mambacpp " + commands.front()->get_name();
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"mambacpp: exact, fast inference for Mamba-family models on CPU"};
@@ -33,6 +45,16 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const std::bad_alloc&) {
+    // Commands name what they were doing where they can (loading a model); anything else that
+    // runs out of memory is still one line naming the command, never an abort.
+    std::fprintf(stderr, "error: out of memory running '%s' (a memory allocation failed)\n",
+                 subcommand_name(app).c_str());
+    return 1;
+  } catch (const std::length_error&) {
+    std::fprintf(stderr, "error: out of memory running '%s' (a size beyond what can be allocated)\n",
+                 subcommand_name(app).c_str());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
