@@ -60,6 +60,7 @@ SamplingParams resolve_sampling(const SamplingFlags& f) {
     throw Error(std::string(sampling_flag(problem->field)) + " must be " + problem->requirement + ", got " +
                 problem->value);
   check_flag_range("--seed", f.seed, -1, INT64_MAX, "-1 = random");
+  if (!f.state_out.empty()) check_writable_output(f.state_out, "--state-out");
   params.seed = f.seed == -1 ? std::random_device{}() : static_cast<uint64_t>(f.seed);
   return params;
 }

@@ -1,6 +1,8 @@
 // mambacpp: command-line entry point. Every failure is one readable line on stderr and a
 // non-zero exit status.
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <new>
 #include <stdexcept>
@@ -14,6 +16,28 @@ namespace {
 std::string subcommand_name(const CLI::App& app) {
   const auto commands = app.get_subcommands();
   return commands.empty() ? std::string("mambacpp") : "mambacpp " + commands.front()->get_name();
+}
+
+// CLI11 converts an empty value to 0 (`-n ''` generated nothing) and an integer beyond its type
+// to the type's limit (strtoll saturates: `--seed 99999999999999999999` became INT64_MAX). Every
+// numeric option of every command refuses both before conversion.
+void refuse_unclear_numbers(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    const std::string type = option->get_type_name();
+    if (type != "INT" && type != "UINT" && type != "FLOAT") continue;
+    option->check(CLI::Validator(
+        [type](std::string& value) -> std::string {
+          if (value.empty()) return "an empty value is not a number";
+          errno = 0;
+          char* end = nullptr;
+          if (type == "INT") std::strtoll(value.c_str(), &end, 0);
+          if (type == "UINT") std::strtoull(value.c_str(), &end, 0);
+          if (errno == ERANGE) return "'" + value + "' is out of range";
+          return "";
+        },
+        ""));
+  }
+  for (CLI::App* command : app.get_subcommands({})) refuse_unclear_numbers(*command);
 }
 
 }  // namespace
@@ -38,6 +62,7 @@ int main(int argc, char** argv) {
 #ifdef MB_HAVE_SERVER
   mb::cli::add_serve(app);
 #endif
+  refuse_unclear_numbers(app);
   try {
 #ifdef MB_HAVE_SERVER
     mb::cli::normalize_serve_arguments(argc, argv);

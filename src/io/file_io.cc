@@ -169,6 +169,20 @@ void write_file_atomically(const std::string& path, std::span<const uint8_t> byt
   sync_folder(folder);
 }
 
+void check_writable_output(const std::string& path, const std::string& what) {
+  const std::string where = "cannot write " + what + " '" + path + "': ";
+  const std::filesystem::path target(path);
+  const std::string folder = target.has_parent_path() ? target.parent_path().string() : ".";
+  struct stat info {};
+  if (::stat(folder.c_str(), &info) != 0)
+    throw Error(where + "folder '" + folder + "': " + errno_text(errno));
+  if (!S_ISDIR(info.st_mode)) throw Error(where + "'" + folder + "' is not a folder");
+  if (::access(folder.c_str(), W_OK | X_OK) != 0)
+    throw Error(where + "folder '" + folder + "' is not writable: " + errno_text(errno));
+  if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode))
+    throw Error(where + "it is " + file_kind(info.st_mode) + ", not a regular file");
+}
+
 std::string read_text_file(const std::string& path) {
   return read_file_limited(path, kMaxTextFileBytes, "file");
 }

@@ -55,4 +55,10 @@ std::string describe_bytes(uint64_t bytes);
 void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes);
 void write_file_atomically(const std::string& path, const std::string& text);
 
+// Throws mb::Error naming `what` (e.g. "--state-out") and the path unless write_file_atomically
+// could write `path` now: its folder exists, is a folder and is writable, and `path` is not
+// something other than a regular file. Commands call it before long work, so a typo in an
+// output path fails at once rather than after the whole generation.
+void check_writable_output(const std::string& path, const std::string& what);
+
 }  // namespace mb

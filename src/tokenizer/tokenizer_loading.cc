@@ -212,7 +212,9 @@ Tokenizer Tokenizer::from_model_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   const fs::path root(dir);
   std::error_code error;
-  if (fs::is_regular_file(root / "tokenizer.json", error))
+  // Any entry named tokenizer.json is the tokenizer, so one that cannot be read (a symlink loop,
+  // a FIFO, a dangling link) is reported by read_file_limited rather than as no tokenizer.
+  if (fs::exists(fs::symlink_status(root / "tokenizer.json", error)))
     return from_json_file((root / "tokenizer.json").string());
   if (fs::is_regular_file(root / "vocab.json", error) && fs::is_regular_file(root / "merges.txt", error)) {
     return from_vocab_merges((root / "vocab.json").string(), (root / "merges.txt").string());

@@ -6,8 +6,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 
 #include "cli_test_support.h"
@@ -38,8 +40,10 @@ const std::string& model_of(const std::string& arch) {
 // Asserts that `out` failed with exactly one line on stderr, "error: ..." holding `fragment`.
 void expect_one_line_error(const CliOutput& out, const std::string& fragment, const std::string& what) {
   EXPECT_NE(out.status, 0) << what;
-  // A shell reports a signal (an abort) as status 128 + n; an error exits 1.
-  EXPECT_EQ(WIFEXITED(out.status) ? WEXITSTATUS(out.status) : -1, 1) << what << "\n" << out.err;
+  // An error exits 1 (CLI11's parse errors 100-110); the shell reports an abort as 128 + the
+  // signal and `timeout` a command that hung as 124.
+  const int code = WIFEXITED(out.status) ? WEXITSTATUS(out.status) : -1;
+  EXPECT_TRUE(code >= 1 && code < 124) << what << ": exit status " << code << "\n" << out.err;
   EXPECT_EQ(out.err.rfind("error: ", 0), 0u) << what << "\n" << out.err;
   EXPECT_NE(out.err.find(fragment), std::string::npos) << what << "\n" << out.err;
   EXPECT_EQ(std::count(out.err.begin(), out.err.end(), '\n'), 1) << what << "\n" << out.err;
@@ -134,6 +138,56 @@ TEST(CliHardening, InputsThatAreNotRegularFilesAreRefusedAtOnce) {
       {"tokenize --tokenizer " + fifo + " -p hi", "it is a FIFO (named pipe)"},
       {"run -m " + m + " -p hi --state-in " + fifo, "'" + fifo + "': it is a FIFO (named pipe)"},
       {"generate -m " + zero_config + " --tokens 1 -n 1", "config file '" + zero_config + "/config.json'"},
+  };
+  for (const auto& [arguments, fragment] : cases)
+    expect_one_line_error(run_cli(arguments, "timeout 20 "), fragment, arguments);
+}
+
+// A copy of `model` whose every weight is NaN (make-model writes float32 safetensors).
+std::string nan_model(const std::string& model) {
+  const std::string dir = test::make_temp_dir("cli_nan") + "/model";
+  fs::copy(model, dir, fs::copy_options::recursive);
+  const std::string path = dir + "/model.safetensors";
+  std::string bytes = read_text_file(path);
+  uint64_t header = 0;
+  for (int i = 7; i >= 0; --i) header = header << 8 | static_cast<uint8_t>(bytes[i]);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (size_t at = 8 + header; at + 4 <= bytes.size(); at += 4) std::memcpy(&bytes[at], &nan, 4);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  return dir;
+}
+
+TEST(CliHardening, MisleadingErrorsSayWhatIsWrong) {
+  const std::string dir = test::make_temp_dir("cli_errors");
+  const std::string m = model_of("mamba1");
+  // tokenizer.json as a symlink loop or a FIFO was reported as "no tokenizer".
+  const std::string loop = dir + "/loop", fifo_model = dir + "/fifo";
+  for (const std::string& copy : {loop, fifo_model}) fs::copy(m, copy, fs::copy_options::recursive);
+  fs::remove(loop + "/tokenizer.json");
+  fs::create_symlink(loop + "/tokenizer.json", loop + "/tokenizer.json");
+  fs::remove(fifo_model + "/tokenizer.json");
+  ASSERT_EQ(mkfifo((fifo_model + "/tokenizer.json").c_str(), 0600), 0);
+  const std::string nan = nan_model(m);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      // Out of range used to saturate to INT64_MAX; an empty number used to be 0.
+      {"generate -m " + m + " --tokens 1 --seed 99999999999999999999",
+       "'99999999999999999999' is out of range"},
+      {"generate -m " + m + " --tokens 1 --seed 1e20", "--seed"},
+      {"generate -m " + m + " --tokens 1 -n ''", "--n-predict: an empty value is not a number"},
+      {"run -m " + m + " -p hi --temp ''", "--temp: an empty value is not a number"},
+      {"bench -m " + m + " --prompt-len ''", "--prompt-len: an empty value is not a number"},
+      // An output folder that does not exist failed only after the whole generation.
+      {"generate -m " + m + " --tokens 1 -n 100000 --ignore-eos --state-out " + dir + "/nope/x",
+       "cannot write --state-out '" + dir + "/nope/x': folder '" + dir + "/nope': No such file or directory"},
+      {"logits -m " + m + " --tokens 1 --out " + dir + "/nope/l.npy", "cannot write --out"},
+      {"run -m " + loop + " -p hi", "'" + loop + "/tokenizer.json': too many levels of symbolic links"},
+      {"tokenize -m " + fifo_model + " -p hi", "'" + fifo_model + "/tokenizer.json': it is a FIFO"},
+      {"generate -m " + fifo_model + " --tokens 1", "it is a FIFO"},
+      // All-NaN weights gave 0 tokens reported as "stop: eos".
+      {"run -m " + nan + " -p hi -n 4", "the model's logits are not finite"},
+      {"generate -m " + nan + " --tokens 1,2 -n 4", "the model's logits are not finite"},
+      // `run -f DIR` said "give a prompt with -p".
+      {"run -m " + m + " -f " + dir, "prompt file '" + dir + "': it is a directory"},
   };
   for (const auto& [arguments, fragment] : cases)
     expect_one_line_error(run_cli(arguments, "timeout 20 "), fragment, arguments);
