@@ -193,5 +193,37 @@ TEST(CliHardening, MisleadingErrorsSayWhatIsWrong) {
     expect_one_line_error(run_cli(arguments, "timeout 20 "), fragment, arguments);
 }
 
+// `make-model --out X --seed 1` then `--seed 2 --shards 3` printed "wrote X" but X still loaded
+// the seed-1 weights: the old model.safetensors won over the new index. A new checkpoint now
+// replaces the old one's weight files, and a folder holding both forms is refused as ambiguous.
+TEST(CliHardening, MakeModelReplacesThePreviousCheckpointsWeightFiles) {
+  const std::string dir = test::make_temp_dir("cli_remake");
+  const std::string shape = " --d-model 32 --n-layer 2 --vocab 64 ";
+  const auto logits_of = [&](const std::string& model, const std::string& name) {
+    const CliOutput out = run_cli("logits -m " + model + " --tokens 1,2,3 --out " + dir + "/" + name);
+    EXPECT_EQ(out.status, 0) << out.err;
+    std::vector<int64_t> read_shape;
+    return read_npy_f32(dir + "/" + name, read_shape);
+  };
+  ASSERT_EQ(run_cli("make-model --out " + dir + "/fresh" + shape + "--seed 2").status, 0);
+  const std::vector<float> seed2 = logits_of(dir + "/fresh", "fresh.npy");
+  const std::string x = dir + "/x";
+  ASSERT_EQ(run_cli("make-model --out " + x + shape + "--seed 1").status, 0);
+  ASSERT_EQ(run_cli("make-model --out " + x + shape + "--seed 2 --shards 3").status, 0);
+  EXPECT_FALSE(fs::exists(x + "/model.safetensors"));
+  EXPECT_TRUE(test::same_bits(logits_of(x, "sharded.npy"), seed2));
+  // Back to one file: the three shards and their index go.
+  ASSERT_EQ(run_cli("make-model --out " + x + shape + "--seed 2").status, 0);
+  for (const auto& entry : fs::directory_iterator(x))
+    EXPECT_EQ(entry.path().filename().string().find("-of-"), std::string::npos) << entry.path();
+  EXPECT_FALSE(fs::exists(x + "/model.safetensors.index.json"));
+  EXPECT_TRUE(test::same_bits(logits_of(x, "single.npy"), seed2));
+  // A single file beside an index (as the bug left them) is refused, naming both.
+  ASSERT_EQ(run_cli("make-model --out " + dir + "/both" + shape + "--seed 2 --shards 2").status, 0);
+  fs::copy_file(x + "/model.safetensors", dir + "/both/model.safetensors");
+  expect_one_line_error(run_cli("logits -m " + dir + "/both --tokens 1 --out " + dir + "/l.npy"),
+                        "holds both model.safetensors and model.safetensors.index.json", "both forms");
+}
+
 }  // namespace
 }  // namespace mb
