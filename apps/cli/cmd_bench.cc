@@ -48,12 +48,12 @@ void add_bench(CLI::App& app) {
     check_flag_range("--repeats", o.repeats, 1, 1000);
     check_flag_range("--chunk", o.chunk, 0, INT64_MAX, "0 = the whole prompt");
     check_flag_range("--step-tokens", o.step_tokens, 0, INT64_MAX, "0 = min(prompt-len, 128)");
-    check_flag_range("--ssd-chunk", o.ssd_chunk, 0, INT64_MAX, "0 = the config's chunk_size");
+    check_flag_range("--ssd-chunk", o.ssd_chunk, 0, kMaxSsdChunk, "0 = the config's chunk_size");
     args->options.scan = parse_scan_form(args->scan);
     const auto ctx = make_context(args->threads);
     // Load time includes quantizing the matrices when --dtype asks for a quantized type.
     const auto load_start = std::chrono::steady_clock::now();
-    auto model = Model::load(args->model, make_load_options(args->dtype, args->device));
+    auto model = load_model(args->model, args->dtype, args->device);
     const double load_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
     const BenchResult r = run_benchmark(*model, ctx, args->options);

@@ -9,7 +9,7 @@
 #include "engine/generate.h"
 #include "engine/gguf_tokenizer.h"
 #include "engine/state_file.h"
-#include "io/mapped_file.h"
+#include "io/file_io.h"
 #include "model/make_model.h"
 #include "sampling_flags.h"
 
@@ -60,6 +60,7 @@ SamplingParams resolve_sampling(const SamplingFlags& f) {
     throw Error(std::string(sampling_flag(problem->field)) + " must be " + problem->requirement + ", got " +
                 problem->value);
   check_flag_range("--seed", f.seed, -1, INT64_MAX, "-1 = random");
+  if (!f.state_out.empty()) check_writable_output(f.state_out, "--state-out");
   params.seed = f.seed == -1 ? std::random_device{}() : static_cast<uint64_t>(f.seed);
   return params;
 }
@@ -90,7 +91,7 @@ void add_generate(CLI::App& app) {
     request.sampling = resolve_sampling(args->sampling);
     request.stop_at_eos = !args->sampling.ignore_eos;
     const auto ctx = make_context(args->threads);
-    auto model = Model::load(args->model, make_load_options(args->dtype, args->device));
+    auto model = load_model(args->model, args->dtype, args->device);
     // The checkpoint's tokenizer, when it has one, is used as `run` and `serve` use it: it bounds
     // the ids a prompt may hold and the sampler may produce and adds its end-of-text ids, so the
     // same ids get the same answer from all three.
@@ -140,9 +141,10 @@ void add_run(CLI::App& app) {
       }
     }
     std::string text = args->prompt;
-    if (!args->prompt_file.empty()) text = read_text_file(args->prompt_file);
+    if (!args->prompt_file.empty())
+      text = read_file_limited(args->prompt_file, kMaxPromptFileBytes, "prompt file");
     if (text.empty()) throw Error("give a prompt with -p/--prompt TEXT or -f/--file FILE");
-    auto model = Model::load(model_dir, make_load_options(args->dtype, args->device));
+    auto model = load_model(model_dir, args->dtype, args->device);
     const Tokenizer tokenizer = load_tokenizer(model_dir);
     GenerateRequest request;
     request.prompt = tokenizer.encode(text);

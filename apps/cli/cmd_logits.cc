@@ -2,6 +2,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "io/file_io.h"
 #include "io/npy.h"
 
 namespace mb::cli {
@@ -34,11 +35,12 @@ void add_logits(CLI::App& app) {
   cmd->callback([args] {
     if (args->mode != "prefill" && args->mode != "step") throw Error("--mode must be prefill or step");
     check_flag_range("--chunk", args->chunk, 0, INT64_MAX, "0 = the whole input");
-    check_flag_range("--ssd-chunk", args->ssd_chunk, 0, INT64_MAX, "0 = the config's chunk_size");
+    check_flag_range("--ssd-chunk", args->ssd_chunk, 0, kMaxSsdChunk, "0 = the config's chunk_size");
     const ScanForm scan = parse_scan_form(args->scan);
+    check_writable_output(args->out, "--out");
     const auto tokens = parse_token_list(args->tokens);
     const auto ctx = make_context(args->threads);
-    auto model = Model::load(args->model, make_load_options(args->dtype, args->device));
+    auto model = load_model(args->model, args->dtype, args->device);
     const int64_t vocab = model->config().vocab_size;
     SequenceState state = model->new_state();
     Workspace ws;

@@ -66,8 +66,8 @@ void add_quant_accuracy(CLI::App& app) {
   cmd->callback([args] {
     check_flag_range("--positions", args->positions, 1, int64_t{1} << 20);
     const auto ctx = make_context(args->threads);
-    auto reference = Model::load(args->model, make_load_options(args->reference_dtype));
-    auto tested = Model::load(args->model, make_load_options(args->dtype));
+    auto reference = load_model(args->model, args->reference_dtype);
+    auto tested = load_model(args->model, args->dtype);
     const int64_t V = reference->config().vocab_size;
     std::mt19937_64 rng(args->seed);
     std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(V - 1));

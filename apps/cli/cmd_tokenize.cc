@@ -3,7 +3,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "engine/gguf_tokenizer.h"
-#include "io/mapped_file.h"
+#include "io/file_io.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mb::cli {
@@ -14,7 +14,8 @@ void add_tokenize(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("tokenize", "Print the token ids of a text, or the text of token ids");
-  auto* model = cmd->add_option("-m,--model", args->model, "Checkpoint folder with tokenizer.json, or a .gguf file");
+  auto* model =
+      cmd->add_option("-m,--model", args->model, "Checkpoint folder with tokenizer.json, or a .gguf file");
   auto* file_tok = cmd->add_option("--tokenizer", args->tokenizer, "A tokenizer.json file");
   model->excludes(file_tok);
   auto* prompt = cmd->add_option("-p,--prompt", args->prompt, "Text to encode");
@@ -24,15 +25,16 @@ void add_tokenize(CLI::App& app) {
   decode->excludes(prompt)->excludes(file);
   cmd->callback([args] {
     if (args->model.empty() && args->tokenizer.empty()) throw Error("give -m DIR or --tokenizer FILE");
-    const Tokenizer tokenizer = args->model.empty() ? Tokenizer::from_json_file(args->tokenizer)
-                                                    : load_tokenizer(args->model);
+    const Tokenizer tokenizer =
+        args->model.empty() ? Tokenizer::from_json_file(args->tokenizer) : load_tokenizer(args->model);
     if (!args->decode.empty()) {
       const std::string text = tokenizer.decode(parse_token_list(args->decode));
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fputs("\n", stdout);
       return;
     }
-    const std::string text = args->file.empty() ? args->prompt : read_text_file(args->file);
+    const std::string text =
+        args->file.empty() ? args->prompt : read_file_limited(args->file, kMaxPromptFileBytes, "prompt file");
     std::printf("%s\n", join_ids(tokenizer.encode(text)).c_str());
   });
 }

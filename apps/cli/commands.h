@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +41,14 @@ ComputeContext make_context(int threads);
 // `note` (may be empty) says what the special values mean, e.g. "0 = the whole prompt".
 void check_flag_range(const std::string& flag, int64_t value, int64_t min, int64_t max,
                       const std::string& note = "");
+// The longest SSD chunk --ssd-chunk accepts, as a config's chunk_size (the kernels clamp it to the
+// input's length as well, so a long chunk never allocates more than the input needs).
+inline constexpr int64_t kMaxSsdChunk = int64_t{1} << 16;
+
+// Model::load of `path` with --dtype and --device, where running out of memory is an mb::Error
+// naming the model ("out of memory loading ...") rather than a bare std::bad_alloc.
+std::unique_ptr<Model> load_model(const std::string& path, const std::string& dtype,
+                                  const std::string& device = "cpu");
 // The load options of --dtype and --device ("cpu", "vulkan", "vulkan:N"); throws mb::Error for
 // an unknown device (an index out of range, or Vulkan in a build without it, fail at load).
 LoadOptions make_load_options(const std::string& dtype, const std::string& device = "cpu");

@@ -1,6 +1,7 @@
 #include <charconv>
 #include <cstdint>
 #include <filesystem>
+#include <new>
 
 #include "commands.h"
 #include "core/error.h"
@@ -64,7 +65,9 @@ std::optional<Tokenizer> find_tokenizer(const std::string& model_path) {
   namespace fs = std::filesystem;
   const fs::path dir(model_path);
   std::error_code error;
-  const bool has_json = fs::is_regular_file(dir / "tokenizer.json", error);
+  // A tokenizer.json that is there but unreadable (a symlink loop, a FIFO) is reported as such
+  // by the loader, not taken for no tokenizer.
+  const bool has_json = fs::exists(fs::symlink_status(dir / "tokenizer.json", error));
   const bool has_bpe_files =
       fs::is_regular_file(dir / "vocab.json", error) && fs::is_regular_file(dir / "merges.txt", error);
   if (!has_json && !has_bpe_files) return std::nullopt;
@@ -85,6 +88,17 @@ void add_device_option(CLI::App* cmd, std::string& device) {
 
 std::string device_description(const Model& model) {
   return model.backend().description();
+}
+
+std::unique_ptr<Model> load_model(const std::string& path, const std::string& dtype,
+                                  const std::string& device) {
+  const LoadOptions options = make_load_options(dtype, device);
+  try {
+    return Model::load(path, options);
+  } catch (const std::bad_alloc&) {
+    throw Error("out of memory loading the model '" + path + "'" +
+                (dtype.empty() || dtype == "auto" ? "" : " as " + dtype));
+  }
 }
 
 LoadOptions make_load_options(const std::string& dtype, const std::string& device) {

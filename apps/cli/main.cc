@@ -1,10 +1,46 @@
 // mambacpp: command-line entry point. Every failure is one readable line on stderr and a
 // non-zero exit status.
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <new>
+#include <stdexcept>
 #include <string>
 
 #include "commands.h"
+
+namespace {
+
+// "mambacpp logits": the command that was running, for errors that carry no context of their own.
+std::string subcommand_name(const CLI::App& app) {
+  const auto commands = app.get_subcommands();
+  return commands.empty() ? std::string("mambacpp") : "mambacpp " + commands.front()->get_name();
+}
+
+// CLI11 converts an empty value to 0 (`-n ''` generated nothing) and an integer beyond its type
+// to the type's limit (strtoll saturates: `--seed 99999999999999999999` became INT64_MAX). Every
+// numeric option of every command refuses both before conversion.
+void refuse_unclear_numbers(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    const std::string type = option->get_type_name();
+    if (type != "INT" && type != "UINT" && type != "FLOAT") continue;
+    option->check(CLI::Validator(
+        [type](std::string& value) -> std::string {
+          if (value.empty()) return "an empty value is not a number";
+          errno = 0;
+          char* end = nullptr;
+          if (type == "INT") std::strtoll(value.c_str(), &end, 0);
+          if (type == "UINT") std::strtoull(value.c_str(), &end, 0);
+          if (errno == ERANGE) return "'" + value + "' is out of range";
+          return "";
+        },
+        ""));
+  }
+  for (CLI::App* command : app.get_subcommands({})) refuse_unclear_numbers(*command);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"mambacpp: exact, fast inference for Mamba-family models on CPU"};
@@ -26,6 +62,7 @@ int main(int argc, char** argv) {
 #ifdef MB_HAVE_SERVER
   mb::cli::add_serve(app);
 #endif
+  refuse_unclear_numbers(app);
   try {
 #ifdef MB_HAVE_SERVER
     mb::cli::normalize_serve_arguments(argc, argv);
@@ -33,6 +70,16 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const std::bad_alloc&) {
+    // Commands name what they were doing where they can (loading a model); anything else that
+    // runs out of memory is still one line naming the command, never an abort.
+    std::fprintf(stderr, "error: out of memory running '%s' (a memory allocation failed)\n",
+                 subcommand_name(app).c_str());
+    return 1;
+  } catch (const std::length_error&) {
+    std::fprintf(stderr, "error: out of memory running '%s' (a size beyond what can be allocated)\n",
+                 subcommand_name(app).c_str());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -3,14 +3,13 @@
 #include "chat/chat_template.h"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "chat/jinja_ast.h"
 #include "chat/jinja_eval.h"
 #include "core/error.h"
 #include "core/json_text.h"
+#include "io/file_io.h"
 
 namespace mb {
 
@@ -68,12 +67,7 @@ namespace {
 using nlohmann::json;
 
 std::string read_text_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open '" + path.string() + "'");
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) throw Error("cannot read '" + path.string() + "'");
-  return contents.str();
+  return read_file_limited(path.string(), kMaxTextFileBytes, "chat template file");
 }
 
 // A "chat_template" field: a string, or a list of {"name", "template"} where "default" is used.

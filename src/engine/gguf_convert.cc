@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 #include "engine/gguf_tokenizer.h"
-#include "io/mapped_file.h"
+#include "io/file_io.h"
 #include "model/weight_schema.h"
 
 namespace mb {
@@ -39,8 +39,9 @@ void convert_to_gguf(const std::string& input, const std::string& output, GgufFi
       throw Error("'" + input + "' has no 2-D embedding ('" + spec.name + "')");
     std::optional<int32_t> eos;
     if (!config.eos_token_ids.empty()) eos = config.eos_token_ids.front();
-    options.extra_metadata = gguf_tokenizer_metadata(read_text_file(tokenizer_path), embedding->shape[0], eos,
-                                                     "'" + tokenizer_path + "'");
+    options.extra_metadata =
+        gguf_tokenizer_metadata(read_file_limited(tokenizer_path, kMaxJsonFileBytes, "tokenizer file"),
+                                embedding->shape[0], eos, "'" + tokenizer_path + "'");
   }
   write_gguf_checkpoint(output, config, tensors, options);
 }

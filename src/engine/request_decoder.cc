@@ -1,6 +1,7 @@
 #include "engine/request_decoder.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -69,6 +70,7 @@ RequestDecoder::RequestDecoder(const DecodeSettings& settings, std::span<const i
                                const GenerationVocabulary& vocabulary, const Tokenizer* tokenizer)
     : sampler_(settings.sampling, vocabulary.n_valid),
       history_(prompt.begin(), prompt.end()),
+      n_valid_(vocabulary.n_valid),
       max_tokens_(settings.max_tokens) {
   if (tokenizer != nullptr) detokenizer_.emplace(*tokenizer);
   if (!settings.stop_strings.empty()) stops_.emplace(settings.stop_strings);
@@ -88,6 +90,12 @@ DecodeEvent RequestDecoder::on_logits(std::span<const float> logits) {
     end(StopReason::MaxTokens);
     return event;
   }
+  // The sampler reads NaN as -inf, so a model whose logits are all NaN (corrupt weights) would
+  // "sample" id 0 or end at an EOS id and be reported as a normal stop.
+  const auto valid = logits.first(std::min(logits.size(), static_cast<size_t>(n_valid_)));
+  if (std::none_of(valid.begin(), valid.end(), [](float x) { return std::isfinite(x); }))
+    throw Error("the model's logits are not finite (NaN or infinite) at generated token " +
+                std::to_string(generated_) + ": its weights or its input hold NaN or infinite values");
   const int32_t token = sampler_.sample(logits, history_);
   if (std::ranges::find(eos_ids_, token) != eos_ids_.end()) {
     end(StopReason::Eos);

@@ -84,7 +84,8 @@ class RequestDecoder {
   // token, then decides in this order whether it is an EOS id, completes a stop string or
   // reaches max_tokens. A token that is not an EOS joins the history and yields its text piece.
   // With max_tokens 0 nothing is sampled and the request ends at once. Throws mb::Error when
-  // called after the request ended.
+  // called after the request ended, and when no logit of the vocabulary is finite (NaN or
+  // infinite weights), which no token can honestly be sampled from.
   DecodeEvent on_logits(std::span<const float> logits);
 
   // Ends the request by StopReason::Callback: its receiver refused the last event or cancelled.
@@ -111,6 +112,7 @@ class RequestDecoder {
   std::optional<StreamDecoder> detokenizer_;
   std::optional<StopStringMatcher> stops_;
   std::vector<int32_t> eos_ids_;  // empty without stop_at_eos
+  int32_t n_valid_;
   int max_tokens_;
   int64_t generated_ = 0;
   bool done_ = false;

@@ -7,6 +7,8 @@
 #include <span>
 #include <string>
 
+#include "io/file_io.h"  // write_file_atomically and read_text_file, used with mappings
+
 namespace mb {
 
 class MappedFile {
@@ -29,12 +31,5 @@ class MappedFile {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
 };
-
-// Writes `bytes` to `path` through a temporary file and a rename, so a reader never sees a
-// half-written file and a failed write leaves any previous file untouched.
-void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes);
-void write_file_atomically(const std::string& path, const std::string& text);
-
-std::string read_text_file(const std::string& path);  // throws mb::Error naming the path
 
 }  // namespace mb

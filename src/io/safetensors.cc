@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/json_text.h"
+#include "io/file_io.h"
 #include "io/torch_checkpoint.h"
 
 namespace mb {
@@ -202,7 +203,8 @@ TensorSet TensorSet::from_tensors(std::shared_ptr<const MappedFile> file, std::v
 }
 
 TensorSet TensorSet::open_index(const std::string& index_path) {
-  const json index = parse_json_text(read_text_file(index_path), "'" + index_path + "'", 64);
+  const json index = parse_json_text(read_file_limited(index_path, kMaxJsonFileBytes, "safetensors index"),
+                                     "'" + index_path + "'", 64);
   if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
     throw Error("'" + index_path + "' has no weight_map object");
   const auto dir = std::filesystem::path(index_path).parent_path();
@@ -230,8 +232,16 @@ TensorSet TensorSet::open_index(const std::string& index_path) {
 
 TensorSet TensorSet::open_dir(const std::string& dir) {
   // In order of preference: safetensors needs no parsing beyond JSON, and a folder that has
-  // both forms is read from the safetensors one.
+  // both forms is read from the safetensors one. A single file next to an index of the same form
+  // is refused: one of them is stale (a checkpoint written over another), and which one holds
+  // the intended weights cannot be told.
   const std::filesystem::path folder(dir);
+  for (const char* single : {"model.safetensors", "pytorch_model.bin"}) {
+    const std::string index = std::string(single) + ".index.json";
+    if (std::filesystem::exists(folder / single) && std::filesystem::exists(folder / index))
+      throw Error("'" + dir + "' holds both " + single + " and " + index +
+                  ", so which is the checkpoint is ambiguous; remove the stale one");
+  }
   if (std::filesystem::exists(folder / "model.safetensors"))
     return open_file((folder / "model.safetensors").string());
   if (std::filesystem::exists(folder / "model.safetensors.index.json"))

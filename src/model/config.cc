@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "core/json_text.h"
-#include "io/mapped_file.h"
+#include "io/file_io.h"
 #include "model/config_reader.h"
 #include "model/weight_schema.h"
 
@@ -197,7 +197,9 @@ ModelConfig load_model_config(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
   if (!std::filesystem::exists(path)) throw Error("'" + dir + "' has no config.json");
   // A config nests two or three levels; 64 leaves room for any plausible extension.
-  const json object = parse_json_text(quote_python_infinities(read_text_file(path)), "'" + path + "'", 64);
+  const json object =
+      parse_json_text(quote_python_infinities(read_file_limited(path, kMaxJsonFileBytes, "config file")),
+                      "'" + path + "'", 64);
   return parse_model_config(object, "'" + path + "'");
 }
 

@@ -1,6 +1,7 @@
 #include "model/make_model.h"
 #include "model/random.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -68,8 +69,9 @@ void generate(const std::vector<TensorSpec>& specs, SeededRandom& rng, std::vect
     if (spec.wanted) out.push_back({spec, draw(spec, rng)});
 }
 
-void write_shards(const std::string& dir, std::vector<GeneratedTensor>& tensors, DType dtype, int shards,
-                  CheckpointFormat format) {
+// Writes the weights into `dir`; returns the names of the files written.
+std::vector<std::string> write_shards(const std::string& dir, std::vector<GeneratedTensor>& tensors,
+                                      DType dtype, int shards, CheckpointFormat format) {
   if (format == CheckpointFormat::TorchBin) {
     TorchCheckpointWriter writer;
     for (auto& t : tensors) {
@@ -77,7 +79,7 @@ void write_shards(const std::string& dir, std::vector<GeneratedTensor>& tensors,
       std::vector<float>().swap(t.values);
     }
     writer.write((std::filesystem::path(dir) / "pytorch_model.bin").string());
-    return;
+    return {"pytorch_model.bin"};
   }
   size_t total = 0;
   for (const auto& t : tensors) total += t.values.size() * (t.spec.keep_f32 ? 4 : dtype_size(dtype));
@@ -91,8 +93,9 @@ void write_shards(const std::string& dir, std::vector<GeneratedTensor>& tensors,
       std::vector<float>().swap(t.values);
     }
     writer.write((std::filesystem::path(dir) / "model.safetensors").string());
-    return;
+    return {"model.safetensors"};
   }
+  std::vector<std::string> written;
   nlohmann::json weight_map = nlohmann::json::object();
   const size_t per_shard = (total + shards - 1) / shards;
   size_t index = 0;
@@ -109,10 +112,40 @@ void write_shards(const std::string& dir, std::vector<GeneratedTensor>& tensors,
       weight_map[t.spec.name] = name;
     }
     writer.write((std::filesystem::path(dir) / name).string());
+    written.push_back(name);
   }
   const nlohmann::json index_json = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
   write_file_atomically((std::filesystem::path(dir) / "model.safetensors.index.json").string(),
                         index_json.dump(2));
+  written.push_back("model.safetensors.index.json");
+  return written;
+}
+
+// Whether `name` is a weight file a loader would read or an index would name: model.safetensors,
+// pytorch_model.bin, their indexes, and shards such as model-00001-of-00003.safetensors.
+bool is_weight_file(const std::string& name) {
+  if (name == "model.safetensors" || name == "model.safetensors.index.json" || name == "pytorch_model.bin" ||
+      name == "pytorch_model.bin.index.json")
+    return true;
+  const auto shard = [&](const std::string& prefix, const std::string& suffix) {
+    return name.size() > prefix.size() + suffix.size() && name.starts_with(prefix) &&
+           name.ends_with(suffix) && name.find("-of-") != std::string::npos;
+  };
+  return shard("model-", ".safetensors") || shard("pytorch_model-", ".bin");
+}
+
+// Removes the weight files of a previous checkpoint in `dir` that the new one did not write:
+// left in place, an old model.safetensors would be loaded instead of a new index (or an old
+// shard would sit beside new ones), and the folder would not hold the model just written.
+void remove_stale_weights(const std::string& dir, const std::vector<std::string>& written) {
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (!is_weight_file(name) || std::find(written.begin(), written.end(), name) != written.end()) continue;
+    std::error_code error;
+    std::filesystem::remove(entry.path(), error);
+    if (error)
+      throw Error("cannot remove the stale weight file '" + entry.path().string() + "': " + error.message());
+  }
 }
 
 }  // namespace
@@ -211,7 +244,8 @@ void make_model(const std::string& out_dir, const MakeModelOptions& options) {
   }
   generate(own.tail, rng, tensors);
 
-  write_shards(out_dir, tensors, options.dtype, options.shards, options.format);
+  remove_stale_weights(out_dir,
+                       write_shards(out_dir, tensors, options.dtype, options.shards, options.format));
   // A byte-level tokenizer needs 256 byte tokens plus the end-of-text token.
   if (options.write_tokenizer && c.vocab_size >= 257)
     write_byte_level_tokenizer_json((std::filesystem::path(out_dir) / "tokenizer.json").string(),

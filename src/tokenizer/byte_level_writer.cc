@@ -1,11 +1,11 @@
 // write_byte_level_tokenizer_json: a tiny byte-level BPE tokenizer learned from built-in text.
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "io/file_io.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/pipeline.h"
 #include "tokenizer/tokenizer.h"
@@ -154,10 +154,7 @@ void write_byte_level_tokenizer_json(const std::string& path, int32_t max_vocab)
                    {"vocab", vocab},
                    {"merges", merges}};
 
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error("cannot create tokenizer file '" + path + "'");
-  out << root.dump(1) << '\n';
-  if (!out.flush()) throw Error("cannot write tokenizer file '" + path + "'");
+  write_file_atomically(path, root.dump(1) + "\n");
 }
 
 }  // namespace mb

@@ -1,11 +1,11 @@
 // Loading tokenizer.json files and vocab.json + merges.txt pairs into a Tokenizer.
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/error.h"
 #include "core/json_text.h"
+#include "io/file_io.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_impl.h"
 
@@ -16,12 +16,7 @@ namespace {
 using nlohmann::json;
 
 std::string read_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(std::string("cannot open ") + what + " '" + path + "'");
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) throw Error(std::string("cannot read ") + what + " '" + path + "'");
-  return contents.str();
+  return read_file_limited(path, kMaxJsonFileBytes, what);
 }
 
 // Real tokenizer files nest a handful of levels (a Sequence of normalizers inside the
@@ -217,7 +212,9 @@ Tokenizer Tokenizer::from_model_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   const fs::path root(dir);
   std::error_code error;
-  if (fs::is_regular_file(root / "tokenizer.json", error))
+  // Any entry named tokenizer.json is the tokenizer, so one that cannot be read (a symlink loop,
+  // a FIFO, a dangling link) is reported by read_file_limited rather than as no tokenizer.
+  if (fs::exists(fs::symlink_status(root / "tokenizer.json", error)))
     return from_json_file((root / "tokenizer.json").string());
   if (fs::is_regular_file(root / "vocab.json", error) && fs::is_regular_file(root / "merges.txt", error)) {
     return from_vocab_merges((root / "vocab.json").string(), (root / "merges.txt").string());

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "cli_test_support.h"
 #include "common/test_util.h"
 #include "io/mapped_file.h"
 #include "io/npy.h"
@@ -17,18 +18,8 @@
 namespace mb {
 namespace {
 
-struct Output {
-  int status;
-  std::string out, err;
-};
-
-Output run_cli(const std::string& arguments) {
-  const std::string dir = test::make_temp_dir("cli_run");
-  const std::string command =
-      std::string(MB_CLI_PATH) + " " + arguments + " >" + dir + "/out.txt 2>" + dir + "/err.txt";
-  const int status = std::system(command.c_str());
-  return {status, read_text_file(dir + "/out.txt"), read_text_file(dir + "/err.txt")};
-}
+using Output = test::CliOutput;
+using test::run_cli;
 
 const std::string& cli_model() {
   static const std::string dir = [] {
@@ -152,7 +143,7 @@ TEST(Cli, EveryNumericFlagIsCheckedUnderTheNameTheUserTyped) {
       {run + "--repeat-last-n -2", "--repeat-last-n must be >= -1"},
       {run + "--seed -5", "--seed must be >= -1 (-1 = random), got -5"},
       {logits + "--chunk -1", "--chunk must be >= 0"},
-      {logits + "--ssd-chunk -4", "--ssd-chunk must be >= 0"},
+      {logits + "--ssd-chunk -4", "--ssd-chunk must be in [0, 65536]"},
       {logits + "-t 5000", "-t/--threads must be in [0, 1024]"},
       {bench + "--prompt-len 0", "--prompt-len must be in [1, "},
       {bench + "--prompt-len 1000000000", "--prompt-len must be in [1, 16777216], got 1000000000"},
@@ -160,7 +151,7 @@ TEST(Cli, EveryNumericFlagIsCheckedUnderTheNameTheUserTyped) {
       {bench + "--repeats 0", "--repeats must be in [1, 1000], got 0"},
       {bench + "--chunk -1", "--chunk must be >= 0"},
       {bench + "--step-tokens -1", "--step-tokens must be >= 0"},
-      {bench + "--ssd-chunk -1", "--ssd-chunk must be >= 0"},
+      {bench + "--ssd-chunk -1", "--ssd-chunk must be in [0, 65536]"},
       {bench + "-t 2000", "-t/--threads must be in [0, 1024]"},
       // make-model: a given size is checked, never replaced by a default.
       {make + "--d-model 0", "--d-model must be in [1, 65536], got 0"},

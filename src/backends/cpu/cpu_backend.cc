@@ -1,5 +1,6 @@
 #include "backends/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -84,6 +85,17 @@ WeightMatrix host_matrix(const Matrix& m) {
 // The floats of a part's state at `offset` of its fixed region.
 float* state_at(const Part& part, int64_t offset) {
   return static_cast<HostState*>(part.state)->fixed() + offset;
+}
+
+// The SSD chunk length the kernels get: `chunk`, at most the longest sequence of the round. A
+// chunk at least as long as a sequence is one chunk of its length either way (and the chunk's
+// arithmetic depends only on its contents), so this changes no bits, while the kernels' scratch,
+// quadratic in the chunk, stays bounded by the input (--ssd-chunk 1000000000 would ask for
+// exabytes).
+int64_t ssd_chunk_for(int64_t chunk, std::span<const Part> parts) {
+  int64_t longest = 1;
+  for (const Part& part : parts) longest = std::max(longest, part.rows);
+  return std::min(chunk, longest);
 }
 
 }  // namespace
@@ -221,7 +233,7 @@ void CpuBackend::mamba2_scan(Stream& stream, const Mamba2ScanOp& op) const {
   p.d_skip_per_channel = op.d_skip_per_channel;
   p.dt_min = op.dt_min;
   p.dt_max = op.dt_max;
-  p.chunk = op.chunk;
+  p.chunk = ssd_chunk_for(op.chunk, op.parts);
   // On CPUs the sequential recurrence is as fast as the chunked form or faster at every shape
   // measured (bench/mamba2_op_bench: d_state 16 to 128, chunks of 16 to 256, up to 1024
   // positions; BENCHMARKS.md), so Auto picks it: the chunked form only adds work here.
@@ -277,7 +289,7 @@ void CpuBackend::mamba3_scan(Stream& stream, const Mamba3ScanOp& op) const {
   p.gate_norm = data(op.gate_norm);
   p.a_floor = op.a_floor;
   p.eps = op.eps;
-  p.chunk = op.chunk;
+  p.chunk = ssd_chunk_for(op.chunk, op.parts);
   p.boundary_fold = op.boundary_fold;
   s.mamba3.resize(op.parts.size());
   for (size_t i = 0; i < op.parts.size(); ++i) {
