@@ -373,6 +373,11 @@ void ConnectionServer::poll_loop() {
       std::unique_ptr<Connection>& connection = polled[i];
       const size_t before = connection->buffer.size();
       if ((fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) && !receive(*connection)) {
+        // The client has stopped sending (a half-close): the requests that arrived with its last
+        // bytes are still answered, and the connection is closed when the poller next sees the
+        // end. Dropping them made the answer depend on whether the bytes and the end of the
+        // stream happened to arrive in one read.
+        if (!connection->lingering && connection->buffer.size() > before && dispatch(connection)) continue;
         release(*connection);
         continue;
       }
