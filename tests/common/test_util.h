@@ -62,9 +62,9 @@ inline std::vector<Isa> supported_isas() {
 }
 
 // True when the tests run 5-50x slower than native: under an instruction-set emulator (the
-// AArch64 cross build under qemu-user) or ThreadSanitizer. Sweeps whose size buys coverage of
-// lengths and thread/round combinations rather than of kernels take a sample there (the kernels
-// and the races are still all exercised); native runs always take the whole sweep.
+// AArch64 cross build under qemu-user) or a sanitizer (tests/CMakeLists.txt: ASan and TSan). Sweeps whose
+// size buys coverage of lengths and thread/round combinations rather than of kernels take a sample there (the
+// kernels and the races are still all exercised); native runs always take the whole sweep.
 inline bool sampled_sweeps() {
 #ifdef MB_TESTS_SAMPLED_SWEEPS
   return true;

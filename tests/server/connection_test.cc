@@ -1,6 +1,7 @@
 // The connection layer of `mambacpp serve` (src/server/connections.h) over raw loopback sockets
 // (issue 21): idle connections that starve nobody, answers decided from the headers alone,
-// pipelining, HTTP/1.0, and a plain request that ends in an error during a shutdown.
+// pipelining of every kind of request, HTTP/1.0, and a plain request that ends in an error during
+// a shutdown.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -12,6 +13,8 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "server/connections.h"
 #include "server_process.h"
@@ -268,6 +271,129 @@ TEST(ServeConnections, ExpectContinueIsAnsweredFromTheHeaders) {
   close(fd);
   EXPECT_EQ(reply.rfind("HTTP/1.1 200", 0), 0u) << reply;
   EXPECT_EQ(reply.find("100 Continue"), std::string::npos) << reply;
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+// One response of those a connection received: its status, headers and (de-chunked) body.
+struct Reply {
+  int status = 0;
+  std::string headers;
+  std::string body;
+};
+
+// The whole responses at the start of `bytes`, in order (a truncated last one is left out).
+std::vector<Reply> split_replies(const std::string& bytes) {
+  std::vector<Reply> replies;
+  size_t at = 0;
+  for (;;) {
+    const size_t blank = bytes.find("\r\n\r\n", at);
+    if (blank == std::string::npos || bytes.compare(at, 9, "HTTP/1.1 ") != 0) break;
+    Reply reply;
+    reply.status = std::stoi(bytes.substr(at + 9, 3));
+    reply.headers = bytes.substr(at, blank + 2 - at);
+    at = blank + 4;
+    const size_t length = reply.headers.find("Content-Length: ");
+    if (length != std::string::npos) {
+      const size_t size = std::stoul(reply.headers.substr(length + 16));
+      if (bytes.size() < at + size) break;
+      reply.body = bytes.substr(at, size);
+      at += size;
+    } else if (reply.headers.find("Transfer-Encoding: chunked") != std::string::npos) {
+      size_t size = 1;
+      while (size > 0) {
+        const size_t line_end = bytes.find("\r\n", at);
+        if (line_end == std::string::npos) return replies;
+        size = std::stoul(bytes.substr(at, line_end - at), nullptr, 16);
+        if (bytes.size() < line_end + 2 + size + 2) return replies;
+        reply.body += bytes.substr(line_end + 2, size);
+        at = line_end + 2 + size + 2;
+      }
+    } else {
+      break;
+    }
+    replies.push_back(std::move(reply));
+  }
+  return replies;
+}
+
+// Pipelined requests of every kind (generation, streamed generation, bad ones) are answered in
+// order, whether they arrive in one write or in pieces that split requests anywhere. The server
+// may end a connection after some requests (httplib's keep-alive limit), but only with a
+// "Connection: close" on the last answer, never by dropping requests silently (RFC 7230 6.3.2).
+TEST(ServeConnections, PipelinedRequestsOfEveryKindAreAnsweredInOrder) {
+  ServerProcess server(server_test_model(), "-t 1 -np 1");
+  ASSERT_GT(server.port(), 0);
+  const std::vector<std::pair<std::string, int>> requests = {
+      {post("HTTP/1.1", "/v1/completions", R"({"prompt": "hi", "max_tokens": 2, "ignore_eos": true})"), 200},
+      {post("HTTP/1.1", "/v1/completions",
+            R"({"prompt": "hi", "max_tokens": 2, "ignore_eos": true, "stream": true})"),
+       200},
+      {post("HTTP/1.1", "/tokenize", R"({"content": )"), 400},
+      {"GET /v1/nothing HTTP/1.1\r\nHost: x\r\n\r\n", 404},
+      {post("HTTP/1.1", "/tokenize", R"({"content": "hi"})"), 200},
+      {"GET /health HTTP/1.1\r\nHost: x\r\n\r\n", 200},
+      {"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 200},
+  };
+  std::string pipeline;
+  for (const auto& request : requests) pipeline += request.first;
+  for (const size_t piece : {pipeline.size(), size_t{7}}) {
+    const int fd = connect_from("127.0.0.1", server.port());
+    ASSERT_GE(fd, 0);
+    for (size_t at = 0; at < pipeline.size(); at += piece) {
+      ASSERT_TRUE(send_all(fd, pipeline.substr(at, piece)));
+      if (piece < pipeline.size()) std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+    const auto asked = Clock::now();
+    const std::string received = receive(fd, 10);
+    EXPECT_LT(seconds_since(asked), 5.0) << "the connection was left open";
+    close(fd);
+    const std::vector<Reply> replies = split_replies(received);
+    ASSERT_GE(replies.size(), 2u) << received;
+    ASSERT_LE(replies.size(), requests.size()) << received;
+    EXPECT_NE(replies.back().headers.find("Connection: close"), std::string::npos) << received;
+    for (size_t i = 0; i < replies.size(); ++i) {
+      EXPECT_EQ(replies[i].status, requests[i].second) << "request " << i << ": " << received;
+      const bool last = i + 1 == replies.size();
+      EXPECT_EQ(replies[i].headers.find("Connection: close") != std::string::npos, last) << "request " << i;
+    }
+    EXPECT_EQ(json::parse(replies[0].body)["usage"]["completion_tokens"], 2);
+    EXPECT_EQ(replies[1].body.substr(replies[1].body.size() - 14), "data: [DONE]\n\n") << replies[1].body;
+    if (replies.size() > 2) {
+      EXPECT_TRUE(json::parse(replies[2].body).contains("error")) << replies[2].body;
+    }
+  }
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+// HTTP/1.0 answers of every kind, errors too, have a Content-Length and end with the connection.
+TEST(ServeConnections, Http10ErrorsAndPlainAnswersAreReadableAndClosed) {
+  ServerProcess server(server_test_model(), "-t 1");
+  ASSERT_GT(server.port(), 0);
+  const std::vector<std::pair<std::string, int>> requests = {
+      {"GET /health HTTP/1.0\r\n\r\n", 200},
+      {"GET /v1/nothing HTTP/1.0\r\n\r\n", 404},
+      {post("HTTP/1.0", "/v1/completions", R"({"prompt": )"), 400},
+      {post("HTTP/1.0", "/v1/completions", R"({"prompt": "hi", "max_tokens": "x"})"), 400},
+      // Keep-alive is refused for HTTP/1.0: the answer ends with the connection.
+      {post("HTTP/1.0", "/tokenize", R"({"content": "hi"})", "Connection: keep-alive\r\n"), 200},
+  };
+  for (const auto& [request, status] : requests) {
+    const int fd = connect_from("127.0.0.1", server.port());
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(send_all(fd, request));
+    const auto asked = Clock::now();
+    const std::string received = receive(fd, 10);
+    EXPECT_LT(seconds_since(asked), 5.0) << "the connection was left open: " << request;
+    close(fd);
+    const std::vector<Reply> replies = split_replies(received);
+    ASSERT_EQ(replies.size(), 1u) << received;
+    EXPECT_EQ(replies[0].status, status) << received;
+    EXPECT_EQ(replies[0].headers.find("chunked"), std::string::npos) << received;
+    EXPECT_NE(replies[0].headers.find("Content-Length: "), std::string::npos) << received;
+    const json body = json::parse(replies[0].body, nullptr, false);
+    EXPECT_FALSE(body.is_discarded()) << received;
+    EXPECT_EQ(body.contains("error"), status != 200) << received;
+  }
   EXPECT_EQ(server.terminate(), 0);
 }
 

@@ -17,6 +17,7 @@ class ServerProcess {
   ServerProcess& operator=(const ServerProcess&) = delete;
 
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }  // the server's own (or the emulator's running it); -1 once ended
   // Sends SIGTERM and waits; returns the exit status (-1 when killed by a signal or timed out).
   int terminate(int timeout_seconds = 60);
   std::string stdout_text() const;
