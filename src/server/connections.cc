@@ -91,6 +91,22 @@ class InlineQueue final : public httplib::TaskQueue {
   void shutdown() override {}
 };
 
+// The status of a request refused from its headers alone.
+int refusal_status(RequestScan::State state) {
+  switch (state) {
+    case RequestScan::State::TooLarge:
+      return 413;
+    case RequestScan::State::HeadersTooLarge:
+      return 431;
+    case RequestScan::State::LengthRequired:
+      return 411;
+    case RequestScan::State::ExpectationFailed:
+      return 417;
+    default:
+      return 400;  // BadLength
+  }
+}
+
 }  // namespace
 
 RequestScan scan_request(std::string_view bytes, size_t max_body_bytes) {
@@ -321,19 +337,11 @@ bool ConnectionServer::dispatch(std::unique_ptr<Connection>& connection) {
         continue;
       }
       case RequestScan::State::TooLarge:
-        answer_and_linger(std::move(connection), 413);
-        return true;
       case RequestScan::State::HeadersTooLarge:
-        answer_and_linger(std::move(connection), 431);
-        return true;
       case RequestScan::State::BadLength:
-        answer_and_linger(std::move(connection), 400);
-        return true;
       case RequestScan::State::LengthRequired:
-        answer_and_linger(std::move(connection), 411);
-        return true;
       case RequestScan::State::ExpectationFailed:
-        answer_and_linger(std::move(connection), 417);
+        answer_and_linger(std::move(connection), refusal_status(scan.state));
         return true;
     }
   }
