@@ -4,6 +4,11 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
 
 namespace mb::test {
 
@@ -36,6 +41,23 @@ long first_bit_difference(const std::vector<float>& a, const std::vector<float>&
   for (size_t i = 0; i < a.size(); ++i)
     if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return static_cast<long>(i);
   return -1;
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const Error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw a foreign exception: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "did not throw mb::Error";
+  return "";
 }
 
 }  // namespace mb::test

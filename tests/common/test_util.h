@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -75,5 +76,12 @@ inline bool sampled_sweeps() {
 
 // A fresh temporary directory under the system temp dir.
 std::string make_temp_dir(const std::string& tag);
+
+// Writes `bytes` to `path`, replacing what was there.
+void write_bytes(const std::string& path, const std::string& bytes);
+
+// The message of the mb::Error `action` throws; fails the test when it throws nothing or any
+// other exception.
+std::string error_of(const std::function<void()>& action);
 
 }  // namespace mb::test

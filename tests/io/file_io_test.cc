@@ -27,19 +27,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "did not throw mb::Error";
-  return "";
-}
+using test::error_of;
+using test::write_bytes;
 
 // The names in `dir`, to show that no temporary is left behind.
 std::vector<std::string> names_in(const std::string& dir) {

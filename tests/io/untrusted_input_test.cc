@@ -20,24 +20,8 @@
 namespace mb {
 namespace {
 
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
-
-// The message of the mb::Error `load` throws; fails the test when it throws nothing or
-// anything else.
-std::string error_of(const std::function<void()>& load) {
-  try {
-    load();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw a foreign exception: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
-}
+using test::error_of;
+using test::write_bytes;
 
 std::string nested_arrays(size_t depth, const std::string& inner = "0") {
   return std::string(depth, '[') + inner + std::string(depth, ']');
