@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "common/test_util.h"
+
 namespace mb::test {
 
 namespace {
@@ -32,6 +34,10 @@ double growth_for_4x(const std::function<void(int n)>& work, int n) {
   const double large = least_cpu_seconds([&] { work(4 * n); });
   // A clock tick of a few microseconds must not turn into a huge ratio.
   return large / std::max(small, 1e-4);
+}
+
+double scaled_seconds(double native) {
+  return sampled_sweeps() ? 4 * native : native;
 }
 
 }  // namespace mb::test

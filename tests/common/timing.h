@@ -15,4 +15,9 @@ double least_cpu_seconds(const std::function<void()>& work, int runs = 3);
 // quadratic work about 16; tests assert a bound such as 8 between the two.
 double growth_for_4x(const std::function<void(int n)>& work, int n);
 
+// A time bound measured in a native build, or four times it where every test runs several times
+// slower (AddressSanitizer at -O1, ThreadSanitizer, qemu-user: test::sampled_sweeps()). Four
+// times still tells linear work from the pathologies these bounds catch, which ran 20-100x over.
+double scaled_seconds(double native);
+
 }  // namespace mb::test

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/test_util.h"
+#include "common/timing.h"
 #include "server_process.h"
 #include "tokenizer/tokenizer.h"
 
@@ -26,12 +27,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// A wall-clock bound for the server's own work: as measured in a native build, or four times
-// it where the server runs several times slower (AddressSanitizer at -O1, qemu-user).
-double scaled_seconds(double native) {
-  return test::sampled_sweeps() ? 4 * native : native;
 }
 
 // Polls /metrics until it shows `line`; false after ten seconds.
@@ -142,7 +137,7 @@ TEST(ServeResilience, AThreeMegabyteBodyOfSmallObjectsIsAnsweredWithinASecond) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
   EXPECT_NE(res->body.find("more than 131072 arrays and objects"), std::string::npos) << res->body;
-  EXPECT_LT(seconds, scaled_seconds(1.0));
+  EXPECT_LT(seconds, test::scaled_seconds(1.0));
   // Within the limit, in a field the API ignores: parsed whole, and the request is served.
   const std::string parsed = R"({"prompt": "hi", "max_tokens": 1, "ignored": )" +
                              list_of(R"({"key":"value","n":123456})", 120000) + "}";
@@ -153,7 +148,7 @@ TEST(ServeResilience, AThreeMegabyteBodyOfSmallObjectsIsAnsweredWithinASecond) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200) << res->body;
   EXPECT_EQ(json::parse(res->body)["usage"]["completion_tokens"], 1);
-  EXPECT_LT(seconds, scaled_seconds(1.0));
+  EXPECT_LT(seconds, test::scaled_seconds(1.0));
   EXPECT_EQ(server.terminate(), 0);
 }
 
@@ -224,7 +219,7 @@ TEST(ServeResilience, SigtermDuringAnEndlessStreamEndsItAndExitsZero) {
   ASSERT_TRUE(wait_for_metric(client, "mambacpp_active_requests 1"));
   const auto start = Clock::now();
   EXPECT_EQ(server.terminate(10), 0) << server.stderr_text();
-  EXPECT_LT(seconds_since(start), 1 + scaled_seconds(1.0));
+  EXPECT_LT(seconds_since(start), 1 + test::scaled_seconds(1.0));
   stream.thread.join();
   expect_stream_ended_by_an_error(stream);
 }
@@ -244,7 +239,7 @@ TEST(ServeResilience, SigtermWithManyClientsAnswersEveryOneAndExitsZero) {
   ASSERT_TRUE(wait_for_metric(client, "mambacpp_queue_depth 4"));
   const auto start = Clock::now();
   EXPECT_EQ(server.terminate(10), 0) << server.stderr_text();
-  EXPECT_LT(seconds_since(start), 1 + scaled_seconds(1.0));
+  EXPECT_LT(seconds_since(start), 1 + test::scaled_seconds(1.0));
   for (auto& stream : streams) {
     stream->thread.join();
     expect_stream_ended_by_an_error(*stream);
@@ -270,7 +265,7 @@ TEST(ServeResilience, KeepAliveAnswersAreNotHeldBackByNagle) {
     ASSERT_TRUE(res);
     EXPECT_EQ(res->status, 200);
   }
-  EXPECT_LT(seconds_since(start), scaled_seconds(1.0));
+  EXPECT_LT(seconds_since(start), test::scaled_seconds(1.0));
   EXPECT_EQ(server.terminate(), 0);
 }
 

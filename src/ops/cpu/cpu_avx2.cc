@@ -1,5 +1,4 @@
-// Every CPU kernel family compiled for AVX2 with FMA and F16C (x86-64; CMakeLists.txt gives this
-// file those flags).
+// Every CPU kernel family compiled for AVX2 with FMA and F16C (x86-64; the target region below).
 //
 // Each family's .inc is included once, in a namespace of its own inside the target's, so the
 // helpers that several families define under one name (kLanes, the scans' step_block and
@@ -11,11 +10,23 @@
 #include <vector>
 
 #include "core/error.h"
-#include "ops/cpu/ivec16_avx2.h"
 #include "ops/cpu/vec16.h"
-#include "ops/cpu/vec16_avx2.h"
 #include "ops/quant.h"
 #include "ops/quant_matmul.h"
+
+// Only the kernels below are built for this instruction set, by a target region rather than a
+// whole-file flag: the standard-library templates they instantiate (a std::vector of parts,
+// its growth) are inline functions every kernel file shares by name, and the linker keeps one
+// copy of each, so a copy built for AVX-512 would run on a CPU without it.
+#if defined(__clang__)
+// clang 14 cannot outline an OpenMP region inside a target region, so under clang (the fuzzing
+// build, whose harnesses run no kernels) CMakeLists.txt compiles this file with the flags instead.
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#endif
+#include "ops/cpu/ivec16_avx2.h"
+#include "ops/cpu/vec16_avx2.h"
 
 namespace mb::cpu_avx2 {
 using cpu::KernelTable;
@@ -59,6 +70,10 @@ constexpr KernelTable kTable = {
 };
 
 }  // namespace mb::cpu_avx2
+
+#if !defined(__clang__)
+#pragma GCC pop_options
+#endif
 
 namespace mb::cpu {
 

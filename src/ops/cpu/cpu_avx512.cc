@@ -1,5 +1,5 @@
 // Every CPU kernel family but the quantized matmul, compiled for AVX-512 (F, BW, VL, DQ, with FMA
-// and F16C; CMakeLists.txt gives this file those flags). The quantized kernels are built for
+// and F16C; the target region below). The quantized kernels are built for
 // VNNI, which some AVX-512 CPUs lack (Skylake-X), so they live in cpu_avx512_vnni.cc, the only
 // file compiled with VNNI; kernels_for fills this table's quant entries at run time.
 //
@@ -14,6 +14,18 @@
 
 #include "core/error.h"
 #include "ops/cpu/vec16.h"
+
+// Only the kernels below are built for this instruction set, by a target region rather than a
+// whole-file flag: the standard-library templates they instantiate (a std::vector of parts,
+// its growth) are inline functions every kernel file shares by name, and the linker keeps one
+// copy of each, so a copy built for AVX-512 would run on a CPU without it.
+#if defined(__clang__)
+// clang 14 cannot outline an OpenMP region inside a target region, so under clang (the fuzzing
+// build, whose harnesses run no kernels) CMakeLists.txt compiles this file with the flags instead.
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#endif
 #include "ops/cpu/vec16_avx512.h"
 
 namespace mb::cpu_avx512 {
@@ -53,6 +65,10 @@ constexpr KernelTable kTable = {
 };
 
 }  // namespace mb::cpu_avx512
+
+#if !defined(__clang__)
+#pragma GCC pop_options
+#endif
 
 namespace mb::cpu {
 
