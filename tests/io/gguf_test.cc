@@ -72,19 +72,6 @@ std::string write_file(const std::string& bytes, const std::string& tag) {
   return path;
 }
 
-std::string error_of(const std::function<void()>& load) {
-  try {
-    load();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw a foreign exception: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
-}
-
 TEST(Gguf, WriterOutputReadsBackWithEveryValueTypeAndTensor) {
   for (uint32_t alignment : {32u, 64u, 8u}) {
     SCOPED_TRACE(alignment);
@@ -229,7 +216,7 @@ TEST(Gguf, MalformedFilesAreRefusedWithAMessage) {
   for (const Malformed& m : malformed_files()) {
     SCOPED_TRACE(m.name);
     const std::string path = write_file(m.bytes, "gguf_bad_" + m.name);
-    const std::string message = error_of([&] { GgufFile file(path); });
+    const std::string message = test::error_of([&] { GgufFile file(path); });
     EXPECT_NE(message.find(m.expected), std::string::npos) << m.name << ": " << message;
     EXPECT_NE(message.find("model.gguf"), std::string::npos) << m.name << ": " << message;
   }
@@ -240,10 +227,10 @@ TEST(Gguf, TypedMetadataAccessNamesTheKey) {
       write_file(header(0, 2) + kv_u32("n", 5) + Bytes().str("s").u32(8).str("x").data, "gguf_typed");
   const GgufFile file(path);
   EXPECT_EQ(file.unsigned_value("n"), 5u);
-  EXPECT_NE(error_of([&] { file.unsigned_value("s"); }).find("'s' must be a non-negative integer"),
+  EXPECT_NE(test::error_of([&] { file.unsigned_value("s"); }).find("'s' must be a non-negative integer"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { file.float_value("n"); }).find("'n' must be an f32 or f64"), std::string::npos);
-  EXPECT_NE(error_of([&] { file.string_value("missing"); }).find("missing required metadata 'missing'"),
+  EXPECT_NE(test::error_of([&] { file.float_value("n"); }).find("'n' must be an f32 or f64"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { file.string_value("missing"); }).find("missing required metadata 'missing'"),
             std::string::npos);
 }
 
@@ -376,7 +363,7 @@ TEST(GgufModelFile, DefectsAreRefusedWithAMessage) {
   for (const auto& [name, mutate, expected] : defects) {
     SCOPED_TRACE(name);
     const std::string path = mutated_model(mutate, "gguf_defect_" + name);
-    const std::string message = error_of([&] { Model::load(path); });
+    const std::string message = test::error_of([&] { Model::load(path); });
     EXPECT_NE(message.find(expected), std::string::npos) << name << ": " << message;
   }
 }

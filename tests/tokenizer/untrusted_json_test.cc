@@ -14,25 +14,10 @@
 namespace mb {
 namespace {
 
-// The message of the mb::Error `load` throws; fails the test when it throws nothing or
-// anything else.
-std::string error_of(const std::function<void()>& load) {
-  try {
-    load();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw a foreign exception: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
-}
-
 std::string load_error(const std::string& text) {
   const std::string path = test::make_temp_dir("untrusted_tokenizer") + "/tokenizer.json";
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
-  std::string message = error_of([&] { Tokenizer::from_json_file(path); });
+  std::string message = test::error_of([&] { Tokenizer::from_json_file(path); });
   EXPECT_NE(message.find(path), std::string::npos) << message;
   return message;
 }
