@@ -229,7 +229,8 @@ TEST(Gguf, TypedMetadataAccessNamesTheKey) {
   EXPECT_EQ(file.unsigned_value("n"), 5u);
   EXPECT_NE(test::error_of([&] { file.unsigned_value("s"); }).find("'s' must be a non-negative integer"),
             std::string::npos);
-  EXPECT_NE(test::error_of([&] { file.float_value("n"); }).find("'n' must be an f32 or f64"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { file.float_value("n"); }).find("'n' must be an f32 or f64"),
+            std::string::npos);
   EXPECT_NE(test::error_of([&] { file.string_value("missing"); }).find("missing required metadata 'missing'"),
             std::string::npos);
 }
