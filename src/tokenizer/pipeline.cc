@@ -3,7 +3,6 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "core/json_text.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/pipeline_limits.h"
 #include "tokenizer/utf8.h"
@@ -54,28 +53,7 @@ void parse_pre_tokenizer(const json& config, const std::string& source, std::vec
     steps.emplace_back(ByteLevelStep{bool_field(config, "add_prefix_space", true, source, stage),
                                      bool_field(config, "use_regex", true, source, stage)});
   } else if (type == "Split") {
-    const auto pattern = config.find("pattern");
-    if (pattern == config.end() || !pattern->is_object() || !pattern->contains("Regex") ||
-        !pattern->at("Regex").is_string()) {
-      throw Error(
-          source +
-          ": Split pre-tokenizer needs a {\"Regex\": ...} pattern (string patterns are not supported)");
-    }
-    const std::string regex = pattern->at("Regex").get<std::string>();
-    const auto recognized = recognize_split_pattern(regex);
-    if (!recognized) {
-      throw Error(source + ": unsupported Split regex '" + regex +
-                  "' (supported: the GPT-2, Llama-3 and Qwen2 patterns)");
-    }
-    const auto behavior = config.find("behavior");
-    if (behavior != config.end() && *behavior != "Isolated") {
-      throw Error(source + ": unsupported Split behavior " + json_excerpt(*behavior) +
-                  " (only \"Isolated\" is supported)");
-    }
-    if (bool_field(config, "invert", false, source, stage)) {
-      throw Error(source + ": inverted Split pre-tokenizers are not supported");
-    }
-    steps.emplace_back(SplitStep{*recognized});
+    steps.emplace_back(SplitStep{SplitPreTokenizer::from_json(config, source)});
   } else if (type == "Metaspace") {
     const MetaspaceOptions options = metaspace_options(config, source, stage);
     MetaspaceStep step{std::string(), options.prepend, options.split};
@@ -91,13 +69,22 @@ void parse_pre_tokenizer(const json& config, const std::string& source, std::vec
   }
 }
 
-void apply_step(const SplitStep& step, std::string_view piece, bool, std::vector<std::string>& out) {
+// What every pre-tokenizer step of one run may need: the file name for errors, and the
+// backtracking budget its regexes share.
+struct StepContext {
+  const std::string& source;
+  RegexBudget& regex_budget;
+};
+
+void apply_step(const SplitStep& step, std::string_view piece, bool, const StepContext& context,
+                std::vector<std::string>& out) {
   std::vector<std::string_view> parts;
-  split_isolated(piece, step.pattern, parts);
+  step.split.apply(piece, parts, context.source, context.regex_budget);
   for (std::string_view part : parts) out.emplace_back(part);
 }
 
-void apply_step(const ByteLevelStep& step, std::string_view piece, bool, std::vector<std::string>& out) {
+void apply_step(const ByteLevelStep& step, std::string_view piece, bool, const StepContext&,
+                std::vector<std::string>& out) {
   std::string prefixed;
   if (step.add_prefix_space && (piece.empty() || piece.front() != ' ')) {
     prefixed = " ";
@@ -120,7 +107,7 @@ void apply_step(const ByteLevelStep& step, std::string_view piece, bool, std::ve
 
 // Hugging Face replaces the spaces first, so a piece that starts with a space gets no second
 // marker, then cuts before every marker (SplitDelimiterBehavior::MergedWithNext).
-void apply_step(const MetaspaceStep& step, std::string_view piece, bool at_input_start,
+void apply_step(const MetaspaceStep& step, std::string_view piece, bool at_input_start, const StepContext&,
                 std::vector<std::string>& out) {
   std::string text(piece);
   replace_all(text, " ", step.replacement);
@@ -203,8 +190,11 @@ PreTokenizer PreTokenizer::gpt2() {
   return pre_tokenizer;
 }
 
-void PreTokenizer::apply(std::string_view text, std::vector<std::string>& words, bool at_input_start) const {
+void PreTokenizer::apply(std::string_view text, std::vector<std::string>& words, bool at_input_start,
+                         RegexBudget* regex_budget) const {
   if (text.empty()) return;
+  RegexBudget own_budget;
+  const StepContext context{source_, regex_budget != nullptr ? *regex_budget : own_budget};
   std::vector<std::string> pieces{std::string(text)};
   std::vector<std::string> next;
   PipelineBudget budget(source_, "pre_tokenizer", text.size());
@@ -214,7 +204,7 @@ void PreTokenizer::apply(std::string_view text, std::vector<std::string>& words,
       // Every step keeps the text in order and drops only empty pieces, so the first piece is the
       // one that begins where the input does.
       const bool at_start = at_input_start && i == 0;
-      std::visit([&](const auto& s) { apply_step(s, pieces[i], at_start, next); }, step);
+      std::visit([&](const auto& s) { apply_step(s, pieces[i], at_start, context, next); }, step);
     }
     // A step grows its input at most eightfold (ByteLevel doubles every byte and may add a space
     // to each piece; Metaspace turns a space into a marker of up to four bytes and may prepend

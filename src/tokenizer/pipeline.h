@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "tokenizer/pipeline_json.h"
-#include "tokenizer/split_patterns.h"
+#include "tokenizer/split.h"
 #include "tokenizer/unicode.h"
 
 namespace mb::tok {
@@ -46,7 +46,7 @@ class Normalizer {
 };
 
 struct SplitStep {
-  SplitPattern pattern;
+  SplitPreTokenizer split;
 };
 
 struct ByteLevelStep {
@@ -64,8 +64,8 @@ struct MetaspaceStep {
 
 class PreTokenizer {
  public:
-  // Accepts null, ByteLevel, Split with a recognized Regex pattern ("Isolated", not inverted),
-  // Metaspace, and a Sequence of those.
+  // Accepts null, ByteLevel, Split (any Regex or String pattern, every behavior, inverted or
+  // not), Metaspace, and a Sequence of those.
   static PreTokenizer from_json(const nlohmann::json& config, const std::string& source);
   // GPT-2's: ByteLevel without a prefix space, with the GPT-2 regex.
   static PreTokenizer gpt2();
@@ -73,8 +73,11 @@ class PreTokenizer {
   // Splits one piece of text into the words the model sees, appending them to `words`.
   // `at_input_start` says whether the piece begins at offset 0 of the text given to encode(),
   // which Metaspace's "first" prepend scheme asks (not after an added token, for instance).
-  // Throws mb::Error when the steps outgrow the PipelineBudget of pipeline_limits.h.
-  void apply(std::string_view text, std::vector<std::string>& words, bool at_input_start = true) const;
+  // Throws mb::Error when the steps outgrow the PipelineBudget of pipeline_limits.h, or their
+  // regexes `regex_budget` (one for this call alone when null; encode() shares one among all the
+  // pieces of its text).
+  void apply(std::string_view text, std::vector<std::string>& words, bool at_input_start = true,
+             RegexBudget* regex_budget = nullptr) const;
 
  private:
   std::vector<std::variant<SplitStep, ByteLevelStep, MetaspaceStep>> steps_;

@@ -20,6 +20,11 @@ constexpr int kMaxPipelineNesting = 8;
 constexpr size_t kMaxPipelineGrowth = 16;
 constexpr size_t kPipelineSlackBytes = 4096;
 constexpr size_t kPipelineWorkFactor = 8;
+// The longest Split pattern (real ones are under 300 bytes). Split regexes are bounded in their
+// backtracking as well, by RegexSearchLimits of onig_regex.h: 10 million steps at one start
+// position, as Oniguruma and Hugging Face allow, and for all the searches of one encode 1
+// million plus 256 per byte searched, so a hostile pattern backtracks at most linearly.
+constexpr size_t kMaxSplitPatternBytes = 65536;
 
 // Refuses a Sequence of `entries` steps past kMaxPipelineSteps, or one `depth` Sequences deep
 // (the outermost has depth 1) past kMaxPipelineNesting; the message names `source`, the stage

@@ -149,10 +149,9 @@ std::optional<SplitPattern> recognize_split_pattern(std::string_view regex) {
   return std::nullopt;
 }
 
-void split_isolated(std::string_view text, SplitPattern pattern, std::vector<std::string_view>& pieces) {
+void find_pattern_matches(std::string_view text, SplitPattern pattern, std::vector<RegexMatch>& matches) {
   if (text.empty()) return;
   const ClassifiedText t(text);
-  size_t gap_start = 0;
   size_t i = 0;
   while (i < t.size()) {
     const size_t length = match_at(t, i, pattern);
@@ -160,13 +159,21 @@ void split_isolated(std::string_view text, SplitPattern pattern, std::vector<std
       ++i;
       continue;
     }
-    if (gap_start < i)
-      pieces.push_back(text.substr(t.offsets[gap_start], t.offsets[i] - t.offsets[gap_start]));
-    pieces.push_back(text.substr(t.offsets[i], t.offsets[i + length] - t.offsets[i]));
+    matches.push_back({t.offsets[i], t.offsets[i + length]});
     i += length;
-    gap_start = i;
   }
-  if (gap_start < t.size()) pieces.push_back(text.substr(t.offsets[gap_start]));
+}
+
+void split_isolated(std::string_view text, SplitPattern pattern, std::vector<std::string_view>& pieces) {
+  std::vector<RegexMatch> matches;
+  find_pattern_matches(text, pattern, matches);
+  size_t gap_start = 0;
+  for (const RegexMatch& match : matches) {
+    if (gap_start < match.begin) pieces.push_back(text.substr(gap_start, match.begin - gap_start));
+    pieces.push_back(text.substr(match.begin, match.end - match.begin));
+    gap_start = match.end;
+  }
+  if (gap_start < text.size()) pieces.push_back(text.substr(gap_start));
 }
 
 }  // namespace mb::tok

@@ -67,6 +67,9 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
   std::vector<tok::Segment> raw_segments;
   std::vector<tok::Segment> normalized_segments;
   std::vector<std::string> words;
+  // One backtracking budget for the Split regexes over the whole text, so that neither many
+  // pieces nor many added tokens multiply its constant.
+  tok::RegexBudget regex_budget;
   m.added.split(text, false, raw_segments);
   for (const tok::Segment& raw : raw_segments) {
     if (raw.id >= 0) {
@@ -87,7 +90,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
       // with empty content that deletes the first characters, which no known file has.
       const bool at_input_start = raw.begin == 0 && piece.begin == 0;
       m.pre_tokenizer.apply(std::string_view(normalized).substr(piece.begin, piece.end - piece.begin), words,
-                            at_input_start);
+                            at_input_start, &regex_budget);
       for (const std::string& word : words) m.model.tokenize(word, ids);
     }
   }

@@ -140,7 +140,7 @@ size_t check_pre_tokenizer_pieces(const nlohmann::json& config, const nlohmann::
 
 TEST_P(GoldenTest, PreTokenizerPiecesMatchReference) {
   const std::string path = test::tokenizer_fixture_dir(GetParam()) + "/tokenizer.json";
-  const nlohmann::json config = test::read_json_file(path);
+  const nlohmann::json& config = test::fixture_json(GetParam());
   if (!config.at("pre_tokenizer").is_null()) {
     EXPECT_GT(check_pre_tokenizer_pieces(config, goldens().at("cases"), path), 400u);
     return;
@@ -203,7 +203,7 @@ class VariantGoldenTest : public ::testing::TestWithParam<std::string> {
     goldens_ =
         test::read_json_file(std::string(MB_TEST_DATA_DIR) + "/tokenizers/variants/" + GetParam() + ".json");
     const std::string base = goldens_.at("base").get<std::string>();
-    config_ = test::read_json_file(test::tokenizer_fixture_dir(base) + "/tokenizer.json");
+    config_ = test::fixture_json(base);
     for (const auto& [key, value] : goldens_.at("overrides").items()) config_[key] = value;
     for (const auto& [key, value] : goldens_.at("model_overrides").items()) config_["model"][key] = value;
     tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_json_string(config_.dump(), GetParam()));

@@ -50,6 +50,16 @@ nlohmann::json read_json_file(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
+const nlohmann::json& fixture_json(const std::string& name) {
+  static std::mutex mutex;
+  static std::map<std::string, nlohmann::json> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(name);
+  if (it == cache.end())
+    it = cache.emplace(name, read_json_file(tokenizer_fixture_dir(name) + "/tokenizer.json")).first;
+  return it->second;
+}
+
 const std::vector<CorpusCase>& golden_corpus() {
   static const std::vector<CorpusCase> corpus = [] {
     std::vector<CorpusCase> cases;

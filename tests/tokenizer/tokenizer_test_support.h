@@ -12,10 +12,13 @@
 
 namespace mb::test {
 
-// The committed tokenizers, each with tokenizer.json and goldens.json: four byte-level ones and
-// a SentencePiece-style one with byte fallback (llama2).
-inline const std::vector<std::string> kGoldenTokenizers = {"gpt-neox-20b", "gpt2", "llama3", "qwen3",
-                                                           "llama2"};
+// The committed tokenizers, each with tokenizer.json, goldens.json and edge_goldens.json: four
+// byte-level ones and a SentencePiece-style one with byte fallback (llama2), then three whose
+// Split patterns run on Oniguruma, trimmed to their first 20,000 ids (gpt4o: the o200k regex,
+// inverted with Removed; deepseek-v3: a Sequence of three Splits; gemma3: a String pattern
+// with MergedWithPrevious and byte fallback).
+inline const std::vector<std::string> kGoldenTokenizers = {"gpt-neox-20b", "gpt2",  "llama3",      "qwen3",
+                                                           "llama2",       "gpt4o", "deepseek-v3", "gemma3"};
 
 std::string tokenizer_fixture_dir(const std::string& name);
 
@@ -31,6 +34,8 @@ struct CorpusCase {
 const std::vector<CorpusCase>& golden_corpus();
 
 nlohmann::json read_json_file(const std::string& path);
+// tests/data/tokenizers/<name>/tokenizer.json parsed, once per process.
+const nlohmann::json& fixture_json(const std::string& name);
 const nlohmann::json& goldens_for(const std::string& name);
 
 // Makes control characters and non-ASCII bytes visible in assertion messages.
