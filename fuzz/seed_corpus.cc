@@ -166,10 +166,15 @@ void tokenizer_seeds(const fs::path& out, const fs::path& data_dir, const fs::pa
   mb::write_byte_level_tokenizer_json((scratch / "byte_level.json").string(), 300);
   write_bytes(out / "json-byte-level", with_mode(0, read_bytes((scratch / "byte_level.json").string())));
   // Each fixture, and each variant (a fixture with some pipeline stages or model options
-  // replaced), shrunk. Llama-2's byte-fallback tokens take ids 3..258, so it keeps a few more.
+  // replaced), shrunk. Byte-fallback tokens take ids 3..258 in Llama-2 and 238..493 in Gemma-3,
+  // so those keep a few more.
   const fs::path tokenizers = data_dir / "tokenizers";
-  const auto keep_for = [](const std::string& base) -> int64_t { return base == "llama2" ? 320 : 300; };
-  for (const char* name : {"gpt-neox-20b", "gpt2", "llama2", "llama3", "qwen3"}) {
+  const auto keep_for = [](const std::string& base) -> int64_t {
+    if (base == "gemma3") return 520;
+    return base == "llama2" ? 320 : 300;
+  };
+  for (const char* name :
+       {"gpt-neox-20b", "gpt2", "llama2", "llama3", "qwen3", "gpt4o", "deepseek-v3", "gemma3"}) {
     const json shrunk = shrink_tokenizer(tokenizers / name / "tokenizer.json", keep_for(name));
     write_bytes(out / (std::string("json-") + name), with_mode(0, text_bytes(shrunk.dump())));
   }

@@ -1,11 +1,12 @@
 // Fuzzes the normalizer, pre-tokenizer and decoder pipelines of a tokenizer.json and their
 // budgets (src/tokenizer/pipeline_limits.h). The input is read as a program: a byte says how
 // many steps each stage gets (Sequences of up to 80, past the 64-step limit), each step is a
-// type byte and, for Replace and Prepend, short strings taken from the input; what is left is
+// type byte and, for Replace, Prepend and Split, short strings taken from the input (a Split's
+// is its regex or literal, so Oniguruma compiles fuzzed patterns); what is left is
 // the text to encode. The fixed byte-level vocabulary stays, so every input reaches the
 // pipelines. A hostile pipeline must be refused with mb::Error, at load or while encoding,
 // never run away: libFuzzer's -timeout and -rss_limit_mb (fuzz/run_fuzzers.sh) report a
-// budget that fails to bound the work or the memory.
+// budget that fails to bound the work or the memory (the regexes' backtracking included).
 #include <algorithm>
 #include <fstream>
 #include <iterator>
@@ -67,9 +68,24 @@ json normalizer_step(Reader& in) {
   }
 }
 
+// A Split with a pattern taken from the input (a regex Oniguruma compiles, or refuses, or a
+// literal), one of the five behaviors and either invert flag.
+json split_step(Reader& in, unsigned char type) {
+  static const char* const kBehaviors[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext",
+                                           "Contiguous"};
+  json step = json::object();
+  step["type"] = "Split";
+  step["pattern"] = json::object();
+  step["pattern"][(type & 16) != 0 ? "String" : "Regex"] = in.text();
+  step["behavior"] = kBehaviors[(type >> 5) % 5];
+  step["invert"] = (type & 8) != 0;
+  return step;
+}
+
 json pre_tokenizer_step(Reader& in) {
   const unsigned char type = in.byte();
-  if (type % 3 == 0) return {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "always"}};
+  if (type % 4 == 0) return {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "always"}};
+  if (type % 4 == 1) return split_step(in, type);
   return {{"type", "ByteLevel"}, {"add_prefix_space", (type & 4) != 0}, {"use_regex", (type & 8) != 0}};
 }
 
