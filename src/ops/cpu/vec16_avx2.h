@@ -8,8 +8,12 @@
 
 namespace mb::cpu_avx2 {
 
-// Rows per GEMM register tile: rows x 4 accumulators must fit the register file.
-inline constexpr int kGemmRows = 2;
+// The prefill GEMM's register tile: kGemmRows rows, and at most kGemmAccVectors Vec16
+// accumulators in all (each two ymm registers). 6 rows x 1 vector is 12 of the 16 ymm registers,
+// leaving two for the panel's weights and one for the broadcast x: every weight load then feeds
+// six FMAs. (The 2 x 4 tile this replaced held 16 ymm accumulators, so its weights spilled.)
+inline constexpr int kGemmRows = 6;
+inline constexpr int kGemmAccVectors = 6;
 
 struct Vec16 {
   __m256 lo, hi;

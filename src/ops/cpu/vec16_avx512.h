@@ -7,8 +7,10 @@
 
 namespace mb::cpu_avx512 {
 
-// Rows per GEMM register tile: rows x 4 accumulators must fit the register file.
+// The prefill GEMM's register tile: kGemmRows rows, and at most kGemmAccVectors Vec16
+// accumulators in all: 6 rows x the panel's 4 vectors use 24 of the 32 zmm registers.
 inline constexpr int kGemmRows = 6;
+inline constexpr int kGemmAccVectors = 24;
 
 struct Vec16 {
   __m512 v;

@@ -17,9 +17,11 @@
 
 namespace mb::cpu_neon {
 
-// Rows per GEMM register tile: rows x 4 accumulators must fit the register file. 32 q registers
-// hold as many bits as the 16 ymm registers of AVX2, so the tile is the same.
+// The prefill GEMM's register tile: kGemmRows rows, and at most kGemmAccVectors Vec16
+// accumulators in all (each four q registers): 2 rows x the panel's 4 vectors, as measured
+// before AVX2's tile changed (not re-tuned since: no AArch64 machine to measure it on).
 inline constexpr int kGemmRows = 2;
+inline constexpr int kGemmAccVectors = 8;
 
 struct Vec16 {
   float32x4_t q[4];

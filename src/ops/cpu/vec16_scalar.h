@@ -11,8 +11,10 @@
 
 namespace mb::cpu_scalar {
 
-// Rows per GEMM register tile: rows x 4 accumulators must fit the register file.
+// The prefill GEMM's register tile: kGemmRows rows, and at most kGemmAccVectors Vec16
+// accumulators in all: 4 rows x the panel's 4 vectors.
 inline constexpr int kGemmRows = 4;
+inline constexpr int kGemmAccVectors = 16;
 
 struct Vec16 {
   float v[16];
