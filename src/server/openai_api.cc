@@ -15,10 +15,14 @@ ApiError invalid_request(const std::string& message, const std::string& code) {
   return ApiError(400, "invalid_request_error", message, code);
 }
 
-std::string error_json(const std::string& message, const std::string& type, const std::string& code) {
+json error_object(const std::string& message, const std::string& type, const std::string& code) {
   json error = {{"message", message}, {"type", type}, {"code", code.empty() ? json(nullptr) : json(code)}};
+  return json{{"error", error}};
+}
+
+std::string error_json(const std::string& message, const std::string& type, const std::string& code) {
   // A message may quote bytes a client sent; replacing invalid UTF-8 keeps the body valid JSON.
-  return json{{"error", error}}.dump(-1, ' ', false, json::error_handler_t::replace);
+  return error_object(message, type, code).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 const char* error_type_for_status(int status) {
@@ -432,20 +436,25 @@ json ResponseFormatter::chunk(json choice) const {
           {"choices", json::array({std::move(choice)})}};
 }
 
-std::string ResponseFormatter::stream_prelude() const {
-  if (kind_ != ApiKind::Chat) return "";
-  return sse_data(dump(chunk({{"index", 0},
-                              {"delta", {{"role", "assistant"}, {"content", ""}}},
-                              {"logprobs", nullptr},
-                              {"finish_reason", nullptr}})));
+std::optional<json> ResponseFormatter::prelude_chunk() const {
+  if (kind_ != ApiKind::Chat) return std::nullopt;
+  return chunk({{"index", 0},
+                {"delta", {{"role", "assistant"}, {"content", ""}}},
+                {"logprobs", nullptr},
+                {"finish_reason", nullptr}});
 }
 
-std::string ResponseFormatter::stream_event(const ServeEvent& event) {
-  if (finished_) return "";
+std::string ResponseFormatter::stream_prelude() const {
+  const std::optional<json> prelude = prelude_chunk();
+  return prelude ? sse_data(dump(*prelude)) : "";
+}
+
+std::vector<json> ResponseFormatter::stream_chunks(const ServeEvent& event) {
+  if (finished_) return {};
   if (event.kind == ServeEvent::Kind::Error) {
     finished_ = true;
     error_ = event.error;
-    return sse_data(error_json(event.error, "server_error")) + sse_data("[DONE]");
+    return {error_object(event.error, "server_error")};
   }
   json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
   const auto set_text = [&](const std::string& text) {
@@ -455,7 +464,7 @@ std::string ResponseFormatter::stream_event(const ServeEvent& event) {
       choice["text"] = text;
   };
   if (event.kind == ServeEvent::Kind::Token) {
-    if (event.text.empty() && !logprobs_) return "";
+    if (event.text.empty() && !logprobs_) return {};
     set_text(event.text);
     if (logprobs_) {
       json one = empty_logprobs();
@@ -463,7 +472,7 @@ std::string ResponseFormatter::stream_event(const ServeEvent& event) {
       choice["logprobs"] = std::move(one);
     }
     text_offset_ += event.text.size();
-    return sse_data(dump(chunk(std::move(choice))));
+    return {chunk(std::move(choice))};
   }
   finished_ = true;
   stop_reason_ = event.stop_reason;
@@ -472,16 +481,22 @@ std::string ResponseFormatter::stream_event(const ServeEvent& event) {
   completion_tokens_ = event.completion_tokens;
   set_text(event.text);
   choice["finish_reason"] = finish_reason(event.stop_reason);
-  json last = chunk(std::move(choice));
-  last["usage"] = usage_json();
-  std::string out = sse_data(dump(last));
+  std::vector<json> chunks{chunk(std::move(choice))};
+  chunks.back()["usage"] = usage_json();
   if (include_usage_) {
     json usage_only = chunk(nullptr);
     usage_only["choices"] = json::array();
     usage_only["usage"] = usage_json();
-    out += sse_data(dump(usage_only));
+    chunks.push_back(std::move(usage_only));
   }
-  return out + sse_data("[DONE]");
+  return chunks;
+}
+
+std::string ResponseFormatter::stream_event(const ServeEvent& event) {
+  std::string out;
+  for (const json& one : stream_chunks(event)) out += sse_data(dump(one));
+  if (finished_ && !out.empty()) out += sse_data("[DONE]");
+  return out;
 }
 
 void ResponseFormatter::collect(const ServeEvent& event) {

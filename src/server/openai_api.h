@@ -37,7 +37,9 @@ class ApiError : public Error {
 // 400 invalid_request_error naming the problem.
 ApiError invalid_request(const std::string& message, const std::string& code = "");
 
-// The error body in OpenAI's shape.
+// The error body in OpenAI's shape, as an object and as text.
+nlohmann::json error_object(const std::string& message, const std::string& type,
+                            const std::string& code = "");
 std::string error_json(const std::string& message, const std::string& type, const std::string& code = "");
 // The conventional error type of an HTTP status ("invalid_request_error" for 400, ...).
 const char* error_type_for_status(int status);
@@ -104,6 +106,11 @@ class ResponseFormatter {
   // chunk when asked for, and "data: [DONE]"; an Error event's is an error object and [DONE].
   std::string stream_prelude() const;
   std::string stream_event(const ServeEvent& event);
+  // The same as JSON objects, without the SSE framing and the final [DONE] (for clients that
+  // take the chunks themselves, such as the Python package): the prelude chunk, if any, and each
+  // event's chunks in order; an Error event yields the error object.
+  std::optional<nlohmann::json> prelude_chunk() const;
+  std::vector<nlohmann::json> stream_chunks(const ServeEvent& event);
 
   // Non-streaming: collect every event, then take the response body. A request that ended with
   // an Error event throws ApiError (500) instead.
