@@ -58,7 +58,8 @@ stop_all() {
   rm -f "$run_dir"/*.pid
   echo "replicas.sh: stopped"
 }
-trap stop_all INT TERM EXIT
+trap 'stop_all; exit 0' INT TERM
+trap stop_all EXIT
 
 servers=""
 for ((i = 0; i < replicas; i++)); do

@@ -113,7 +113,8 @@ def main():
         if launcher.poll() is None:
             launcher.send_signal(signal.SIGTERM)
         output = launcher.communicate(timeout=60)[0].decode(errors="replace")
-    check("replicas.sh: stopped" in output, "the launcher did not stop cleanly: " + output)
+    check(launcher.returncode == 0 and "replicas.sh: stopped" in output,
+          f"the launcher did not stop cleanly ({launcher.returncode}): {output}")
     shutil.rmtree(folder, ignore_errors=True)
     print("replicas test passed")
     return 0
