@@ -95,7 +95,14 @@ def main():
                                  "--check-inter", "500ms", "--", *args.serve_flags],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_healthy(replica_ports + [front], time.monotonic() + 120)
+        wait_healthy(replica_ports, time.monotonic() + 120)
+        while True:  # until HAProxy has both replicas in rotation
+            try:
+                if get(front, "/haproxy/replicas-up")[1].strip() == "2":
+                    break
+            except OSError:
+                pass
+            time.sleep(0.1)
         ports = {f"replica-{i}": port for i, port in enumerate(replica_ports)}
         # Session ids that hash to each replica, learnt from one-token probes.
         by_replica = {}
@@ -124,6 +131,7 @@ def main():
             for kind, messages, session in (("cold", cold, home_session),
                                             ("memory", follow, home_session),
                                             ("moved", follow, away_session)):
+                time.sleep(0.5)  # the previous request's state files are written (fsync) before this one is timed
                 body = {"messages": messages + [{"role": "user", "content": f"And then ({kind})?"}], **greedy}
                 result, replica, seconds = post(front, body, session)
                 rows[kind].append(seconds)

@@ -84,6 +84,22 @@ echo $! >"$run_dir/haproxy.pid"
 echo "replicas.sh: $replicas replicas on $bind ports ${ports[*]}, HAProxy on $bind:$port"
 echo "replicas.sh: states in $state_dir, logs and pids in $run_dir"
 
+# "ready" once HAProxy has every replica in rotation (each loaded and passing its health checks).
+url_host=$bind
+[[ "$url_host" == "0.0.0.0" ]] && url_host=127.0.0.1
+while true; do
+  # A plain HTTP/1.0 GET over bash's /dev/tcp, so the script needs no HTTP client.
+  up=$(timeout 2 bash -c 'exec 3<>"/dev/tcp/$1/$2" && printf "GET /haproxy/replicas-up HTTP/1.0\r\n\r\n" >&3 &&
+       tail -n 1 <&3' _ "$url_host" "$port" 2>/dev/null || true)
+  [[ "$up" == "$replicas" ]] && break
+  if ! kill -0 "$(cat "$run_dir/haproxy.pid")" 2>/dev/null; then
+    echo "replicas.sh: haproxy exited (see $run_dir/haproxy.log)" >&2
+    exit 1
+  fi
+  sleep 0.2
+done
+echo "replicas.sh: ready, all $replicas replicas in rotation"
+
 # Runs until a signal; a replica that dies stays down (HAProxy routes around it) until restarted.
 while true; do
   sleep 1 &

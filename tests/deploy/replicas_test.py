@@ -21,7 +21,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "server"))
-from serve_util import Server, cli_command, make_model  # noqa: E402
+from serve_util import Server, cli_command, make_model, parse_sse, stream_text  # noqa: E402
 
 SCRIPT = os.path.join(HERE, "..", "..", "deploy", "replicas.sh")
 DEADLINE = time.monotonic() + 150  # the whole test, start-up included
@@ -81,6 +81,14 @@ def healthy(port):
         return False
 
 
+def replicas_up(port):
+    try:
+        status, _, data = request(port, "GET", "/haproxy/replicas-up", timeout=5)
+        return int(data) if status == 200 else 0
+    except (OSError, ValueError):
+        return 0
+
+
 def chat(messages):
     # Greedy and a fixed length, so an answer is a function of the request alone.
     return {"messages": messages, "max_tokens": 8, "temperature": 0, "ignore_eos": True}
@@ -107,7 +115,7 @@ def main():
     try:
         with Server(model, "-t", "1") as cold:
             wait_until("the replicas' /health", lambda: all(healthy(p) for p in replica_ports))
-            wait_until("HAProxy", lambda: healthy(front))
+            wait_until("HAProxy to put both replicas in rotation", lambda: replicas_up(front) == 2)
             run(front, names, run_dir, cold)
     finally:
         if launcher.poll() is None:
@@ -149,6 +157,17 @@ def run(front, names, run_dir, cold):
                 results.append(answer(completion) == expected)
             except Exception as e:  # noqa: BLE001 - any failure is what the test counts
                 results.append(repr(e))
+
+    # A stream passes through HAProxy as server-sent events, with the same text.
+    connection = http.client.HTTPConnection("127.0.0.1", front, timeout=60)
+    connection.request("POST", "/v1/chat/completions", body=json.dumps({**plain, "stream": True}).encode(),
+                       headers={"Content-Type": "application/json", **session})
+    response = connection.getresponse()
+    check(response.status == 200 and response.getheader("Content-Type", "").startswith("text/event-stream"),
+          f"stream: {response.status} {response.getheader('Content-Type')}")
+    chunks, done = parse_sse(response)
+    connection.close()
+    check(done and stream_text("chat", chunks)[0] == expected, "the stream through HAProxy differs")
 
     thread = threading.Thread(target=plain_requests)
     thread.start()
