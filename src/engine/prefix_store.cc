@@ -170,7 +170,10 @@ std::optional<SlotFile> PrefixStore::find_longest(std::span<const int32_t> token
       ++counters_.hits;
       return slot;
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "mambacpp: prefix store: ignoring %s\n", e.what());
+      // Writers skip a name that exists, so a damaged file would never be replaced and would be
+      // read again by every lookup it matches: it is removed instead (a cache entry, not data).
+      ::unlink(path.c_str());
+      std::fprintf(stderr, "mambacpp: prefix store: removed %s\n", e.what());
       std::lock_guard lock(mutex_);
       ++counters_.rejected;
     }

@@ -12,7 +12,7 @@
 // the token ids, so the hashes of every prefix of a prompt cost one pass. It only names files:
 // a loaded file's tokens are compared one by one with the prompt, and its state must consume
 // exactly them and pass both checksums, so a collision, a foreign, truncated or corrupt file is a
-// miss, never a wrong state.
+// miss, never a wrong state (and is removed, so a later write can replace it).
 //
 // Lookup never scans the folder per request: an index of the stored names (length -> hashes) is
 // rebuilt from one readdir when the folder's modification time changed, or at most once a second
@@ -69,7 +69,8 @@ class PrefixStore {
   void save(std::span<const int32_t> prefix, const SequenceState& state);
 
   // The longest stored prefix of `tokens` with a length in [min_length, max_length], or nothing.
-  // Unreadable or mismatching files are skipped (and counted as rejected, with a line on stderr).
+  // Unreadable or mismatching files are skipped, counted as rejected with a line on stderr, and
+  // removed, so that the next write of that prefix replaces them.
   // One caller thread at a time (the scheduler's).
   std::optional<SlotFile> find_longest(std::span<const int32_t> tokens, size_t min_length, size_t max_length);
 

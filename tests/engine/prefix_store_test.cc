@@ -115,6 +115,7 @@ TEST(PrefixStore, DamagedForeignAndMismatchingFilesAreSkipped) {
     ASSERT_TRUE(slot.has_value()) << what;
     EXPECT_EQ(slot->tokens.size(), 10u) << what;  // the good shorter file, not the damaged one
     EXPECT_EQ(store.counters().rejected, rejected + 1) << what;
+    EXPECT_FALSE(std::filesystem::exists(path)) << what << ": the damaged file is removed";
   };
   // A 10-token file under the 30-token name: its tokens do not match the name's prefix length.
   expect_skipped(bytes, "another prefix");
