@@ -31,9 +31,11 @@ namespace {
 
 struct ServeArgs {
   std::string model, host = "127.0.0.1", api_key, slot_save_path, dtype, alias, device = "cpu";
-  bool api_key_given = false;  // an empty --api-key (an unset variable) must not turn the key off
+  bool api_key_given = false;
+  bool slot_persist = false;  // an empty --api-key (an unset variable) must not turn the key off
   int port = 8080, parallel = 4, threads = 0, timeout = 600, read_timeout = 10, max_conns_per_ip = 64;
-  int64_t ctx = 0, cache_every = 512, cache_mb = 256, max_queue = 64, max_body = 8 << 20, batch = 512;
+  int64_t ctx = 0, cache_every = 512, cache_mb = 256, slot_persist_mb = 1024, max_queue = 64,
+          max_body = 8 << 20, batch = 512;
 };
 
 void check_serve_flags(const ServeArgs& a) {
@@ -53,6 +55,9 @@ void check_serve_flags(const ServeArgs& a) {
     throw Error("--api-key must not be empty (leave the flag out to serve without a key)");
   if (!a.slot_save_path.empty() && !std::filesystem::is_directory(a.slot_save_path))
     throw Error("--slot-save-path: '" + a.slot_save_path + "' is not a directory");
+  check_flag_range("--slot-persist-mb", a.slot_persist_mb, 1, 1 << 24);
+  if (a.slot_persist && a.slot_save_path.empty())
+    throw Error("--slot-persist needs --slot-save-path (the folder the replicas share)");
 }
 
 // Blocks the signals that end the server in every thread, so that the main thread can wait for
@@ -122,6 +127,8 @@ void serve(const ServeArgs& a) {
   scheduler_options.cache_every = a.cache_every;
   scheduler_options.cache_bytes = static_cast<size_t>(a.cache_mb) << 20;
   scheduler_options.slot_save_path = a.slot_save_path;
+  scheduler_options.slot_persist = a.slot_persist;
+  scheduler_options.slot_persist_bytes = static_cast<uint64_t>(a.slot_persist_mb) << 20;
   Scheduler scheduler(*model, &tokenizer, ctx, scheduler_options);
   scheduler.start();
   served.scheduler = &scheduler;
@@ -172,6 +179,15 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--cache-mb", args->cache_mb, "Prefix state cache size in MiB (0 = off)")
       ->capture_default_str();
   cmd->add_option("--slot-save-path", args->slot_save_path, "Folder for saved prefix states");
+  // Opt-in rather than implied by --slot-save-path: llama-server's flag of that name only enables
+  // the explicit save and restore calls, and operators would not expect it to write files on
+  // every request.
+  cmd->add_flag("--slot-persist", args->slot_persist,
+                "Write each conversation's prefix states to --slot-save-path and resume cache misses "
+                "from states any server sharing the folder wrote there (replicas; see deploy/)");
+  cmd->add_option("--slot-persist-mb", args->slot_persist_mb,
+                  "Most MiB the --slot-persist files may take (oldest used evicted first)")
+      ->capture_default_str();
   cmd->add_option("--max-queue", args->max_queue, "Waiting requests past which new ones get 503")
       ->capture_default_str();
   cmd->add_option("--max-body", args->max_body, "Largest request body in bytes (larger: 413)")

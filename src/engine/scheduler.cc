@@ -36,6 +36,8 @@ Scheduler::Scheduler(const Model& model, const Tokenizer* tokenizer, ComputeCont
     throw Error("max_context must be >= 0, got " + std::to_string(options.max_context));
   if (options.cache_every < 0)
     throw Error("cache_every must be >= 0, got " + std::to_string(options.cache_every));
+  if (options.slot_persist && options.slot_save_path.empty())
+    throw Error("slot_persist needs a slot save path (--slot-persist needs --slot-save-path)");
   impl_ = std::make_unique<Impl>(model, tokenizer, ctx, std::move(options));
 }
 
@@ -125,6 +127,7 @@ SchedulerMetrics Scheduler::metrics() const {
   SchedulerMetrics m = s.published;
   m.requests_submitted = s.submitted;
   m.waiting = s.waiting.size();
+  if (s.store) m.store = s.store->counters();
   if (!s.recent_steps.empty())
     m.step_seconds_quantiles = {quantile(s.recent_steps, 0.5), quantile(s.recent_steps, 0.9),
                                 quantile(s.recent_steps, 0.99)};

@@ -18,6 +18,12 @@
 // cached prefix (a retry, a regenerate) prefills nothing: its first token is sampled from that row, and it
 // reports its whole prompt as cached.
 //
+// Shared prefix store (slot_persist): the end-of-prompt and end-of-request states also go to files
+// in slot_save_path, written by a background thread; a request whose prompt misses the in-memory
+// cache (or finds only a shorter prefix there) resumes from the longest prefix stored in the
+// folder by any server, which then enters the in-memory cache too. The lookup reads a file on the
+// scheduler thread (a state is a few MB), which costs far less than the prefill it saves.
+//
 // Threads: submit, cancel, metrics, save_prefix and restore_prefix may be called from any
 // thread. Only the scheduler thread (the one in start(), or the caller of step()) touches the
 // model, the workspace and the cache; sinks are called on it, without any lock held, so a sink
@@ -36,6 +42,7 @@
 #include "core/error.h"
 #include "core/threading.h"
 #include "engine/generate.h"
+#include "engine/prefix_store.h"
 #include "engine/sampler.h"
 #include "engine/token_logprobs.h"
 #include "model/model.h"
@@ -92,6 +99,11 @@ struct SchedulerOptions {
   int64_t cache_every = 512;
   size_t cache_bytes = 256u << 20;  // --cache-mb; 0 disables the prefix cache
   std::string slot_save_path;       // --slot-save-path ("" = slot saving disabled)
+  // --slot-persist: also write the state each request's prompt and each finished request end with
+  // into slot_save_path (engine/prefix_store.h), and resume a cache miss from the longest prefix
+  // stored there by any server sharing the folder. Needs slot_save_path.
+  bool slot_persist = false;
+  uint64_t slot_persist_bytes = uint64_t{1} << 30;  // --slot-persist-mb: the store's byte budget
 };
 
 struct SchedulerMetrics {
@@ -102,6 +114,10 @@ struct SchedulerMetrics {
   // resumed from the cache (so prompt_tokens - cached_prompt_tokens were prefilled).
   // steps: forward calls (a step that only handled cancellations or slot work is not counted).
   uint64_t prompt_tokens = 0, cached_prompt_tokens = 0, generated_tokens = 0, steps = 0;
+  // The part of cached_prompt_tokens resumed from the shared prefix store (--slot-persist), and
+  // the store's own counters (all zero without it).
+  uint64_t stored_prompt_tokens = 0;
+  PrefixStoreCounters store;
   size_t waiting = 0, active = 0, cache_entries = 0, cache_bytes = 0;
   uint64_t cache_hits = 0, cache_misses = 0;
   std::vector<double> step_seconds_quantiles;  // p50, p90, p99 of recent steps (empty before the first)

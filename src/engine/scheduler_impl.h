@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "engine/prefix_cache.h"
+#include "engine/prefix_store.h"
 #include "engine/request_decoder.h"
 #include "engine/scheduler.h"
 
@@ -67,7 +68,12 @@ struct Scheduler::Impl {
         ctx(c),
         options(std::move(o)),
         vocabulary(generation_vocabulary(m.config(), t)),
-        cache(options.cache_bytes) {}
+        cache(options.cache_bytes) {
+    if (options.slot_persist)
+      store = std::make_unique<PrefixStore>(
+          m,
+          PrefixStoreOptions{.folder = options.slot_save_path, .budget_bytes = options.slot_persist_bytes});
+  }
 
   // Scheduler thread.
   bool step();
@@ -99,6 +105,7 @@ struct Scheduler::Impl {
   // Owned by the scheduler thread.
   Workspace workspace;
   PrefixStateCache cache;
+  std::unique_ptr<PrefixStore> store;             // null without slot_persist; writes on its own thread
   std::vector<std::unique_ptr<Sequence>> active;  // in admission order
   std::vector<SequenceInput> batch;
   std::vector<Sequence*> batch_owner;

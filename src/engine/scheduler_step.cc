@@ -101,7 +101,18 @@ void Scheduler::Impl::admit(Pending p) {
     // shorter than the prompt leaves at least that position to prefill, and one covering the whole
     // prompt (a repeated request) comes with the logits row it was cached with.
     std::vector<float> logits;
-    const size_t cached = cache.lookup_resumable(p.request.prompt, state, logits);
+    size_t cached = cache.lookup_resumable(p.request.prompt, state, logits);
+    // A prefix stored by another replica (or before a restart) can beat the in-memory one. A stored
+    // state has no logits row, so at least the prompt's last position is left to prefill.
+    if (store && logits.empty() && cached + 1 < p.request.prompt.size()) {
+      if (std::optional<SlotFile> slot =
+              store->find_longest(p.request.prompt, cached + 1, p.request.prompt.size() - 1)) {
+        cached = slot->tokens.size();
+        state = std::move(slot->state);
+        cache.put(slot->tokens, state);
+        loop_stats.stored_prompt_tokens += cached;
+      }
+    }
     active.push_back(std::make_unique<Sequence>(
         Sequence{p.id, std::move(p.request), std::move(p.sink), std::move(state), std::move(decoder)}));
     Sequence& seq = *active.back();
@@ -178,6 +189,7 @@ void Scheduler::Impl::after_forward(Sequence& seq, std::span<const float> logits
       // prefix, while the generated reply usually re-tokenizes differently, so this entry is the
       // one a follow-up turn resumes from; its logits serve the same prompt sent again.
       cache.put(seq.decoder.history().first(static_cast<size_t>(position)), seq.state, logits);
+      if (store) store->save(seq.decoder.history().first(static_cast<size_t>(position)), seq.state);
       seq.phase = Phase::Decode;
       sample_next(seq, logits);
       return;
@@ -239,8 +251,12 @@ void Scheduler::Impl::finish(Sequence& seq) {
 }
 
 void Scheduler::Impl::release(Sequence& seq, std::span<const float> logits) {
-  if (seq.state.position > 0)
-    cache.put(seq.decoder.history().first(static_cast<size_t>(seq.state.position)), seq.state, logits);
+  if (seq.state.position > 0) {
+    const std::span<const int32_t> consumed =
+        seq.decoder.history().first(static_cast<size_t>(seq.state.position));
+    cache.put(consumed, seq.state, logits);
+    if (store) store->save(consumed, seq.state);
+  }
   seq.retired = true;
 }
 
