@@ -16,7 +16,7 @@ def readme_blocks(section):
 
 
 def test_the_python_section_runs(models, tmp_path, monkeypatch, capsys):
-    blocks = readme_blocks("Python")
+    blocks = readme_blocks("Python") + readme_blocks("Scaling out")
     assert len(blocks) == 2  # the package tour and the Dask example
     monkeypatch.chdir(tmp_path)
     namespace = {}

@@ -339,8 +339,10 @@ TEST(ServeConnections, PipelinedRequestsOfEveryKindAreAnsweredInOrder) {
   for (const size_t piece : {pipeline.size(), size_t{7}}) {
     const int fd = connect_from("127.0.0.1", server.port());
     ASSERT_GE(fd, 0);
+    // A send fails once the server has ended the connection (allowed after a "Connection: close"
+    // answer, which the checks below require): the rest of the pipeline is then not sent.
     for (size_t at = 0; at < pipeline.size(); at += piece) {
-      ASSERT_TRUE(send_all(fd, pipeline.substr(at, piece)));
+      if (!send_all(fd, pipeline.substr(at, piece))) break;
       if (piece < pipeline.size()) std::this_thread::sleep_for(std::chrono::microseconds(500));
     }
     const auto asked = Clock::now();
