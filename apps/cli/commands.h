@@ -56,10 +56,6 @@ LoadOptions make_load_options(const std::string& dtype, const std::string& devic
 void add_device_option(CLI::App* cmd, std::string& device);
 // Where `model` runs, as bench and serve report it: "cpu" or the device's description.
 std::string device_description(const Model& model);
-// The tokenizer of a checkpoint, or nothing when it has none (a folder without tokenizer.json or
-// vocab.json + merges.txt, a GGUF file without tokenizer.ggml.model); one that is there but
-// cannot be read throws mb::Error.
-std::optional<Tokenizer> find_tokenizer(const std::string& model_path);
 // "sequential" | "chunked" | "auto" of --scan; throws mb::Error naming the flag.
 ScanForm parse_scan_form(const std::string& text);
 

@@ -1,13 +1,9 @@
 #include <charconv>
 #include <cstdint>
-#include <filesystem>
 #include <new>
 
 #include "commands.h"
 #include "core/error.h"
-#include "engine/gguf_tokenizer.h"
-#include "io/gguf.h"
-#include "model/gguf_checkpoint.h"
 
 namespace mb::cli {
 
@@ -54,24 +50,6 @@ ComputeContext make_context(int threads) {
   ComputeContext ctx;
   ctx.n_threads = threads == 0 ? default_thread_count() : threads;
   return ctx;
-}
-
-std::optional<Tokenizer> find_tokenizer(const std::string& model_path) {
-  if (is_gguf_file(model_path)) {
-    const GgufFile file(model_path);
-    if (file.find("tokenizer.ggml.model") == nullptr) return std::nullopt;
-    return gguf_tokenizer(file);
-  }
-  namespace fs = std::filesystem;
-  const fs::path dir(model_path);
-  std::error_code error;
-  // A tokenizer.json that is there but unreadable (a symlink loop, a FIFO) is reported as such
-  // by the loader, not taken for no tokenizer.
-  const bool has_json = fs::exists(fs::symlink_status(dir / "tokenizer.json", error));
-  const bool has_bpe_files =
-      fs::is_regular_file(dir / "vocab.json", error) && fs::is_regular_file(dir / "merges.txt", error);
-  if (!has_json && !has_bpe_files) return std::nullopt;
-  return Tokenizer::from_model_dir(model_path);
 }
 
 ScanForm parse_scan_form(const std::string& text) {

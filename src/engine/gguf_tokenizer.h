@@ -49,5 +49,9 @@ std::vector<std::pair<std::string, GgufValue>> gguf_tokenizer_metadata(std::stri
 // The tokenizer of a checkpoint: a GGUF file's metadata, or a folder's tokenizer.json (or
 // vocab.json + merges.txt).
 Tokenizer load_tokenizer(const std::string& model_path);
+// The same, or nothing when the checkpoint has none (a folder without tokenizer.json or
+// vocab.json + merges.txt, a GGUF file without tokenizer.ggml.model); one that is there but
+// cannot be read throws mb::Error.
+std::optional<Tokenizer> find_tokenizer(const std::string& model_path);
 
 }  // namespace mb
