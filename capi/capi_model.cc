@@ -35,6 +35,16 @@ mb::LoadOptions load_options(const mb_load_options& options) {
   } catch (const mb::Error& e) {
     throw CallError(MB_ERR_INVALID_ARGUMENT, e.what());
   }
+  // A device that is not there (no Vulkan in this build, an index past the last device) is the
+  // build's or the machine's limit, not a bad file, so it is asked for before the load; the
+  // load then makes the backend it keeps.
+  if (result.device.kind != mb::DeviceKind::Cpu) {
+    try {
+      mb::make_backend(result.device);
+    } catch (const mb::Error& e) {
+      throw CallError(MB_ERR_UNSUPPORTED, e.what());
+    }
+  }
   return result;
 }
 

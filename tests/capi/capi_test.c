@@ -154,6 +154,9 @@ static void test_version_and_load_errors(const char* model_dir) {
   options.device = "tpu";
   EXPECT_STATUS(mb_model_load(model_dir, &options, &model), MB_ERR_INVALID_ARGUMENT);
   options = mb_load_options_default();
+  options.device = "vulkan:99"; /* no such device, whether or not the build has Vulkan */
+  EXPECT_STATUS(mb_model_load(model_dir, &options, &model), MB_ERR_UNSUPPORTED);
+  options = mb_load_options_default();
   options.n_threads = -1;
   EXPECT_STATUS(mb_model_load(model_dir, &options, &model), MB_ERR_INVALID_ARGUMENT);
   CHECK(model == NULL);
