@@ -82,6 +82,8 @@ const char* mb_status_name(mb_status status) {
       return "MB_ERR_UNSUPPORTED";
     case MB_ERR_INTERNAL:
       return "MB_ERR_INTERNAL";
+    case MB_STATUS_FORCE_INT:
+      break;
   }
   return "unknown status";
 }

@@ -77,6 +77,8 @@ mb::OutputKind output_kind(mb_output_kind kind) {
       return mb::OutputKind::HiddenMean;
     case MB_OUTPUT_ARGMAX_LAST:
       return mb::OutputKind::ArgmaxLast;
+    case MB_OUTPUT_KIND_FORCE_INT:
+      break;
   }
   throw CallError(MB_ERR_INVALID_ARGUMENT, "unknown output kind " + std::to_string(static_cast<int>(kind)));
 }

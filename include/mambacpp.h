@@ -47,13 +47,17 @@ extern "C" {
 #define MAMBACPP_VERSION_PATCH 0
 #define MAMBACPP_VERSION_STRING "0.1.0"
 
+/* Each enum ends with a *_FORCE_INT value, which no call takes or returns: it makes the enum an
+ * int in C and C++ alike, so that any int value passed in (an unknown output kind, say) is
+ * refused with MB_ERR_INVALID_ARGUMENT rather than being outside the C++ type's range. */
 typedef enum mb_status {
   MB_OK = 0,
   MB_ERR_INVALID_ARGUMENT = 1, /* a NULL or out-of-range argument, a bad token id, a malformed batch */
   MB_ERR_IO = 2,               /* a file could not be read or written, or is not a valid model/state */
   MB_ERR_OUT_OF_MEMORY = 3,
   MB_ERR_UNSUPPORTED = 4, /* the model or build cannot do what was asked (no tokenizer, no device) */
-  MB_ERR_INTERNAL = 5     /* a bug in mambacpp: an internal check failed */
+  MB_ERR_INTERNAL = 5,    /* a bug in mambacpp: an internal check failed */
+  MB_STATUS_FORCE_INT = 0x7fffffff
 } mb_status;
 
 /* "0.1.0": the library's version (may differ from MAMBACPP_VERSION_STRING of a newer header). */
@@ -123,7 +127,8 @@ typedef enum mb_output_kind {
   MB_OUTPUT_HIDDEN_LAST = 3, /* [1, d_model] after the final norm */
   MB_OUTPUT_HIDDEN_ALL = 4,  /* [T, d_model] */
   MB_OUTPUT_HIDDEN_MEAN = 5, /* [1, d_model]: the final norm's output averaged over the new positions */
-  MB_OUTPUT_ARGMAX_LAST = 6  /* [1, 1]: the greedy token id of the last position, as a float */
+  MB_OUTPUT_ARGMAX_LAST = 6, /* [1, 1]: the greedy token id of the last position, as a float */
+  MB_OUTPUT_KIND_FORCE_INT = 0x7fffffff
 } mb_output_kind;
 
 /* One sequence of a batch: its state and its new positions, as token ids or, for a model with an

@@ -276,6 +276,7 @@ static void test_argmax_copy_and_files(mb_model* model) {
   CHECK(logits.rows == 1 && !same_output(&logits, &from_copy));
   CHECK(same_state(state, copy) && same_state(copy, loaded));
 
+  mb_state_free(loaded);
   work_path(bad, sizeof bad, "no-such-dir/x.state");
   EXPECT_STATUS(mb_state_save(state, bad), MB_ERR_IO);
   EXPECT_STATUS(mb_state_load(model, bad, &loaded), MB_ERR_IO);
@@ -296,7 +297,7 @@ static void test_forward_errors(mb_model* model, mb_model* other) {
   static const int32_t bad_token[] = {1, VOCAB};
   static const int32_t good[] = {1};
   static const float features[4] = {0};
-  mb_state *state = NULL, *foreign = NULL;
+  mb_state *state = NULL, *foreign = NULL, *none = NULL;
   mb_sequence_input input = {0}, twice[2];
   mb_output output[2];
   size_t count = 1;
@@ -338,12 +339,14 @@ static void test_forward_errors(mb_model* model, mb_model* other) {
   EXPECT_STATUS(mb_state_read(state, &one, &count), MB_ERR_INVALID_ARGUMENT);
   EXPECT_STATUS(mb_state_read(state, NULL, NULL), MB_ERR_INVALID_ARGUMENT);
   EXPECT_STATUS(mb_state_position(NULL, &position), MB_ERR_INVALID_ARGUMENT);
-  EXPECT_STATUS(mb_state_copy(NULL, &foreign), MB_ERR_INVALID_ARGUMENT);
-  EXPECT_STATUS(mb_state_new(NULL, &foreign), MB_ERR_INVALID_ARGUMENT);
+  EXPECT_STATUS(mb_state_copy(NULL, &none), MB_ERR_INVALID_ARGUMENT);
+  EXPECT_STATUS(mb_state_new(NULL, &none), MB_ERR_INVALID_ARGUMENT);
+  CHECK(none == NULL);
   EXPECT_STATUS(mb_state_save(NULL, "x"), MB_ERR_INVALID_ARGUMENT);
   EXPECT_STATUS(mb_model_get_info(NULL, NULL), MB_ERR_INVALID_ARGUMENT);
   EXPECT_STATUS(mb_model_set_threads(model, 5000), MB_ERR_INVALID_ARGUMENT);
   mb_state_free(state);
+  mb_state_free(foreign);
   mb_state_free(NULL);
   mb_model_free(NULL);
   mb_output_free(NULL);
@@ -384,6 +387,7 @@ static void test_features(void) {
   CHECK(out[0].rows == T0 && out[1].rows == T1 && out[1].width == D_MODEL);
   CHECK(same_output(&out[1], &single));
   CHECK(same_state(s[1], alone));
+  mb_output_free(&single);
   batch[0].n_features = 5; /* not a whole number of rows */
   EXPECT_STATUS(mb_forward(model, batch, 1, MB_OUTPUT_HIDDEN_ALL, &single), MB_ERR_INVALID_ARGUMENT);
   for (i = 0; i < 2; ++i) {
