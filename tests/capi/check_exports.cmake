@@ -1,6 +1,7 @@
 # Fails unless every dynamic symbol LIBRARY defines is a function of the C API (mb_*) or its
-# version node (MAMBACPP_*): no engine internals, no C++ standard library, no OpenMP.
-# Usage: cmake -DNM=nm -DLIBRARY=libmambacpp.so -P check_exports.cmake
+# version node (MAMBACPP_*): no engine internals, no C++ standard library, no OpenMP;
+# and that its SONAME is libmambacpp.so.SOVERSION (when READELF is given).
+# Usage: cmake -DNM=nm -DREADELF=readelf -DSOVERSION=0 -DLIBRARY=libmambacpp.so -P check_exports.cmake
 execute_process(COMMAND ${NM} -D --defined-only ${LIBRARY} OUTPUT_VARIABLE symbols RESULT_VARIABLE result)
 if(NOT result EQUAL 0)
   message(FATAL_ERROR "${NM} -D --defined-only ${LIBRARY} failed (${result})")
@@ -24,3 +25,11 @@ if(exported LESS 20)
   message(FATAL_ERROR "${LIBRARY} exports only ${exported} mb_* functions:\n${symbols}")
 endif()
 message(STATUS "${LIBRARY}: ${exported} mb_* functions and nothing else")
+
+# Programs link against the SONAME, which carries the major version (SOVERSION).
+if(READELF)
+  execute_process(COMMAND ${READELF} -d ${LIBRARY} OUTPUT_VARIABLE dynamic RESULT_VARIABLE result)
+  if(NOT result EQUAL 0 OR NOT dynamic MATCHES "\\(SONAME\\)[^\n]*\\[libmambacpp\\.so\\.${SOVERSION}\\]")
+    message(FATAL_ERROR "${LIBRARY} lacks the SONAME libmambacpp.so.${SOVERSION}:\n${dynamic}")
+  endif()
+endif()
