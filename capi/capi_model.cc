@@ -232,10 +232,11 @@ mb_status mb_forward(mb_model* model, const mb_sequence_input* batch, size_t n_b
       impl.model->forward(mb::capi::context_of(impl), inputs, options, impl.workspace, results);
     }
     const int64_t width = impl.model->output_width(output);
+    results.resize(n_batch);  // one entry per sequence, whatever the output kind
     std::vector<mb_output> copies(n_batch, mb_output{nullptr, 0, 0});
     try {
       for (size_t i = 0; i < n_batch; ++i) {
-        const std::vector<float>& rows = i < results.size() ? results[i] : std::vector<float>{};
+        const std::vector<float>& rows = results[i];
         copies[i] = mb_output{mb::capi::copy_to_malloc(rows.data(), rows.size()),
                               width == 0 ? 0 : static_cast<int64_t>(rows.size()) / width, width};
       }
