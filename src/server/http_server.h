@@ -32,7 +32,7 @@ namespace mb::server {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                   // 0 = any free port (bound_port() tells which)
-  std::string api_key;               // "" = no key; else required on every endpoint but /health
+  std::string api_key;               // "" = no key; else required on all but /health and GET /
   int timeout_seconds = 600;         // --timeout: write timeout of a response
   int read_timeout_seconds = 10;     // --read-timeout: a request's bytes must keep arriving
   int max_connections_per_ip = 64;   // --max-conns-per-ip (0 = no cap)
