@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The chat page at GET / in a real browser (headless Chromium over the DevTools protocol): a
-message typed and sent streams its reply into the page in several updates, the reply is the one the
-API gives for the same settings, a second turn sends the whole conversation and shows cached prompt
-tokens, Stop ends a reply and the server cancels it, and on a server with --api-key the page asks
-for the key and then works. Run by ctest (server_chat_browser_test); exits 77 (a skip) when no
+message typed and sent gets the reply the API gives for the same settings, a second turn sends the
+whole conversation and shows cached prompt tokens, a refused request shows the server's message,
+a long reply appears in several updates as it streams, Stop ends it and the server cancels it, and
+on a server with --api-key the page asks for the key and then works. Run by ctest (server_chat_browser_test); exits 77 (a skip) when no
 Chromium is installed, non-zero on the first failure."""
 
 import json
@@ -108,6 +108,16 @@ def test_chat(server, browser):
     check(int(usage["promptTokens"]) == expected["usage"]["prompt_tokens"], f"usage {usage} vs {expected['usage']}")
     check(browser.evaluate("document.querySelectorAll('#log .msg').length") == 4, "the log should hold 4 messages")
 
+    # A request the server refuses shows its message, and the turn is taken back into the box.
+    set_settings(browser, temperature=-1)
+    send_message(browser, "Refused")
+    error = browser.wait_for("!document.getElementById('error').hidden && document.getElementById('error').textContent",
+                             "the refusal's message")
+    check("temperature" in error, f"the error shown: {error!r}")
+    check(browser.evaluate("document.querySelectorAll('#log .msg').length") == 4, "the refused turn stayed in the log")
+    check(browser.evaluate("document.getElementById('input').value") == "Refused", "the refused text was lost")
+    browser.evaluate("document.getElementById('input').value = ''")
+
     # New chat clears the conversation. A long reply (greedy decoding of this model repeats one
     # token and never ends) shows its text in several updates, as its tokens arrive; Stop ends it
     # and the server cancels it.
@@ -131,6 +141,16 @@ def test_chat(server, browser):
             break
         browser.evaluate("new Promise((done) => setTimeout(done, 20))")
     check(metric(server, "mambacpp_http_client_disconnects_total") > disconnects, "the server did not cancel")
+
+    # New chat in the middle of a reply abandons it, and the next message goes out at once.
+    send_message(browser, "Another long one")
+    browser.wait_for(f"({LAST_REPLY} || '').length > 0", "the second long reply to start")
+    browser.evaluate("document.getElementById('new-chat').click()")
+    set_settings(browser, max_tokens=8)
+    send_message(browser, "Short")
+    browser.wait_for(DONE, "the reply after New chat")
+    check(browser.evaluate("document.querySelectorAll('#log .msg').length") == 2, "New chat kept the old reply")
+    check(browser.evaluate(USAGE)["completionTokens"] == "8", "the reply after New chat")
     check(not browser.problems, f"the page reported problems: {browser.problems}")
 
 
