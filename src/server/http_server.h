@@ -2,7 +2,8 @@
 // draining shutdown, around a Scheduler that does the generation.
 //
 // The server listens before the model is loaded, so /health can answer 503 {"status": "loading"}
-// while the weights come in, and every other endpoint answers 503 with Retry-After until then.
+// while the weights come in, and every other endpoint answers 503 with Retry-After until then,
+// except GET /, the chat page (chat_page.h), which is there at once and needs no API key.
 // Each generation request is parsed and validated on its connection's thread (openai_api.h), then
 // submitted to the scheduler with a sink that queues its events for that thread, which writes
 // them out as one JSON body or as server-sent events. A stream whose client has gone away fails
