@@ -173,6 +173,7 @@ def test_api_key(server, browser):
     browser.evaluate("document.getElementById('api-key-save').click()")
     browser.wait_for(f"document.getElementById('model').textContent === {js(model_id)}", "the model's name")
     check(browser.evaluate("document.getElementById('key-form').hidden"), "the key form is still shown")
+    check(browser.evaluate("sessionStorage.getItem('mambacpp-api-key')") == KEY, "the key is not kept for the tab")
 
     set_settings(browser, seed=11, max_tokens=24)
     send_message(browser, "Hello")
