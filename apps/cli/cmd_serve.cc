@@ -164,8 +164,8 @@ void add_serve(CLI::App& app) {
   cmd->add_option("-b,--batch-size", args->batch,
                   "Positions per scheduler step (decode rows, then prompt chunks)")
       ->capture_default_str();
-  CLI::Option* api_key =
-      cmd->add_option("--api-key", args->api_key, "Require this key on every endpoint but /health");
+  CLI::Option* api_key = cmd->add_option(
+      "--api-key", args->api_key, "Require this key on every endpoint but /health and the chat page (GET /)");
   cmd->add_option("--timeout", args->timeout, "Write timeout of a response, and of the shutdown drain (s)")
       ->capture_default_str();
   cmd->add_option("--read-timeout", args->read_timeout,

@@ -203,22 +203,4 @@ Tokenizer load_tokenizer(const std::string& model_path) {
   return Tokenizer::from_model_dir(model_path);
 }
 
-std::optional<Tokenizer> find_tokenizer(const std::string& model_path) {
-  if (is_gguf_file(model_path)) {
-    const GgufFile file(model_path);
-    if (file.find("tokenizer.ggml.model") == nullptr) return std::nullopt;
-    return gguf_tokenizer(file);
-  }
-  namespace fs = std::filesystem;
-  const fs::path dir(model_path);
-  std::error_code error;
-  // A tokenizer.json that is there but unreadable (a symlink loop, a FIFO) is reported as such
-  // by the loader, not taken for no tokenizer.
-  const bool has_json = fs::exists(fs::symlink_status(dir / "tokenizer.json", error));
-  const bool has_bpe_files =
-      fs::is_regular_file(dir / "vocab.json", error) && fs::is_regular_file(dir / "merges.txt", error);
-  if (!has_json && !has_bpe_files) return std::nullopt;
-  return Tokenizer::from_model_dir(model_path);
-}
-
 }  // namespace mb

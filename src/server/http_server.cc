@@ -1,5 +1,6 @@
 #include "server/http_server.h"
 
+#include "server/chat_page.h"
 #include "server/connections.h"
 
 #include <httplib.h>
@@ -60,6 +61,28 @@ std::string api_key_of(const httplib::Request& req) {
     return key == std::string::npos ? std::string() : authorization.substr(key);
   }
   return req.get_header_value("X-Api-Key");
+}
+
+// The chat page: revalidated on every load (no-cache) against its ETag, so a browser never keeps
+// the page of an older binary, and answered 304 when it has this one.
+void send_chat_page(const httplib::Request& req, httplib::Response& res) {
+  const ChatPage& page = chat_page();
+  res.set_header("Content-Security-Policy", std::string(page.content_security_policy));
+  res.set_header("X-Content-Type-Options", "nosniff");
+  res.set_header("Referrer-Policy", "no-referrer");
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("ETag", std::string(page.etag));
+  if (req.get_header_value("If-None-Match").find(page.etag) != std::string::npos) {
+    res.status = 304;
+    return;
+  }
+  res.set_content(page.html.data(), page.html.size(), "text/html; charset=utf-8");
+}
+
+// What may be fetched without the API key: /health, which load balancers probe, and the chat page,
+// which holds nothing secret and asks for the key itself (as llama-server's page does).
+bool open_without_key(const httplib::Request& req) {
+  return req.path == "/health" || (req.path == "/" && (req.method == "GET" || req.method == "HEAD"));
 }
 
 int64_t unix_now() {
@@ -181,9 +204,9 @@ void HttpServer::count(uint64_t HttpCounters::*counter) {
 
 void HttpServer::register_routes() {
   httplib::Server& http = *http_;
-  // The API key guards every endpoint but /health, which load balancers probe without one.
+  // The API key guards every endpoint but /health and the chat page.
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (options_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    if (options_.api_key.empty() || open_without_key(req)) return httplib::Server::HandlerResponse::Unhandled;
     if (same_secret(api_key_of(req), options_.api_key)) return httplib::Server::HandlerResponse::Unhandled;
     count(&HttpCounters::requests_unauthorized);
     send_error(res, 401, "invalid or missing API key (send it as 'Authorization: Bearer KEY')",
@@ -226,6 +249,8 @@ void HttpServer::register_routes() {
     }
     res.set_content(R"({"status":"ok"})", kJson);
   });
+  // The page is there while the model loads; it waits for /v1/models to answer.
+  http.Get("/", send_chat_page);
   const auto when_ready = [this](auto handler) {
     return [this, handler](const httplib::Request& req, httplib::Response& res) {
       if (!ready_.load(std::memory_order_acquire)) {

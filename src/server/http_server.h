@@ -2,7 +2,8 @@
 // draining shutdown, around a Scheduler that does the generation.
 //
 // The server listens before the model is loaded, so /health can answer 503 {"status": "loading"}
-// while the weights come in, and every other endpoint answers 503 with Retry-After until then.
+// while the weights come in, and every other endpoint answers 503 with Retry-After until then,
+// except GET /, the chat page (chat_page.h), which is there at once and needs no API key.
 // Each generation request is parsed and validated on its connection's thread (openai_api.h), then
 // submitted to the scheduler with a sink that queues its events for that thread, which writes
 // them out as one JSON body or as server-sent events. A stream whose client has gone away fails
@@ -32,7 +33,7 @@ namespace mb::server {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                   // 0 = any free port (bound_port() tells which)
-  std::string api_key;               // "" = no key; else required on every endpoint but /health
+  std::string api_key;               // "" = no key; else required on all but /health and GET /
   int timeout_seconds = 600;         // --timeout: write timeout of a response
   int read_timeout_seconds = 10;     // --read-timeout: a request's bytes must keep arriving
   int max_connections_per_ip = 64;   // --max-conns-per-ip (0 = no cap)
