@@ -3,6 +3,9 @@
 // benchmark only, never into the engine). Prints GFLOP/s medians and the ratio.
 //
 //   gemm_bench [rows=512] [threads=1] [dtype=f32]
+//
+// MB_ISA=avx2 (or scalar, avx512) runs the kernels of a narrower instruction set than the CPU's
+// best, and the peak probe of that set, so an AVX-512 machine measures the AVX2 path too.
 #include <cblas.h>
 
 #include <algorithm>
@@ -14,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "core/dtype.h"
 #include "io/safetensors.h"
 #include "ops/matmul.h"
@@ -61,10 +65,11 @@ __attribute__((target("avx2,fma"))) double fma_peak_avx2(int threads, long itera
   return sink;
 }
 
-double fma_peak_gflops(int threads) {
+// The peak of the instruction set the kernels run (0 for the scalar kernels: no vector probe).
+double fma_peak_gflops(int threads, mb::Isa isa) {
   constexpr long kIterations = 5'000'000;
-  const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (!avx512 && !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) return 0.0;
+  const bool avx512 = isa == mb::Isa::Avx512;
+  if (!avx512 && isa != mb::Isa::Avx2) return 0.0;
   const auto start = std::chrono::steady_clock::now();
   const double sink = avx512 ? fma_peak_avx512(threads, kIterations) : fma_peak_avx2(threads, kIterations);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -91,6 +96,7 @@ int main(int argc, char** argv) {
   const int64_t rows = argc > 1 ? std::atoll(argv[1]) : 512;
   const int threads = argc > 2 ? std::atoi(argv[2]) : 1;
   const mb::DType dtype = mb::parse_dtype(argc > 3 ? argv[3] : "f32");
+  const mb::Isa isa = mb::bench::isa_from_environment();
   openblas_set_num_threads(threads);
   struct Shape {
     const char* name;
@@ -98,8 +104,8 @@ int main(int argc, char** argv) {
   };
   const Shape shapes[] = {
       {"in_proj", 3072, 768}, {"x_proj", 80, 1536}, {"dt_proj", 1536, 48}, {"out_proj", 768, 1536}};
-  std::printf("rows %lld, threads %d, weights %s\n", static_cast<long long>(rows), threads,
-              std::string(mb::dtype_name(dtype)).c_str());
+  std::printf("rows %lld, threads %d, weights %s, kernels %s\n", static_cast<long long>(rows), threads,
+              std::string(mb::dtype_name(dtype)).c_str(), mb::isa_name(isa));
   // The machine is shared: the best of short probes spread over the whole run (one per round)
   // is the closest to the cores' peak.
   double peak = 0.0;
@@ -125,7 +131,7 @@ int main(int argc, char** argv) {
   const auto settle = [&] {
     if (threads > 1) std::this_thread::sleep_for(std::chrono::milliseconds(150));
   };
-  const mb::ComputeContext ctx{threads, mb::best_isa()};
+  const mb::ComputeContext ctx{threads, isa};
   for (int round = 0; round <= rounds; ++round) {  // round 0 is the warm-up
     double round_ours = 0, round_blas = 0;
     for (size_t i = 0; i < std::size(shapes); ++i) {
@@ -153,9 +159,10 @@ int main(int argc, char** argv) {
       round_blas += blas;
     }
     if (round > 0) round_ratio.push_back(round_blas / round_ours);
-    peak = std::max(peak, fma_peak_gflops(threads));
+    peak = std::max(peak, fma_peak_gflops(threads, isa));
   }
-  std::printf("f32 FMA peak on %d thread(s): %.1f GFLOP/s (best of %d probes)\n", threads, peak, rounds + 1);
+  std::printf("f32 FMA peak of %s on %d thread(s): %.1f GFLOP/s (best of %d probes)\n", mb::isa_name(isa),
+              threads, peak, rounds + 1);
   std::printf("%-9s %6s %6s %12s %12s %7s %8s\n", "shape", "N", "K", "mambacpp", "openblas", "ratio",
               "of peak");
   std::vector<double> ours(std::size(shapes)), blas(std::size(shapes));

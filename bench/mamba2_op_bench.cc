@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
   const int64_t T_max = *std::max_element(lengths.begin(), lengths.end());
   const auto xbc = random(T_max * p.conv_width(), 0.0f), dt_source = random(T_max * p.n_heads, 0.0f);
   std::vector<float> dt(dt_source.size()), y(T_max * p.d_inner()), state(p.n_heads * p.d_state * p.headdim);
-  const ComputeContext ctx{threads, best_isa()};
+  const ComputeContext ctx{threads, bench::isa_from_environment()};
 
   std::printf("T      sequential pos/s");
   for (int64_t L : chunks) std::printf("  chunked L=%-4lld", static_cast<long long>(L));

@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   const int64_t T_max = *std::max_element(lengths.begin(), lengths.end());
   const auto proj_source = random(T_max * p.proj_width(), 0.0f);
   std::vector<float> proj(proj_source.size()), y(T_max * p.d_inner()), state(mamba3_state_layout(p).total);
-  const ComputeContext ctx{threads, best_isa()};
+  const ComputeContext ctx{threads, bench::isa_from_environment()};
 
   std::printf("T      sequential pos/s");
   for (int64_t L : chunks) std::printf("  chunked L=%-4lld", static_cast<long long>(L));

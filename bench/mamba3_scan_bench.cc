@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_backend.h"
 #include "bench_util.h"
 #include "core/error.h"
 #include "core/profile.h"
-#include "backends/cpu/cpu_backend.h"
 #include "model/blocks/mamba3_block.h"
 #include "model/model.h"
 
@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
         "threads  T      sequential tok/s  chunked tok/s  chunked/sequential  scan us/token: sequential  "
         "chunked\n");
     for (int64_t n_threads : threads) {
-      ComputeContext ctx{static_cast<int>(n_threads), best_isa()};
+      ComputeContext ctx{static_cast<int>(n_threads), bench::isa_from_environment()};
       Workspace ws;
       std::vector<std::vector<float>> out;
       for (int64_t T : lengths) {

@@ -4,13 +4,14 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "core/isa_flag.h"
 #include "engine/benchmark.h"
 
 namespace mb::cli {
 
 void add_bench(CLI::App& app) {
   struct Args {
-    std::string model, dtype, scan = "sequential", device = "cpu";
+    std::string model, dtype, scan = "sequential", device = "cpu", isa = "auto";
     BenchOptions options;
     int threads = 0;
     bool json = false;
@@ -35,6 +36,10 @@ void add_bench(CLI::App& app) {
                   "Chunked-scan (SSD) chunk length (0 = the config's)");
   cmd->add_option("--batch", args->options.batch, "Sequences decoded together (decode tok/s counts all)")
       ->capture_default_str();
+  cmd->add_option("--isa", args->isa,
+                  "CPU kernels: auto | avx512 | avx2 | scalar (| neon): a narrower set than the CPU's best "
+                  "measures another machine's path here")
+      ->capture_default_str();
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->add_flag("--profile", args->options.profile, "Break prefill time down by phase");
   cmd->callback([args] {
@@ -50,7 +55,8 @@ void add_bench(CLI::App& app) {
     check_flag_range("--step-tokens", o.step_tokens, 0, INT64_MAX, "0 = min(prompt-len, 128)");
     check_flag_range("--ssd-chunk", o.ssd_chunk, 0, kMaxSsdChunk, "0 = the config's chunk_size");
     args->options.scan = parse_scan_form(args->scan);
-    const auto ctx = make_context(args->threads);
+    auto ctx = make_context(args->threads);
+    ctx.isa = parse_isa(args->isa);
     // Load time includes quantizing the matrices when --dtype asks for a quantized type.
     const auto load_start = std::chrono::steady_clock::now();
     auto model = load_model(args->model, args->dtype, args->device);

@@ -12,6 +12,8 @@
 
 #include "cli_test_support.h"
 #include "common/test_util.h"
+#include "core/error.h"
+#include "core/isa_flag.h"
 #include "io/mapped_file.h"
 #include "io/npy.h"
 
@@ -113,6 +115,11 @@ TEST(Cli, QuantizedDtypesLoadAndQuantAccuracyReportsTheirDistance) {
     EXPECT_TRUE(figures["prefill_phases"].contains(phase)) << phase << " in " << bench.out;
   EXPECT_NE(figures["state_layout"].get<std::string>().find("conv ["), std::string::npos) << bench.out;
   EXPECT_NE(figures["state_layout"].get<std::string>().find(" + ssm ["), std::string::npos) << bench.out;
+  // --isa runs a narrower kernel set than the CPU's best, and says which ran.
+  const Output scalar =
+      run_cli("bench -m " + cli_model() + " --prompt-len 4 --gen-len 1 --repeats 1 --json --isa SCALAR");
+  ASSERT_EQ(scalar.status, 0) << scalar.err;
+  EXPECT_EQ(nlohmann::json::parse(scalar.out)["isa"], "scalar") << scalar.out;
   const Output refused = run_cli("make-model --out " + test::make_temp_dir("cli_q") + "/m --dtype q4_0");
   EXPECT_NE(refused.status, 0);
   EXPECT_NE(refused.err.find("quantize at load"), std::string::npos) << refused.err;
@@ -153,6 +160,7 @@ TEST(Cli, EveryNumericFlagIsCheckedUnderTheNameTheUserTyped) {
       {bench + "--step-tokens -1", "--step-tokens must be >= 0"},
       {bench + "--ssd-chunk -1", "--ssd-chunk must be in [0, 65536]"},
       {bench + "-t 2000", "-t/--threads must be in [0, 1024]"},
+      {bench + "--isa sse9", "--isa must be auto, avx512, avx2, neon or scalar, got 'sse9'"},
       // make-model: a given size is checked, never replaced by a default.
       {make + "--d-model 0", "--d-model must be in [1, 65536], got 0"},
       {make + "--n-layer -1", "--n-layer must be in [1, 4096], got -1"},
@@ -411,6 +419,28 @@ TEST(Cli, Mamba2FoldersOfBothLayoutsWorkWithEveryCommand) {
   const Output bad_scan = run_cli("logits -m " + dir + "/hf --tokens 1 --out " + dir + "/x.npy --scan fast");
   EXPECT_NE(bad_scan.status, 0);
   EXPECT_NE(bad_scan.err.find("--scan"), std::string::npos) << bad_scan.err;
+}
+
+// --isa and MB_ISA: every set this CPU runs is named as isa_name() spells it (any case), the
+// others are refused with the CPU's best in the message, and "auto" is the best.
+TEST(IsaFlag, NamesEverySupportedSetAndRefusesTheOthers) {
+  EXPECT_EQ(parse_isa("auto"), best_isa());
+  for (const Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon}) {
+    if (isa_supported(isa)) {
+      EXPECT_EQ(parse_isa(isa_name(isa)), isa);
+      continue;
+    }
+    try {
+      parse_isa(isa_name(isa), "MB_ISA");
+      ADD_FAILURE() << isa_name(isa) << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("MB_ISA " + std::string(isa_name(isa)) +
+                                           ": this CPU does not support it"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_THROW(parse_isa(""), Error);
 }
 
 }  // namespace
