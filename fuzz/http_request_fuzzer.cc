@@ -24,11 +24,13 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "chat/chat_template.h"
 #include "core/threading.h"
@@ -216,16 +218,27 @@ void start_server() {
   });
 }
 
+// Each input opens two connections, thousands a second, so the loopback's ephemeral ports can run
+// short for a moment (EADDRNOTAVAIL): such transient failures are retried for up to a second. A
+// refused connection means the listener is gone, which is a failure.
 int connect_to_server() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) fail("socket() failed");
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(served->http->bound_port()));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0)
-    fail("cannot connect to the server");
-  return fd;
+  for (int attempt = 0;; ++attempt) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) fail("socket() failed");
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(served->http->bound_port()));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0) return fd;
+    const int error = errno;
+    close(fd);
+    const bool transient = error == EADDRNOTAVAIL || error == EAGAIN || error == EINTR || error == ETIMEDOUT;
+    if (!transient || attempt == 50) {
+      const std::string message = std::string("cannot connect to the server: ") + std::strerror(error);
+      fail(message.c_str());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 // Sends what the server takes; it may close first (a "Connection: close" request, a refusal).
