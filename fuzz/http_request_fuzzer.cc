@@ -207,7 +207,7 @@ void start_server() {
   model.scheduler = s->scheduler.get();
   model.tokenizer = s->tokenizer.get();
   model.vocab_size = 0;  // as `serve`: Scheduler::submit checks prompt ids
-  model.chat_template =
+  model.chat.chat_template =
       mb::ChatTemplate::parse(read_text(std::string(MB_FUZZ_TEST_DATA_DIR) + "/chat_templates/chatml.jinja"));
   s->http->set_model(std::move(model));
   served = s;

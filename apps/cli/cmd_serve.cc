@@ -110,15 +110,9 @@ void serve(const ServeArgs& a) {
   // (engine/request_decoder.h) with the same message; the HTTP layer's own check, against the
   // model's vocab_size alone, would let padding ids through to it anyway.
   served.vocab_size = 0;
-  if (const auto found = find_chat_template(a.model)) {
-    served.render_options = found->options;
-    try {
-      served.chat_template = ChatTemplate::parse(found->source);
-    } catch (const Error& e) {
-      served.chat_template_error = e.what();
-      std::fprintf(stderr, "warning: %s; /v1/chat/completions will answer 400\n", e.what());
-    }
-  }
+  served.chat = server::load_served_chat_template(a.model);
+  if (!served.chat.error.empty())
+    std::fprintf(stderr, "warning: %s; /v1/chat/completions will answer 400\n", served.chat.error.c_str());
   SchedulerOptions scheduler_options;
   scheduler_options.max_active = a.parallel;
   scheduler_options.step_token_budget = a.batch;

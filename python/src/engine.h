@@ -19,6 +19,7 @@
 #include "chat/chat_template.h"
 #include "engine/scheduler.h"
 #include "model/model.h"
+#include "server/openai_api.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mb::python {
@@ -29,9 +30,7 @@ struct Engine {
   std::string path;
   std::unique_ptr<Model> model;
   std::optional<Tokenizer> tokenizer;  // empty for checkpoints without one (feature models)
-  ChatTemplate chat_template = ChatTemplate::plain();
-  ChatRenderOptions render_options;
-  std::string chat_template_error;  // why the checkpoint's template is unusable ("" when it is)
+  server::ServedChatTemplate chat;     // the checkpoint's, or the plain format (and why its own is unusable)
   ComputeContext ctx;
 
   std::mutex mutex;                      // held while anything computes on the model

@@ -34,13 +34,8 @@ class PyCompletion {
       : engine_(std::move(engine)), stream_(stream), events_(std::make_shared<Events>()) {
     py::gil_scoped_release release;
     const Tokenizer& tokenizer = engine_->require_tokenizer();
-    if (kind == ApiKind::Chat && !engine_->chat_template_error.empty())
-      throw Error("the model's chat template cannot be used: " + engine_->chat_template_error);
-    server::ApiDefaults defaults;
     server::ApiRequest request =
-        server::parse_api_request(kind, server::parse_request_body(body), defaults, random_u64());
-    server::resolve_prompt(request, tokenizer, engine_->chat_template, engine_->render_options, defaults);
-    if (request.model.empty()) request.model = engine_->path;
+        server::prepare_api_request(kind, body, tokenizer, engine_->chat, {}, random_u64(), engine_->path);
     Scheduler* scheduler = nullptr;
     {
       std::lock_guard lock(engine_->mutex);
@@ -52,13 +47,11 @@ class PyCompletion {
       events->queue.push_back(event);
       return true;
     });
-    char id_text[40];
-    std::snprintf(id_text, sizeof id_text, "%s-%016llx", kind == ApiKind::Chat ? "chatcmpl" : "cmpl",
-                  static_cast<unsigned long long>(random_u64()));
     const auto created =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
             .count();
-    formatter_ = std::make_unique<server::ResponseFormatter>(request, tokenizer, id_text, created);
+    formatter_ = std::make_unique<server::ResponseFormatter>(
+        request, tokenizer, server::response_id(kind, random_u64()), created);
     if (stream_)
       if (auto prelude = formatter_->prelude_chunk()) pending_.push_back(dump(*prelude));
   }

@@ -47,15 +47,8 @@ std::shared_ptr<Engine> load_engine(const std::string& path, const std::string& 
     throw Error("out of memory loading the model '" + path + "'");
   }
   engine->tokenizer = find_tokenizer(path);
-  if (const auto found = find_chat_template(path)) {
-    engine->render_options = found->options;
-    try {
-      engine->chat_template = ChatTemplate::parse(found->source);
-    } catch (const Error& e) {
-      // As the server does: completions keep working, chat calls report why they cannot.
-      engine->chat_template_error = e.what();
-    }
-  }
+  // As the server does: completions keep working, chat calls report why its template cannot be used.
+  engine->chat = server::load_served_chat_template(path);
   return engine;
 }
 

@@ -300,17 +300,12 @@ void HttpServer::handle_generation(ApiKind kind, const httplib::Request& req, ht
   }
   ApiRequest request;
   try {
-    if (kind == ApiKind::Chat && !model_.chat_template_error.empty())
-      throw invalid_request("the model's chat template cannot be used: " + model_.chat_template_error,
-                            "chat_template_error");
-    request = parse_api_request(kind, parse_request_body(req.body), options_.defaults, next_seed());
-    resolve_prompt(request, *model_.tokenizer, model_.chat_template, model_.render_options,
-                   options_.defaults);
+    request = prepare_api_request(kind, req.body, *model_.tokenizer, model_.chat, options_.defaults,
+                                  next_seed(), options_.model_id);
   } catch (const Error&) {
     count(&HttpCounters::requests_rejected);
     throw;
   }
-  if (request.model.empty()) request.model = options_.model_id;
 
   auto stream = std::make_shared<Stream>();
   RequestId id = 0;
@@ -338,10 +333,8 @@ void HttpServer::handle_generation(ApiKind kind, const httplib::Request& req, ht
     return send_error(res, 400, e.what());
   }
 
-  char id_text[40];
-  std::snprintf(id_text, sizeof id_text, "%s-%016llx", kind == ApiKind::Chat ? "chatcmpl" : "cmpl",
-                static_cast<unsigned long long>(next_seed()));
-  auto formatter = std::make_shared<ResponseFormatter>(request, *model_.tokenizer, id_text, unix_now());
+  auto formatter = std::make_shared<ResponseFormatter>(request, *model_.tokenizer,
+                                                       response_id(kind, next_seed()), unix_now());
 
   // A failed write or a socket found closed means the client is gone: the provider returns false,
   // httplib closes the connection and calls the releaser, which cancels the request so its slot

@@ -47,13 +47,8 @@ struct ServerOptions {
 struct ServedModel {
   Scheduler* scheduler = nullptr;
   const Tokenizer* tokenizer = nullptr;
-  int64_t vocab_size = 0;  // the model's; prompt ids must lie below it
-  ChatTemplate chat_template = ChatTemplate::plain();
-  ChatRenderOptions render_options;
-  // Why the checkpoint's chat template could not be parsed ("" when it could, or when there is
-  // none and the plain format is used): chat requests then get a 400 with this message, while
-  // completions keep working.
-  std::string chat_template_error;
+  int64_t vocab_size = 0;   // the model's; prompt ids must lie below it
+  ServedChatTemplate chat;  // the checkpoint's, or the plain format (and why its own is unusable)
 };
 
 class HttpServer {

@@ -344,6 +344,37 @@ void resolve_prompt(ApiRequest& request, const Tokenizer& tokenizer, const ChatT
   request.serve.max_tokens = static_cast<int>(std::min<int64_t>(request.serve.max_tokens, room));
 }
 
+ServedChatTemplate load_served_chat_template(const std::string& model_path) {
+  ServedChatTemplate served;
+  if (const auto found = find_chat_template(model_path)) {
+    served.render_options = found->options;
+    try {
+      served.chat_template = ChatTemplate::parse(found->source);
+    } catch (const Error& e) {
+      served.error = e.what();
+    }
+  }
+  return served;
+}
+
+ApiRequest prepare_api_request(ApiKind kind, std::string_view body, const Tokenizer& tokenizer,
+                               const ServedChatTemplate& chat, const ApiDefaults& defaults,
+                               uint64_t seed_if_absent, const std::string& model_id) {
+  if (kind == ApiKind::Chat && !chat.error.empty())
+    throw invalid_request("the model's chat template cannot be used: " + chat.error, "chat_template_error");
+  ApiRequest request = parse_api_request(kind, parse_request_body(body), defaults, seed_if_absent);
+  resolve_prompt(request, tokenizer, chat.chat_template, chat.render_options, defaults);
+  if (request.model.empty()) request.model = model_id;
+  return request;
+}
+
+std::string response_id(ApiKind kind, uint64_t random) {
+  char text[40];
+  std::snprintf(text, sizeof text, "%s-%016llx", kind == ApiKind::Chat ? "chatcmpl" : "cmpl",
+                static_cast<unsigned long long>(random));
+  return text;
+}
+
 const char* finish_reason(StopReason reason) {
   return reason == StopReason::MaxTokens ? "length" : "stop";
 }

@@ -78,6 +78,16 @@ struct ApiRequest {
   int top_logprobs = 0;        // alternatives reported with each token (serve.n_probs)
 };
 
+// A served checkpoint's chat template: its own (find_chat_template), else the documented plain
+// format. `error` says why its own cannot be parsed: chat requests then get a 400 naming it, while
+// completions keep working.
+struct ServedChatTemplate {
+  ChatTemplate chat_template = ChatTemplate::plain();
+  ChatRenderOptions render_options;
+  std::string error;
+};
+ServedChatTemplate load_served_chat_template(const std::string& model_path);
+
 // Parses and validates a body of the given kind. `seed_if_absent` is used when the request has
 // no seed (the server draws it). Throws ApiError (400) naming the field and the problem.
 ApiRequest parse_api_request(ApiKind kind, const nlohmann::json& body, const ApiDefaults& defaults,
@@ -89,6 +99,17 @@ ApiRequest parse_api_request(ApiKind kind, const nlohmann::json& body, const Api
 // and max_tokens is cut to the room left under -c. `chat_template` is used for chat requests.
 void resolve_prompt(ApiRequest& request, const Tokenizer& tokenizer, const ChatTemplate& chat_template,
                     const ChatRenderOptions& render_options, const ApiDefaults& defaults);
+
+// What every generation request goes through before it is queued, for the server and the Python
+// package alike: the chat template's error (a 400 chat_template_error for chat requests), then
+// parse_request_body, parse_api_request and resolve_prompt; `model_id` is reported when the
+// request names no model. Throws ApiError (400) as those do.
+ApiRequest prepare_api_request(ApiKind kind, std::string_view body, const Tokenizer& tokenizer,
+                               const ServedChatTemplate& chat, const ApiDefaults& defaults,
+                               uint64_t seed_if_absent, const std::string& model_id);
+
+// A response's id: "cmpl-" (completions) or "chatcmpl-" (chat) and 16 hex digits of `random`.
+std::string response_id(ApiKind kind, uint64_t random);
 
 // The OpenAI finish_reason of a stop reason: "length" when max_tokens ran out, else "stop".
 const char* finish_reason(StopReason reason);
