@@ -2,7 +2,6 @@
 // and finding a model folder's template.
 #include "chat/chat_template.h"
 
-#include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -41,8 +40,6 @@ ChatTemplate ChatTemplate::plain() {
 
 namespace {
 
-using OrderedJson = nlohmann::ordered_json;
-
 // Adds what apply_chat_template always passes (the options' keys, and tools and documents as none)
 // under the variables already set, which win as keyword arguments do in transformers.
 chat::DictData with_defaults(chat::DictData given, const ChatRenderOptions& options) {
@@ -66,43 +63,6 @@ chat::RenderLimits limits_of(const ChatRenderOptions& options) {
   return limits;
 }
 
-// A JSON value as the template sees it: Python's json.loads types, objects in their key order.
-// The nesting was bounded when the text was parsed, so this recursion is too.
-chat::Value from_json(const OrderedJson& value) {
-  using chat::Value;
-  switch (value.type()) {
-    case OrderedJson::value_t::null:
-      return Value::none();
-    case OrderedJson::value_t::boolean:
-      return Value::boolean(value.get<bool>());
-    case OrderedJson::value_t::number_integer:
-      return Value::integer(value.get<int64_t>());
-    case OrderedJson::value_t::number_unsigned: {
-      const auto number = value.get<uint64_t>();
-      if (number > static_cast<uint64_t>(INT64_MAX))
-        throw Error("chat template variables: the integer " + std::to_string(number) + " is out of range");
-      return Value::integer(static_cast<int64_t>(number));
-    }
-    case OrderedJson::value_t::number_float:
-      return Value::floating(value.get<double>());
-    case OrderedJson::value_t::string:
-      return Value::string(value.get<std::string>());
-    case OrderedJson::value_t::array: {
-      std::vector<Value> items;
-      items.reserve(value.size());
-      for (const OrderedJson& item : value) items.push_back(from_json(item));
-      return Value::list(std::move(items));
-    }
-    case OrderedJson::value_t::object: {
-      chat::DictData entries;
-      for (const auto& [key, item] : value.items()) entries.set(key, from_json(item));
-      return Value::dict(std::move(entries));
-    }
-    default:
-      throw Error("chat template variables: unsupported JSON value");
-  }
-}
-
 }  // namespace
 
 std::string ChatTemplate::render(std::span<const ChatMessage> messages,
@@ -124,15 +84,10 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages,
 std::string ChatTemplate::render_json(std::string_view variables_json,
                                       const ChatRenderOptions& options) const {
   const std::string source = "chat template variables";
-  // parse_json_text bounds the nesting and the number of containers while it reads (and names
-  // the problem); the second, ordered parse of the same checked text keeps the key order.
-  const nlohmann::json checked =
-      parse_json_text(variables_json, source, chat::kMaxValueDepth - 1, nullptr, std::size_t{1} << 20);
-  if (!checked.is_object()) throw Error(source + ": expected a JSON object");
-  const auto messages = checked.find("messages");
-  if (messages == checked.end() || !messages->is_array())
-    throw Error(source + ": expected a \"messages\" list");
-  const chat::Value variables = from_json(OrderedJson::parse(variables_json));
+  const chat::Value variables = chat::parse_json_value(variables_json, source);
+  if (!variables.is_dict()) throw Error(source + ": expected a JSON object");
+  const chat::Value* messages = variables.dict_data().find("messages");
+  if (messages == nullptr || !messages->is_list()) throw Error(source + ": expected a \"messages\" list");
   return chat::render_nodes(program_->nodes, with_defaults(variables.dict_data(), options),
                             limits_of(options));
 }

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "chat_test_support.h"
+#include "common/timing.h"
 
 namespace mb {
 namespace {
@@ -102,9 +103,31 @@ TEST(ChatRenderJson, RefusesVariablesThatAreNotAnObjectWithAMessagesList) {
             std::string::npos);
   // Nesting deeper than template values may is refused while parsing, not by a stack overflow.
   const std::string deep = R"({"messages": [)" + std::string(100, '[') + std::string(100, ']') + "]}";
-  EXPECT_NE(json_error_of(source, deep).find("not valid JSON"), std::string::npos)
+  EXPECT_NE(json_error_of(source, deep).find("nests arrays and objects deeper than 64 levels"),
+            std::string::npos)
       << json_error_of(source, deep);
+  EXPECT_NE(json_error_of(source, R"({"messages": [1e400]})").find("not valid JSON"), std::string::npos);
+  // A repeated key keeps its first place and its last value, as Python's json.loads does.
+  EXPECT_EQ(render_json("{{ messages[0] | tojson }}", R"({"messages": [{"a": 1, "b": 2, "a": 3}]})"),
+            R"({"a": 3, "b": 2})");
   EXPECT_NE(json_error_of(source, "{\"messages\": [\"\xff\"]}").find("not valid JSON"), std::string::npos);
+}
+
+// Reading the variables is linear in their size: a mapping with many keys is not searched key by
+// key as it grows (nlohmann's ordered_json would be quadratic here).
+TEST(ChatRenderJson, ReadsManyKeysInLinearTime) {
+  const auto variables = [](int n) {
+    std::string text = R"({"messages": [], "many": {)";
+    for (int i = 0; i < n; ++i) text += (i ? ",\"k" : "\"k") + std::to_string(i) + "\": 0";
+    return text + "}}";
+  };
+  const ChatTemplate count = ChatTemplate::parse("{{ many | length }}");
+  EXPECT_EQ(count.render_json(variables(1000), {}), "1000");
+  const std::string small = variables(10000);
+  const std::string large = variables(40000);
+  const double growth =
+      test::growth_for_4x([&](int n) { count.render_json(n == 10000 ? small : large, {}); }, 10000);
+  EXPECT_LT(growth, 8.0);
 }
 
 // A boolean or null tool-call argument and a boolean schema key go through `| string`, which is
