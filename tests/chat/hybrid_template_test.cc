@@ -1,7 +1,8 @@
 // ChatTemplate::render_json, the entry point for what apply_chat_template passes besides plain
 // messages (tools, tool calls, documents, keyword arguments), and the published hybrid templates
 // (Granite-4.0, Nemotron-Nano-9B-v2, Nemotron-3-Nano) where transformers' Python Jinja and
-// @huggingface/jinja, which wrote the goldens, disagree: these cases pin Python's result.
+// @huggingface/jinja, which wrote the goldens, disagree: these cases pin Python's result, checked
+// against jinja2 3.1.6 set up as transformers sets it up (tools/chat_template_goldens/check_python.py).
 #include <gtest/gtest.h>
 
 #include <filesystem>
