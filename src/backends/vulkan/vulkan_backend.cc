@@ -275,6 +275,14 @@ void copy_rows(CommandSequence& seq, const Buffer& staging, View y, int64_t rows
   }
 }
 
+// The positions per SSD chunk of a round: the op's chunk, or the longest part when shorter (as
+// the CPU backend cuts them).
+int64_t ssd_chunk_for(int64_t chunk, std::span<const Part> parts) {
+  int64_t longest = 1;
+  for (const Part& part : parts) longest = std::max(longest, part.rows);
+  return std::min(chunk, longest);
+}
+
 bool float_weights(DType dtype) {
   return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16;
 }
@@ -312,9 +320,9 @@ std::string VulkanBackend::why_unsupported(const OpQuery& query) const {
     case OpKind::CausalConv:
       return query.size <= kMaxConvKernel ? "" : "the Vulkan conv supports kernels of up to 16 taps";
     case OpKind::Mamba2Scan:
+      return query.size <= kMaxScanStates ? "" : "the Vulkan Mamba-2 scan supports d_state up to 256";
     case OpKind::GatedRmsNorm:
-      return "the Vulkan backend does not run Mamba-2 models yet (its scan and gated norm); run this one "
-             "with --device cpu";
+      return "";
     case OpKind::Mamba3Scan:
       return "the Vulkan backend does not run Mamba-3 models yet; run this one with --device cpu";
     case OpKind::Attention:
@@ -572,8 +580,42 @@ void VulkanBackend::selective_scan(Stream& stream, const SelectiveScanOp& op) co
   s.mark(op.phase);
 }
 
-void VulkanBackend::mamba2_scan(Stream&, const Mamba2ScanOp&) const {
-  throw Error(why_unsupported({OpKind::Mamba2Scan}));
+void VulkanBackend::mamba2_scan(Stream& stream, const Mamba2ScanOp& op) const {
+  VulkanStream& s = vk(stream);
+  if (!recording_op(s)) return;
+  GpuMamba2ScanArgs a;
+  a.n_heads = op.n_heads;
+  a.headdim = op.headdim;
+  a.d_state = op.d_state;
+  a.n_groups = op.n_groups;
+  a.xbc = buffer_of(op.xbc);
+  a.xbc_offset = offset_of(op.xbc);
+  a.ldxbc = op.xbc.ld;
+  a.dt = buffer_of(op.dt);
+  a.dt_offset = offset_of(op.dt);
+  a.lddt = op.dt.ld;
+  a.y = buffer_of(op.y);
+  a.y_offset = offset_of(op.y);
+  a.ldy = op.y.ld;
+  a.dt_bias = buffer_of(op.dt_bias);
+  a.dt_bias_offset = offset_of(op.dt_bias);
+  a.a_base2 = buffer_of(op.a_base2);
+  a.a_base2_offset = offset_of(op.a_base2);
+  a.a = buffer_of(op.a);
+  a.a_offset = offset_of(op.a);
+  a.d_skip = buffer_of(op.d_skip);
+  a.d_offset = offset_of(op.d_skip);
+  a.d_per_channel = op.d_skip_per_channel;
+  a.dt_min = op.dt_min;
+  a.dt_max = op.dt_max;
+  a.state_offset = static_cast<uint64_t>(op.state_offset);
+  a.parts = op.parts;
+  // As on the CPU: Auto takes the sequential order, and a chunk never exceeds the round's
+  // longest part (CpuBackend's ssd_chunk_for), so both devices cut the same chunks.
+  a.chunked = op.form == ScanForm::Chunked;
+  a.chunk = ssd_chunk_for(op.chunk, op.parts);
+  record_mamba2_scan(*s.sequence, a);  // every sequence at once
+  s.mark(op.phase);
 }
 
 void VulkanBackend::attention(Stream&, const AttentionOp&) const {
@@ -588,8 +630,14 @@ void VulkanBackend::scale(Stream&, const ScaleOp&) const {
   throw Error(why_unsupported({OpKind::Scale}));
 }
 
-void VulkanBackend::gated_rms_norm(Stream&, const GatedRmsNormOp&) const {
-  throw Error(why_unsupported({OpKind::GatedRmsNorm}));
+void VulkanBackend::gated_rms_norm(Stream& stream, const GatedRmsNormOp& op) const {
+  VulkanStream& s = vk(stream);
+  if (!recording_op(s)) return;
+  record_gated_rms_norm(*s.sequence,
+                        {buffer_of(op.y), offset_of(op.y), op.y.ld, buffer_of(op.z), offset_of(op.z), op.z.ld,
+                         op.rows, op.dim, op.group_size, buffer_of(op.weight), offset_of(op.weight), op.eps,
+                         buffer_of(op.out), offset_of(op.out), op.out.ld});
+  s.mark(op.phase);
 }
 
 void VulkanBackend::mamba3_scan(Stream&, const Mamba3ScanOp&) const {

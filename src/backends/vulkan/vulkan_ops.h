@@ -195,6 +195,59 @@ struct GpuArgmaxArgs {
   uint64_t y_offset = 0;
 };
 
+// The largest d_state of the Mamba-2 and Mamba-3 scans (as on the CPU).
+inline constexpr int64_t kMaxScanStates = 256;
+
+// ops/mamba2_scan.h over the parts (each part's SSM state [H, N, P] from state_offset read and
+// updated), in the sequential order or the chunked SSD order (chunk positions per chunk; the
+// CPU's ssd_chunk_for applied by the caller), with the CPU kernel's bits in either. dt is read
+// raw and replaced by the clamped softplus. Row views are addressed by round row as in
+// GpuCausalConvArgs. Vectors (dt_bias, a_base2, a, d_skip) are [H] floats from their offsets
+// (d_skip [H * P] with d_per_channel).
+struct GpuMamba2ScanArgs {
+  int64_t n_heads = 0, headdim = 0, d_state = 0, n_groups = 0;
+  const Buffer* xbc = nullptr;  // [rows, ldxbc]: x [H * P] | B [G * N] | C [G * N]
+  uint64_t xbc_offset = 0;
+  int64_t ldxbc = 0;
+  const Buffer* dt = nullptr;  // [rows, lddt]
+  uint64_t dt_offset = 0;
+  int64_t lddt = 0;
+  const Buffer* y = nullptr;  // [rows, ldy]
+  uint64_t y_offset = 0;
+  int64_t ldy = 0;
+  const Buffer* dt_bias = nullptr;
+  uint64_t dt_bias_offset = 0;
+  const Buffer* a_base2 = nullptr;  // A log2(e), the sequential order's rate
+  uint64_t a_base2_offset = 0;
+  const Buffer* a = nullptr;  // A, the chunked order's log-decay rate
+  uint64_t a_offset = 0;
+  const Buffer* d_skip = nullptr;
+  uint64_t d_offset = 0;
+  bool d_per_channel = false;
+  float dt_min = 0.0f, dt_max = 0.0f;
+  uint64_t state_offset = 0;
+  std::span<const Part> parts;  // the states are VulkanStates
+  bool chunked = false;
+  int64_t chunk = 256;
+};
+
+// ops/gated_rms_norm.h; out may be y's view (in place).
+struct GpuGatedRmsNormArgs {
+  const Buffer* y = nullptr;  // [rows, ldy]
+  uint64_t y_offset = 0;
+  int64_t ldy = 0;
+  const Buffer* z = nullptr;  // [rows, ldz]
+  uint64_t z_offset = 0;
+  int64_t ldz = 0;
+  int64_t rows = 0, dim = 0, group_size = 0;
+  const Buffer* weight = nullptr;  // [dim], or null for the gate alone
+  uint64_t weight_offset = 0;
+  float eps = 1e-5f;
+  const Buffer* out = nullptr;  // [rows, ldout]
+  uint64_t out_offset = 0;
+  int64_t ldout = 0;
+};
+
 void record_matmul(CommandSequence& sequence, const GpuMatmulArgs& args);
 void record_argmax(CommandSequence& sequence, const GpuArgmaxArgs& args);
 void record_rms_norm(CommandSequence& sequence, const GpuRmsNormArgs& args);
@@ -202,5 +255,7 @@ void record_rms_norm_segments(CommandSequence& sequence, const GpuRmsNormSegment
 void record_causal_conv_silu(CommandSequence& sequence, const GpuCausalConvArgs& args);
 void record_selective_scan(CommandSequence& sequence, const GpuSelectiveScanArgs& args);
 void record_elementwise(CommandSequence& sequence, const GpuElementwiseArgs& args);
+void record_mamba2_scan(CommandSequence& sequence, const GpuMamba2ScanArgs& args);
+void record_gated_rms_norm(CommandSequence& sequence, const GpuGatedRmsNormArgs& args);
 
 }  // namespace mb::vulkan
