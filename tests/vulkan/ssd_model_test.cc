@@ -207,6 +207,54 @@ TEST_P(VulkanSsdModel, DecodeRecordsOnceAndABatchTakesTheDispatchesOfOne) {
   EXPECT_EQ(static_cast<int64_t>(one.size()), per_layer * cpu().config().n_layer + outside);
 }
 
+TEST_P(VulkanSsdModel, ChunkedScanGivesTheCpusBitsWithinRoundingOfTheSequentialScan) {
+  // SSD chunks of the config's 8 positions and of 5 (parts end inside a chunk), in one round and
+  // in rounds of 16 and 9 (each a continued window), then decode steps from the chunked state.
+  const auto tokens = test::random_tokens(37, kVocab, 10);
+  SequenceState sequential_state = gpu().new_state();
+  const auto sequential = run(gpu(), sequential_state, tokens, {OutputKind::LogitsAll, 0});
+  const double scale = test::max_abs(sequential), state_scale = test::max_abs(sequential_state.download());
+  const std::pair<int64_t, int64_t> settings[] = {{0, 0}, {5, 0}, {5, 16}, {0, 9}};
+  for (const auto& [ssd_chunk, round] : settings) {
+    const std::string what = "ssd chunk " + std::to_string(ssd_chunk) + " round " + std::to_string(round);
+    const ForwardOptions options{OutputKind::LogitsAll, round, ScanForm::Chunked, ssd_chunk};
+    SequenceState cpu_state = cpu().new_state(), gpu_state = gpu().new_state();
+    const auto got = run(gpu(), gpu_state, tokens, options);
+    expect_cpu_equal(got, run(cpu(), cpu_state, tokens, options), what);
+    expect_cpu_equal(gpu_state.download(), cpu_state.download(), what + " state");
+    EXPECT_LE(test::max_abs_diff(got, sequential), 1e-5 * scale) << what;
+    EXPECT_LE(test::max_abs_diff(gpu_state.download(), sequential_state.download()), 1e-5 * state_scale)
+        << what;
+    for (int32_t token : {3, 40}) {
+      const ForwardOptions last{OutputKind::LogitsLast, 0};
+      expect_cpu_equal(run(gpu(), gpu_state, {token}, last), run(cpu(), cpu_state, {token}, last),
+                       what + " then a step");
+    }
+  }
+}
+
+TEST_P(VulkanSsdModel, AutoPicksTheFormTheCpuPicks) {
+  // Mamba-3's auto takes the chunked form for parts of 32 positions or more and SSD chunks of at
+  // most 64, per part; Mamba-2's always the sequential one. A batch with parts on both sides.
+  const std::vector<std::vector<int32_t>> prompts = {test::random_tokens(40, kVocab, 11),
+                                                     test::random_tokens(6, kVocab, 12)};
+  const ForwardOptions options{OutputKind::LogitsAll, 0, ScanForm::Auto, 0};
+  std::vector<std::vector<float>> outputs[2];
+  std::vector<std::vector<float>> states[2];
+  for (int which = 0; which < 2; ++which) {
+    const Model& model = which == 0 ? cpu() : gpu();
+    std::vector<SequenceState> seqs = {model.new_state(), model.new_state()};
+    std::vector<SequenceInput> batch = {{&seqs[0], prompts[0], {}}, {&seqs[1], prompts[1], {}}};
+    Workspace ws;
+    model.forward(kCpu, batch, options, ws, outputs[which]);
+    for (const SequenceState& state : seqs) states[which].push_back(state.download());
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    expect_cpu_equal(outputs[1][i], outputs[0][i], "sequence " + std::to_string(i));
+    expect_cpu_equal(states[1][i], states[0][i], "sequence " + std::to_string(i) + " state");
+  }
+}
+
 std::vector<Variant> variants() {
   return {{"mamba2", DType::F32}, {"mamba2", DType::BF16}, {"mamba2", DType::F16}};
 }

@@ -89,13 +89,193 @@ void check_mamba2(const GpuMamba2ScanArgs& a, const char* op) {
   }
 }
 
+// ---- the chunked SSD form (ssd_layout.glsl) ---------------------------------------------------
+
+// The chunks of a round's parts: each part's rows cut into chunks of `chunk` positions from its
+// first row, in windows of whole chunks (Mamba-3's continued windows: the CPU's time blocks of
+// mamba3_kernels.inc, max(64, chunk) rounded up to whole chunks), and the two tables the shaders
+// read: per chunk its part, first row, length and flags; per part its first chunk, chunk count,
+// first row and row count.
+struct SsdPlan {
+  int64_t chunk = 0, states = 0, headdim = 0;
+  uint32_t chunks = 0;  // over all parts
+  std::vector<uint32_t> tables;
+  uint64_t batch_floats = 0;  // ssd_layout.glsl's kBatchFloats
+  uint32_t head_count = 0;    // heads per pass over the scratch
+};
+
+constexpr uint32_t kWindowStart = 1, kWindowEnd = 2;  // ssd_layout.glsl's chunk flags
+constexpr int64_t kWindowRows = 64;                   // the CPU's time block (kTimeBlock)
+
+SsdPlan plan_ssd(const Context& context, std::span<const Part> parts, int64_t chunk, int64_t n_heads,
+                 int64_t d_state, int64_t headdim, const char* op) {
+  if (chunk < 1) throw Error(std::string(op) + ": SSD chunks of " + std::to_string(chunk) + " positions");
+  SsdPlan plan;
+  plan.chunk = chunk;
+  plan.states = d_state;
+  plan.headdim = headdim;
+  const int64_t window = (std::max(kWindowRows, chunk) + chunk - 1) / chunk * chunk;
+  std::vector<uint32_t> chunk_table, part_table;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Part& part = parts[i];
+    part_table.insert(part_table.end(),
+                      {plan.chunks, 0, u32(part.first_row, op, "first_row"), u32(part.rows, op, "rows")});
+    for (int64_t c0 = 0; c0 < part.rows; c0 += chunk) {
+      const int64_t length = std::min(chunk, part.rows - c0);
+      const uint32_t flags = (c0 % window == 0 ? kWindowStart : 0) |
+                             ((c0 + length) % window == 0 || c0 + length == part.rows ? kWindowEnd : 0);
+      chunk_table.insert(chunk_table.end(), {static_cast<uint32_t>(i), u32(part.first_row + c0, op, "row"),
+                                             static_cast<uint32_t>(length), flags});
+      ++plan.chunks;
+      ++part_table[4 * i + 1];
+    }
+  }
+  plan.tables = chunk_table;
+  plan.tables.insert(plan.tables.end(), part_table.begin(), part_table.end());
+  const uint64_t L = static_cast<uint64_t>(chunk), N = static_cast<uint64_t>(d_state),
+                 P = static_cast<uint64_t>(headdim);
+  plan.batch_floats = 3 * L * N + 3 * L * P + L * L + 2 * N * P + 8 * L + 4 + N;
+  // As many heads per pass as one scratch binding spans and the workgroup counts allow.
+  const VkPhysicalDeviceLimits& limits = context.limits();
+  const uint64_t per_head = std::max<uint64_t>(plan.chunks, 1) * plan.batch_floats * 4;
+  const uint64_t by_bytes = context.info().max_storage_buffer_bytes / per_head;
+  const uint64_t by_groups = limits.maxComputeWorkGroupCount[2] / std::max<uint32_t>(plan.chunks, 1);
+  plan.head_count = static_cast<uint32_t>(std::min<uint64_t>({by_bytes, by_groups, uint64_t(n_heads)}));
+  if (plan.head_count == 0 || plan.chunks > limits.maxComputeWorkGroupCount[1])
+    throw Error(std::string(op) + ": the chunked form of " + std::to_string(plan.chunks) + " chunks of " +
+                std::to_string(chunk) + " positions exceeds " + context.info().name +
+                "'s buffers; run the round in smaller pieces (a smaller --chunk)");
+  return plan;
+}
+
+// One of ssd_gemm.comp's products over the heads [head_begin, head_begin + plan.head_count).
+void record_ssd_gemm(CommandSequence& sequence, const SsdPlan& plan, uint32_t mode, const Buffer& scratch,
+                     CommandSequence::Staged tables, uint32_t head_begin, uint32_t heads, const Buffer* y,
+                     uint64_t y_offset, int64_t ldy, const Buffer* d_skip, uint64_t d_offset,
+                     bool d_per_channel, const char* op) {
+  const char* names[] = {"M", "intra", "dH", "y", "y"};
+  const uint32_t L = static_cast<uint32_t>(plan.chunk), N = static_cast<uint32_t>(plan.states),
+                 P = static_cast<uint32_t>(plan.headdim);
+  const uint32_t rows = mode == 2 ? N : L, columns = mode == 0 ? L : P;
+  const struct {
+    uint32_t chunk, states, headdim, head_begin, head_count, chunks_at, ldy, y_offset, d_offset,
+        d_per_channel;
+  } push{L,
+         N,
+         P,
+         head_begin,
+         heads,
+         tables.at,
+         u32(ldy, op, "ldy"),
+         u32(static_cast<int64_t>(y_offset), op, "y_offset"),
+         u32(static_cast<int64_t>(d_offset), op, "d_offset"),
+         d_per_channel};
+  const KernelSpec kernel{"ssd_gemm", 4, sizeof push, {mode}};
+  const Buffer* placeholder = &sequence.context().placeholder_buffer();
+  const Buffer* buffers[] = {&scratch, tables.buffer, y != nullptr ? y : placeholder,
+                             d_skip != nullptr ? d_skip : placeholder};
+  const uint32_t groups[3] = {ceil_div(columns, 16), ceil_div(rows, 16), plan.chunks * heads};
+  sequence.dispatch(kernel, buffers, &push, sizeof push, groups,
+                    std::string("ssd ") + names[mode] + " " + std::to_string(plan.chunks) + " chunks x" +
+                        std::to_string(heads) + " heads");
+}
+
+// ssd_pass.glsl over every part (groups of kMaxGpuParts with buffer arrays), heads
+// [head_begin, head_begin + heads). With `kv`, Mamba-3's fold (when `fold`) and k and v states.
+struct SsdPassKv {
+  bool fold = false;
+  uint64_t k_offset = 0, v_offset = 0;
+};
+void record_ssd_pass(CommandSequence& sequence, const SsdPlan& plan, const Buffer& scratch,
+                     CommandSequence::Staged tables, std::span<const Part> parts, uint32_t head_begin,
+                     uint32_t heads, uint64_t ssm_offset, const SsdPassKv* kv, const char* op) {
+  Context& context = sequence.context();
+  const uint32_t per_dispatch = parts_per_dispatch(context, 2);
+  const KernelSpec kernel{
+      per_dispatch > 1 ? "ssd_pass_parts" : "ssd_pass", 3, 13 * sizeof(uint32_t), {}, per_dispatch};
+  const uint32_t parts_at = tables.at + 4 * plan.chunks;
+  for (size_t first = 0; first < parts.size(); first += per_dispatch) {
+    const size_t count = std::min<size_t>(per_dispatch, parts.size() - first);
+    const struct {
+      uint32_t chunk, states, headdim, head_begin, head_count, chunks_at, parts_at, part_base, ssm_offset,
+          fold, write_kv, k_offset, v_offset;
+    } push{static_cast<uint32_t>(plan.chunk),
+           static_cast<uint32_t>(plan.states),
+           static_cast<uint32_t>(plan.headdim),
+           head_begin,
+           heads,
+           tables.at,
+           parts_at,
+           static_cast<uint32_t>(first),
+           u32(static_cast<int64_t>(ssm_offset), op, "state_offset"),
+           kv != nullptr && kv->fold,
+           kv != nullptr,
+           kv != nullptr ? u32(static_cast<int64_t>(kv->k_offset), op, "k_offset") : 0,
+           kv != nullptr ? u32(static_cast<int64_t>(kv->v_offset), op, "v_offset") : 0};
+    const std::vector<const Buffer*> buffers =
+        part_buffers(context, {&scratch, tables.buffer}, parts.subspan(first, count), per_dispatch);
+    const uint32_t groups[3] = {heads, static_cast<uint32_t>(count), 1};
+    sequence.dispatch(kernel, buffers, &push, sizeof push, groups,
+                      "ssd pass " + std::to_string(count) + " parts x" + std::to_string(heads) + " heads");
+  }
+}
+
+void record_mamba2_chunked(CommandSequence& sequence, const GpuMamba2ScanArgs& a, const char* op) {
+  Context& context = sequence.context();
+  const SsdPlan plan = plan_ssd(context, a.parts, a.chunk, a.n_heads, a.d_state, a.headdim, op);
+  const CommandSequence::Staged tables = sequence.stage(plan.tables);
+  const Buffer& scratch = sequence.scratch(plan.head_count * plan.chunks * plan.batch_floats * 4);
+  const uint32_t L = static_cast<uint32_t>(plan.chunk), N = static_cast<uint32_t>(a.d_state),
+                 P = static_cast<uint32_t>(a.headdim);
+  const KernelSpec prep{variant(context, "ssd_prep_mamba2", false), 7, 18 * sizeof(uint32_t), {128}};
+  for (uint32_t h0 = 0; h0 < a.n_heads; h0 += plan.head_count) {
+    const uint32_t heads = std::min<uint32_t>(plan.head_count, static_cast<uint32_t>(a.n_heads) - h0);
+    const struct {
+      uint32_t chunk, states, headdim, head_begin, head_count, chunks_at, n_heads, n_groups, ldxbc, lddt,
+          xbc_offset, dt_offset, dt_bias_offset, a_offset, d_offset, d_per_channel;
+      float dt_min, dt_max;
+    } push{L,
+           N,
+           P,
+           h0,
+           heads,
+           tables.at,
+           u32(a.n_heads, op, "n_heads"),
+           u32(a.n_groups, op, "n_groups"),
+           u32(a.ldxbc, op, "ldxbc"),
+           u32(a.lddt, op, "lddt"),
+           u32(static_cast<int64_t>(a.xbc_offset), op, "xbc_offset"),
+           u32(static_cast<int64_t>(a.dt_offset), op, "dt_offset"),
+           u32(static_cast<int64_t>(a.dt_bias_offset), op, "dt_bias_offset"),
+           u32(static_cast<int64_t>(a.a_offset), op, "a_offset"),
+           u32(static_cast<int64_t>(a.d_offset), op, "d_offset"),
+           a.d_per_channel,
+           a.dt_min,
+           a.dt_max};
+    static_assert(sizeof push == 18 * sizeof(uint32_t));
+    const Buffer* buffers[] = {&scratch, tables.buffer, a.xbc, a.dt, a.dt_bias, a.a, a.d_skip};
+    const uint32_t groups[3] = {heads, plan.chunks, 1};
+    sequence.dispatch(
+        prep, buffers, &push, sizeof push, groups,
+        "ssd prep mamba2 " + std::to_string(plan.chunks) + " chunks x" + std::to_string(heads) + " heads");
+    for (uint32_t mode : {0u, 1u, 2u})
+      record_ssd_gemm(sequence, plan, mode, scratch, tables, h0, heads, nullptr, 0, 0, nullptr, 0, false, op);
+    record_ssd_pass(sequence, plan, scratch, tables, a.parts, h0, heads, a.state_offset, nullptr, op);
+    record_ssd_gemm(sequence, plan, 3, scratch, tables, h0, heads, a.y, a.y_offset, a.ldy, a.d_skip,
+                    a.d_offset, a.d_per_channel, op);
+  }
+}
+
 }  // namespace
 
 void record_mamba2_scan(CommandSequence& sequence, const GpuMamba2ScanArgs& a) {
   const char* op = "vulkan mamba2_scan";
   check_mamba2(a, op);
   if (a.parts.empty()) return;
-  if (a.chunked) throw Error(std::string(op) + ": the chunked form is not implemented on Vulkan yet");
+  if (a.chunked) {
+    record_mamba2_chunked(sequence, a, op);
+    return;
+  }
   Context& context = sequence.context();
   const uint32_t P = static_cast<uint32_t>(a.headdim), N = static_cast<uint32_t>(a.d_state);
   // Shared memory: the two-block ring of x, B, C, dt and the decay, and the lanes' exchange.
