@@ -1,11 +1,11 @@
 // Mamba-2 and Mamba-3 on the Vulkan device against the CPU model, compared with memcmp: logits
 // and states equal the CPU's bits (f32, bf16 and f16 weights; Mamba-2 with two groups and a
-// time-step limit, Mamba-3 with RoPE angles), a prefill equals its decode steps, a batch equals
-// its sequences alone, the round size changes no bit, and a decode step records once and takes as
-// many dispatches for eight sequences as for one. The chunked scan gives the CPU's chunked bits
-// and stays within rounding of the sequential form, and --scan auto picks the same form on both
-// devices. The bitwise CPU comparison needs an exact fma on the device (Context::exact_fma);
-// without one it falls back to NMSE <= 1e-7 and says so.
+// time-step limit, Mamba-3 with RoPE angles, and with two groups and the gate norm), a prefill equals its
+// decode steps, a batch equals its sequences alone, the round size changes no bit, and a decode step records
+// once and takes as many dispatches for eight sequences as for one. The chunked scan gives the CPU's chunked
+// bits and stays within rounding of the sequential form, and --scan auto picks the same form on both devices.
+// The bitwise CPU comparison needs an exact fma on the device (Context::exact_fma); without one it falls back
+// to NMSE <= 1e-7 and says so.
 #include <algorithm>
 #include <cstdlib>
 #include <map>
@@ -42,6 +42,11 @@ ModelConfig variant_config(const std::string& name) {
   }
   ModelConfig c = test::mamba3_config(32, 16, 16, kVocab);  // four heads of 16, four RoPE angles
   c.ssm.chunk_size = 8;
+  if (name == "mamba3_gate_norm") {
+    // Two groups of B and C, and the grouped gated RMSNorm before out_proj.
+    c.ssm.ngroups = 2;
+    c.ssm.is_outproj_norm = true;
+  }
   return c;
 }
 
@@ -256,7 +261,8 @@ TEST_P(VulkanSsdModel, AutoPicksTheFormTheCpuPicks) {
 }
 
 std::vector<Variant> variants() {
-  return {{"mamba2", DType::F32}, {"mamba2", DType::BF16}, {"mamba2", DType::F16}};
+  return {{"mamba2", DType::F32}, {"mamba2", DType::BF16},           {"mamba2", DType::F16},
+          {"mamba3", DType::F32}, {"mamba3_gate_norm", DType::BF16}, {"mamba3_gate_norm", DType::F16}};
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, VulkanSsdModel, ::testing::ValuesIn(variants()), [](const auto& info) {

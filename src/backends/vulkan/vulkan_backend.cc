@@ -4,6 +4,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "backends/cpu/cpu_backend.h"
 #include "backends/vulkan/vulkan_buffer.h"
 #include "backends/vulkan/vulkan_commands.h"
 #include "backends/vulkan/vulkan_ops.h"
@@ -324,7 +325,12 @@ std::string VulkanBackend::why_unsupported(const OpQuery& query) const {
     case OpKind::GatedRmsNorm:
       return "";
     case OpKind::Mamba3Scan:
-      return "the Vulkan backend does not run Mamba-3 models yet; run this one with --device cpu";
+      if (query.size > kMaxScanStates) return "the Vulkan Mamba-3 scan supports d_state up to 256";
+      return shared_->context.info().float64
+                 ? ""
+                 : "the Vulkan Mamba-3 scan needs shaderFloat64 (its RoPE phases are updated in double "
+                   "precision, as on the CPU), which " +
+                       shared_->context.info().name + " lacks; run this model with --device cpu";
     case OpKind::Attention:
     case OpKind::Glu:
     case OpKind::Scale:
@@ -640,8 +646,51 @@ void VulkanBackend::gated_rms_norm(Stream& stream, const GatedRmsNormOp& op) con
   s.mark(op.phase);
 }
 
-void VulkanBackend::mamba3_scan(Stream&, const Mamba3ScanOp&) const {
-  throw Error(why_unsupported({OpKind::Mamba3Scan}));
+void VulkanBackend::mamba3_scan(Stream& stream, const Mamba3ScanOp& op) const {
+  VulkanStream& s = vk(stream);
+  if (!recording_op(s)) return;
+  GpuMamba3ScanArgs a;
+  a.n_heads = op.n_heads;
+  a.headdim = op.headdim;
+  a.d_state = op.d_state;
+  a.n_groups = op.n_groups;
+  a.n_angles = op.n_angles;
+  a.proj = buffer_of(op.proj);
+  a.proj_offset = offset_of(op.proj);
+  a.ldp = op.proj.ld;
+  a.y = buffer_of(op.y);
+  a.y_offset = offset_of(op.y);
+  a.ldy = op.y.ld;
+  a.dt_bias = buffer_of(op.dt_bias);
+  a.dt_bias_offset = offset_of(op.dt_bias);
+  a.b_bias = buffer_of(op.b_bias);
+  a.b_bias_offset = offset_of(op.b_bias);
+  a.c_bias = buffer_of(op.c_bias);
+  a.c_bias_offset = offset_of(op.c_bias);
+  a.b_norm = buffer_of(op.b_norm);
+  a.b_norm_offset = offset_of(op.b_norm);
+  a.c_norm = buffer_of(op.c_norm);
+  a.c_norm_offset = offset_of(op.c_norm);
+  a.d_skip = buffer_of(op.d_skip);
+  a.d_offset = offset_of(op.d_skip);
+  a.gate_norm = buffer_of(op.gate_norm);
+  a.gate_offset = offset_of(op.gate_norm);
+  a.a_floor = op.a_floor;
+  a.eps = op.eps;
+  a.state_offset = static_cast<uint64_t>(op.state_offset);
+  a.parts = op.parts;
+  // Each part's order as the CPU backend picks it (auto: its measured crossover, by the part's own
+  // rows), so --scan means the same on both devices and gives the same bits.
+  std::vector<uint8_t> chunked(op.parts.size());
+  for (size_t i = 0; i < op.parts.size(); ++i)
+    chunked[i] =
+        op.form == ScanForm::Chunked ||
+        (op.form == ScanForm::Auto && CpuBackend::mamba3_prefers_chunked(op.parts[i].rows, op.chunk));
+  a.chunked = chunked;
+  a.chunk = ssd_chunk_for(op.chunk, op.parts);
+  a.boundary_fold = op.boundary_fold;
+  record_mamba3_scan(*s.sequence, a);  // every sequence at once
+  s.mark(op.phase);
 }
 
 void VulkanBackend::embed(Stream& stream, const EmbedOp& op) const {

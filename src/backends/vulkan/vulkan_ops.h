@@ -248,6 +248,32 @@ struct GpuGatedRmsNormArgs {
   int64_t ldout = 0;
 };
 
+// ops/mamba3_scan.h over the parts (each part's state block, Mamba3StateLayout from
+// state_offset, read and updated), each part in the sequential order or the chunked SSD order
+// (chunked[i]), with the CPU kernel's bits in either. B, C and the angle columns of proj are
+// replaced by their BCNorm outputs and velocities. Vectors are floats from their offsets:
+// dt_bias and d_skip [H], b_bias and c_bias [H, N], b_norm and c_norm [N], gate_norm [H * P] (or
+// null for the plain gate). Needs shaderFloat64 (the RoPE phases are updated in f64).
+struct GpuMamba3ScanArgs {
+  int64_t n_heads = 0, headdim = 0, d_state = 0, n_groups = 0, n_angles = 0;
+  const Buffer* proj = nullptr;  // [rows, ldp]: z | x | B | C | dd_dt | dd_A | trap | angles
+  uint64_t proj_offset = 0;
+  int64_t ldp = 0;
+  const Buffer* y = nullptr;  // [rows, ldy]
+  uint64_t y_offset = 0;
+  int64_t ldy = 0;
+  const Buffer *dt_bias = nullptr, *b_bias = nullptr, *c_bias = nullptr, *b_norm = nullptr, *c_norm = nullptr,
+               *d_skip = nullptr, *gate_norm = nullptr;
+  uint64_t dt_bias_offset = 0, b_bias_offset = 0, c_bias_offset = 0, b_norm_offset = 0, c_norm_offset = 0,
+           d_offset = 0, gate_offset = 0;
+  float a_floor = 1e-4f, eps = 1e-5f;
+  uint64_t state_offset = 0;
+  std::span<const Part> parts;         // the states are VulkanStates
+  std::span<const uint8_t> chunked{};  // per part: nonzero for the chunked order
+  int64_t chunk = 64;
+  bool boundary_fold = true;
+};
+
 void record_matmul(CommandSequence& sequence, const GpuMatmulArgs& args);
 void record_argmax(CommandSequence& sequence, const GpuArgmaxArgs& args);
 void record_rms_norm(CommandSequence& sequence, const GpuRmsNormArgs& args);
@@ -257,5 +283,6 @@ void record_selective_scan(CommandSequence& sequence, const GpuSelectiveScanArgs
 void record_elementwise(CommandSequence& sequence, const GpuElementwiseArgs& args);
 void record_mamba2_scan(CommandSequence& sequence, const GpuMamba2ScanArgs& args);
 void record_gated_rms_norm(CommandSequence& sequence, const GpuGatedRmsNormArgs& args);
+void record_mamba3_scan(CommandSequence& sequence, const GpuMamba3ScanArgs& args);
 
 }  // namespace mb::vulkan

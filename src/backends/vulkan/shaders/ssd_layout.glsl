@@ -11,9 +11,10 @@
 //   Hent  [N][P]  the state entering the chunk
 //   Rows  [L][8]  per position: cum (the inclusive cumulative log-decay), exp(cum), diag (the
 //                 coefficient of v_i in y_i), dt, exp(cum_last - cum), and Mamba-3's lambda
-//   Chunk [4]     exp(cum_last); the boundary-fold factor of a window's first chunk
+//   Chunk [4]     exp(cum_last); Mamba-3's boundary-fold factor of a window's first chunk and
+//                 the sigma of the chunk's last position
 //   Ypre  [L][P]  Mamba-3's outputs before the gate
-//   Klast [N]     Mamba-3's k of the chunk's last position (rotated, unscaled)
+//   Kraw  [L][N]  Mamba-3's keys k_i before their scale (rotated)
 // The host computes the same block size (vulkan_ssm_ops.cc's plan_ssd). Two tables come staged
 // from the host: per chunk g (chunks_at + 4 g) its part, first round row, length and flags; per
 // part (parts_at + 4 p) its first chunk, chunk count, first row and row count.
@@ -28,7 +29,7 @@ const uint kRowCum = 0u, kRowExpCum = 1u, kRowDiag = 2u, kRowDt = 3u, kRowWeight
 const uint kRowFloats = 8u;
 
 struct SsdLayout {
-  uint q, kt, ktw, v, m, intra, dh, hent, rows, chunk, ypre, klast, batch;
+  uint q, kt, ktw, v, m, intra, dh, hent, rows, chunk, ypre, kraw, batch;
 };
 
 SsdLayout ssd_layout(uint L, uint N, uint P) {
@@ -44,8 +45,8 @@ SsdLayout ssd_layout(uint L, uint N, uint P) {
   s.rows = s.hent + N * P;
   s.chunk = s.rows + kRowFloats * L;
   s.ypre = s.chunk + 4u;
-  s.klast = s.ypre + L * P;
-  s.batch = s.klast + N;
+  s.kraw = s.ypre + L * P;
+  s.batch = s.kraw + L * N;
   return s;
 }
 

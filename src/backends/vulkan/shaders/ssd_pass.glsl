@@ -57,7 +57,7 @@ void main() {
         } else {
           const uint previous = base - params.head_count * s.batch;
           const uint last = tables[params.chunks_at + 4u * (g - 1u) + 2u] - 1u;
-          k_prev = scratch[previous + s.klast + n];
+          k_prev = scratch[previous + s.kraw + last * kStates + n];
           v_prev = scratch[previous + s.v + last * kHeaddim + p];
         }
         precise float fk = scratch[base + s.chunk + 1u] * k_prev;
@@ -74,7 +74,7 @@ void main() {
   const uint base = (g * params.head_count + gl_WorkGroupID.x) * s.batch;
   const uint last = tables[params.chunks_at + 4u * g + 2u] - 1u;
   for (uint n = gl_LocalInvocationIndex; n < kStates; n += gl_WorkGroupSize.x)
-    STATE[params.k_offset + h * kStates + n] = scratch[base + s.klast + n];
+    STATE[params.k_offset + h * kStates + n] = scratch[base + s.kraw + last * kStates + n];
   for (uint p = gl_LocalInvocationIndex; p < kHeaddim; p += gl_WorkGroupSize.x)
     STATE[params.v_offset + h * kHeaddim + p] = scratch[base + s.v + last * kHeaddim + p];
 }
