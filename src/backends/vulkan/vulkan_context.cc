@@ -157,6 +157,11 @@ VkInstance create_plain_instance(VkResult& result) {
 
 }  // namespace
 
+bool subgroups_allowed_by_environment() {
+  const char* value = std::getenv("MB_VULKAN_SUBGROUPS");
+  return value == nullptr || std::strcmp(value, "0") != 0;
+}
+
 bool validation_requested_by_environment() {
   const char* value = std::getenv("MB_VULKAN_VALIDATION");
   return value != nullptr && std::strcmp(value, "1") == 0;

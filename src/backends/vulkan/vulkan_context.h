@@ -29,6 +29,9 @@ enum class FmaMode {
 
 // MB_VULKAN_VALIDATION=1 in the environment asks for the Khronos validation layer.
 bool validation_requested_by_environment();
+// MB_VULKAN_SUBGROUPS=0 in the environment turns the shaders' subgroup shuffles off (the
+// shared-memory exchanges instead), so `bench --device vulkan` can time both.
+bool subgroups_allowed_by_environment();
 
 struct ContextOptions {
   int device_index = 0;  // into list_devices()
@@ -39,7 +42,7 @@ struct ContextOptions {
   bool buffer_arrays = true;
   // False behaves as a device without subgroup shuffles: the Mamba-2/3 scans and the reductions
   // of the gated norms then pass values through shared memory (for tests of that fallback).
-  bool subgroup_ops = true;
+  bool subgroup_ops = subgroups_allowed_by_environment();
 };
 
 struct DeviceInfo {

@@ -1,8 +1,9 @@
 // The GPU counterparts of the CPU ops, recorded into a CommandSequence.
 //
 // Each takes views into device buffers (a buffer and an element offset, with row strides as the
-// CPU ops take pointers and strides) and records one dispatch (the batched conv and scan: one
-// per kMaxGpuParts sequences). On a device with an exact fma
+// CPU ops take pointers and strides) and records one dispatch (the batched conv and scans: one
+// per kMaxGpuParts sequences; the Mamba-2/3 scans' chunked order and Mamba-3's preparation a few
+// more). On a device with an exact fma
 // (Context::exact_fma) every op gives the CPU kernel's bits; see shaders/mb_math.glsl for how.
 // Arguments are checked on the host before anything is recorded: a view that would reach past
 // its buffer, or a shape the device cannot dispatch, throws mb::Error.
