@@ -269,6 +269,60 @@ TEST_P(VulkanSsdModel, AutoPicksTheFormTheCpuPicks) {
   }
 }
 
+// The shader variants the registry does not run (it pairs buffer arrays with subgroup shuffles, and
+// neither with neither): state arrays with shared-memory exchanges, and one dispatch per sequence
+// with shuffles. d_state 64 spreads each channel's states over four invocations, so the chain's
+// hand-off runs too. Two sequences prefill in both scan orders and decode; every output equals
+// the CPU's.
+class VulkanSsdShaderVariants : public test::VulkanTest, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(VulkanSsdShaderVariants, ArraysWithoutShufflesAndShufflesWithoutArraysGiveTheCpusBits) {
+  MakeModelOptions options;
+  options.config = GetParam() == "mamba2" ? test::mamba2_config(32, 64, 16, 2, kVocab)
+                                          : test::mamba3_config(32, 64, 16, kVocab);
+  options.config.ssm.chunk_size = 8;
+  options.seed = 29;
+  const std::string dir = test::write_model(options, "vulkan_ssd_variants_" + GetParam());
+  setenv("MB_VULKAN_VALIDATION", "1", 1);
+  auto cpu = Model::load(dir), gpu = Model::load(dir);
+  const std::vector<std::vector<int32_t>> prompts = {test::random_tokens(20, kVocab, 41),
+                                                     test::random_tokens(9, kVocab, 42)};
+  const int32_t next[] = {7, 8};
+  for (bool arrays : {true, false}) {
+    vulkan::ContextOptions context;
+    context.device_index = ctx().info().index;
+    context.buffer_arrays = arrays;
+    context.subgroup_ops = !arrays;
+    gpu->set_backend(std::make_shared<vulkan::VulkanBackend>(context));
+    const auto& backend = dynamic_cast<const vulkan::VulkanBackend&>(gpu->backend());
+    for (ScanForm scan : {ScanForm::Sequential, ScanForm::Chunked}) {
+      std::vector<std::vector<float>> outputs[2];
+      for (int which = 0; which < 2; ++which) {
+        const Model& model = which == 0 ? *cpu : *gpu;
+        std::vector<SequenceState> states = {model.new_state(), model.new_state()};
+        std::vector<SequenceInput> batch = {{&states[0], prompts[0], {}}, {&states[1], prompts[1], {}}};
+        Workspace ws;
+        std::vector<std::vector<float>> out;
+        model.forward(kCpu, batch, {OutputKind::LogitsAll, 0, scan, 0}, ws, out);
+        outputs[which] = out;
+        for (size_t i = 0; i < batch.size(); ++i) batch[i] = {&states[i], std::span(&next[i], 1), {}};
+        model.forward(kCpu, batch, {OutputKind::LogitsLast, 0}, ws, out);
+        outputs[which].insert(outputs[which].end(), out.begin(), out.end());
+        for (const SequenceState& state : states) outputs[which].push_back(state.download());
+      }
+      for (size_t i = 0; i < outputs[0].size(); ++i) {
+        EXPECT_LE(test::nmse(outputs[1][i], outputs[0][i]), kMaxNmse) << i;
+        if (backend.context().exact_fma()) EXPECT_TRUE(test::same_bits(outputs[1][i], outputs[0][i])) << i;
+      }
+    }
+    for (const std::string& error : backend.context().validation_errors())
+      ADD_FAILURE() << "Vulkan validation error: " << error;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, VulkanSsdShaderVariants, ::testing::Values("mamba2", "mamba3"),
+                         [](const auto& info) { return info.param; });
+
 // The weights' dtype changes only the matmuls (tested for every dtype on their own): the other
 // dtypes run the CPU comparison alone, which keeps the suite's device time down on CI's two cores.
 class VulkanSsdModelDtypes : public VulkanSsdModel {};
