@@ -22,10 +22,10 @@ TEST(CliMoe, MakeModelWritesMixtureOfExpertsHybridsThatLogitsRunExactly) {
   const std::string common = " --d-model 40 --vocab 301 --d-state 16 --headdim 16 --seed 4";
   const std::vector<std::pair<std::string, std::string>> made = {
       {"granite",
-       "--arch granite-hybrid --pattern M* --heads 4 --kv-heads 2 --mlp-width 36 --experts 5 "
+       "--arch granite-hybrid --pattern 'M*' --heads 4 --kv-heads 2 --mlp-width 36 --experts 5 "
        "--top-k 2 --expert-width 20"},
       {"nemotron",
-       "--arch nemotron-h --pattern ME*E --heads 4 --kv-heads 1 --head-dim 8 --experts 7 "
+       "--arch nemotron-h --pattern 'ME*E' --heads 4 --kv-heads 1 --head-dim 8 --experts 7 "
        "--top-k 3 --expert-width 24 --shared-width 30 --routed-scaling-factor 2.5"}};
   for (const auto& [name, flags] : made) {
     SCOPED_TRACE(name);
@@ -62,8 +62,8 @@ TEST(CliMoe, InconsistentExpertFlagsAreOneLineErrors) {
   const std::string dir = test::make_temp_dir("cli_moe_flags");
   const std::string make = "make-model --out " + dir + "/made --d-model 32 ";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {make + "--arch nemotron-h --pattern M*E", "--pattern holds E layers: give their --experts"},
-      {make + "--arch nemotron-h --pattern M*- --experts 4", "--experts needs E layers in --pattern"},
+      {make + "--arch nemotron-h --pattern 'M*E'", "--pattern holds E layers: give their --experts"},
+      {make + "--arch nemotron-h --pattern 'M*-' --experts 4", "--experts needs E layers in --pattern"},
       {make + "--arch granite-hybrid --pattern ME", "--pattern holds 'E': expected M or *"},
       {make + "--arch granite-hybrid --experts 4 --shared-width 8", "--shared-width is nemotron-h's"},
       {make + "--arch granite-hybrid --experts 4 --top-k 5", "--top-k must be in [0, 4]"},

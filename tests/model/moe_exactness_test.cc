@@ -14,6 +14,7 @@
 #include "common/hybrid_configs.h"
 #include "common/model_fixture.h"
 #include "common/test_util.h"
+#include "model/blocks/block.h"
 
 namespace mb {
 namespace {
@@ -39,8 +40,8 @@ void tie_experts_1_and_3(const std::string& dir) {
 }
 
 // Granite with attention first and last in f32; Nemotron-H in bf16; Granite with top-1 routing,
-// quantized to Q8_0 at load; Nemotron-H choosing 6 of 8 experts, quantized to Q4_0; Granite with
-// tied router scores.
+// quantized to Q8_0 at load; Nemotron-H choosing 6 of 8 experts, quantized to Q4_0, and with
+// experts 256 wide, quantized to Q4_K; Granite with tied router scores.
 std::vector<Shape> shapes() {
   MakeModelOptions a;
   a.config = test::granite_moe_config("*MM*");
@@ -60,10 +61,15 @@ std::vector<Shape> shapes() {
   MakeModelOptions e;
   e.config = test::granite_moe_config("M*M", 7, 2);
   e.seed = 35;
+  MakeModelOptions f;
+  f.config = test::nemotron_moe_config("E*", 4, 2, 256, 256);
+  f.config.hybrid.moe.shared_width = 256;
+  f.seed = 37;
   return {{"granite_moe_f32", a, std::nullopt, 300},
           {"nemotron_moe_bf16", b, std::nullopt, 300},
           {"granite_moe_top1_q8_0", c, DType::Q8_0, 100},
           {"nemotron_moe_top6_q4_0", d, DType::Q4_0, 100},
+          {"nemotron_moe_q4_k", f, DType::Q4_K, 40},
           {"granite_moe_tied", e, std::nullopt, 100, tie_experts_1_and_3}};
 }
 
@@ -86,6 +92,18 @@ void PrintTo(const Shape& s, std::ostream* os) {
 }
 
 class MoeExactness : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(MoeExactness, TheExpertsAreStoredInTheLoadDtype) {
+  const DType expected = GetParam().load_dtype.value_or(GetParam().options.dtype);
+  int64_t moe_blocks = 0;
+  for (const auto& block : model_for(GetParam()).blocks()) {
+    if (block->kind() != BlockKind::Moe) continue;
+    ++moe_blocks;
+    for (const OpQuery& op : block->ops())
+      if (op.kind == OpKind::Moe) EXPECT_EQ(op.dtype, expected) << dtype_name(op.dtype);
+  }
+  EXPECT_GT(moe_blocks, 0);
+}
 
 TEST_P(MoeExactness, PrefillEqualsDecodeStepsForEveryLength) {
   test::expect_prefill_equals_steps_for_every_length(model_for(GetParam()), GetParam().max_length);
