@@ -29,8 +29,16 @@ std::vector<double> product_input(const WeightMatrix& w, const std::vector<doubl
 std::vector<double> product(const WeightMatrix& w, const std::vector<double>& row) {
   const std::vector<double> in = product_input(w, row);
   std::vector<double> out(w.rows, 0.0);
-  for (int64_t n = 0; n < w.rows; ++n)
-    for (int64_t k = 0; k < w.cols; ++k) out[n] += in[k] * packed_weight(w, n, k);
+  std::vector<float> weights(w.cols);
+  for (int64_t n = 0; n < w.rows; ++n) {
+    // A quantized row is widened whole (element by element would widen its block each time).
+    if (dtype_is_quantized(w.dtype)) {
+      dequantize_packed_row(w, n, weights.data());
+    } else {
+      for (int64_t k = 0; k < w.cols; ++k) weights[k] = packed_weight(w, n, k);
+    }
+    for (int64_t k = 0; k < w.cols; ++k) out[n] += in[k] * weights[k];
+  }
   return out;
 }
 
