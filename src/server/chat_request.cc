@@ -117,8 +117,8 @@ void check_tools(const json& body) {
   }
 }
 
-// A SAX handler that writes the body back as JSON text in the order it was read, and notes where
-// the values the template takes lie in that text: the last "messages", "tools" and
+// A SAX handler that writes the values of the body the template takes back as JSON text in the
+// order they were read, and notes where they lie in that text: the last "messages", "tools" and
 // "chat_template_kwargs" of the body (a repeated key keeps its last value, as in the parsed body),
 // and in each message of the last "messages", the last "content" and the last arguments of each
 // tool call. Strings are re-escaped and floats keep their own digits, so what the template's JSON
@@ -155,7 +155,8 @@ class BodyRewriter {
 
   bool key(string_t& key) {
     Frame& frame = open_.back();
-    out += (frame.count++ > 0 ? ", " : "") + json(key).dump() + ": ";
+    if (frame.count++ > 0) emit(", ");
+    emit(json(key).dump() + ": ");
     frame.key = std::move(key);
     return true;
   }
@@ -182,7 +183,7 @@ class BodyRewriter {
   std::pair<Target, InnerKey> begin_value() {
     if (open_.empty()) return {kNone, {}};
     Frame& parent = open_.back();
-    if (!parent.object && parent.count++ > 0) out += ", ";
+    if (!parent.object && parent.count++ > 0) emit(", ");
     if (open_.size() == 1 && parent.object) {
       if (parent.key == "messages") return {kMessages, {}};
       if (parent.key == "tools") return {kTools, {}};
@@ -209,7 +210,8 @@ class BodyRewriter {
   bool scalar(const std::string& text) {
     const auto [target, key] = begin_value();
     const size_t begin = out.size();
-    out += text;
+    // A top-level value is written even when it is a scalar (a null "tools", say).
+    if (capture_ > 0 || (target != kNone && target != kInner)) out += text;
     record(target, key, begin);
     return true;
   }
@@ -223,19 +225,30 @@ class BodyRewriter {
     frame.begin = out.size();
     frame.target = target;
     frame.inner = key;
-    out += bracket;
+    if (capture_ > 0)
+      ++capture_;
+    else if (target != kNone)
+      capture_ = 1;
+    emit(bracket);
     return true;
   }
 
   bool close(const char* bracket) {
-    out += bracket;
+    emit(bracket);
+    if (capture_ > 0) --capture_;
     const Frame frame = std::move(open_.back());
     open_.pop_back();
     record(frame.target, frame.inner, frame.begin);
     return true;
   }
 
+  // Only the values the template takes are written: the rest of the body may be large.
+  void emit(const std::string& text) {
+    if (capture_ > 0) out += text;
+  }
+
   std::vector<Frame> open_;
+  int capture_ = 0;  // open containers of the top-level value being written (0: none)
 };
 
 // The texts of a list of text parts, joined with "\n" between them once the text is not empty.

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/test_util.h"
+#include "common/timing.h"
 #include "server/openai_api.h"
 
 namespace mb::server {
@@ -307,6 +308,32 @@ TEST(ChatRequest, ToolCallArgumentsAsJsonTextRenderAsTheirObjectWhereTheTemplate
                  "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "[1, 2]"}}]}]})",
              "items needs a mapping, not 'str'",
              served_template("nemotron-3-nano.jinja", "<s>", "<|im_end|>"));
+}
+
+// A request whose tool schema has `keys` properties: a mapping with many keys must not cost the
+// square of their size to read in order (an ordered map that searches its keys would).
+std::string wide_request(int keys) {
+  std::string properties;
+  for (int k = 0; k < keys; ++k)
+    properties += (k ? ", \"p" : "\"p") + std::to_string(keys - k) + "\": {\"type\": \"integer\"}";
+  return R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "x"}]}],
+             "tools": [{"type": "function", "function": {"name": "f", "parameters": {"properties": {)" +
+         properties + "}}}}]}";
+}
+
+TEST(ChatRequest, WideRequestsAreReadInLinearTime) {
+  const auto work = [&](int keys) {
+    const std::string body = wide_request(keys);
+    const ApiRequest request = parse_api_request(ApiKind::Chat, body, {}, 1);
+    EXPECT_GT(request.chat.tools.size(), static_cast<size_t>(keys) * 20);
+  };
+  EXPECT_LT(test::least_cpu_seconds([&] { work(40000); }, 1), test::scaled_seconds(1.0));
+  EXPECT_LT(test::growth_for_4x(work, 10000), 8.0);
+  // And the whole request, rendered and encoded, is served.
+  const ServedChatTemplate served = served_template("granite-4.0.jinja", "", "");
+  const std::string body = wide_request(2000);
+  EXPECT_GT(prepare_api_request(ApiKind::Chat, body, tokenizer(), served, {}, 1, "m").serve.prompt.size(),
+            40000u);
 }
 
 TEST(ChatRequest, MalformedChatFieldsAreA400NamingTheField) {
