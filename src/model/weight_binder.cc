@@ -1,5 +1,7 @@
 #include "model/weight_binder.h"
 
+#include <omp.h>
+
 #include <cstring>
 
 #include "core/error.h"
@@ -105,18 +107,10 @@ const StoredTensor& WeightBinder::quantized_rows(const StoredTensor& tensor) {
   const int64_t rows = tensor.shape[0], cols = tensor.shape[1];
   const DType target = storable_dtype(*matrix_dtype_, cols);
   if (!dtype_is_quantized(target) || target == *tensor.dtype) return tensor;
-  const size_t source_row = dtype_row_bytes(*tensor.dtype, cols), target_row = dtype_row_bytes(target, cols);
+  const size_t target_row = dtype_row_bytes(target, cols);
   std::vector<uint8_t> bytes(static_cast<size_t>(rows) * target_row);
-  // Independent rows: a parallel loop writes the same bytes.
-#pragma omp parallel
-  {
-    std::vector<float> row(static_cast<size_t>(cols));
-#pragma omp for schedule(static)
-    for (int64_t n = 0; n < rows; ++n) {
-      dequantize_row(*tensor.dtype, tensor.data + n * source_row, cols, row.data());
-      quantize_row(target, row.data(), cols, bytes.data() + n * target_row);
-    }
-  }
+  quantize_rows(ComputeContext{omp_get_max_threads()}, tensor.data, *tensor.dtype, rows, cols, target,
+                bytes.data());
   owned_bytes_.push_back(std::move(bytes));
   tensors_.release_pages(tensor);
   StoredTensor copy = tensor;
