@@ -171,6 +171,11 @@ void write_gguf_checkpoint(const std::string& path, const ModelConfig& c, const 
   // GGUF has one vocabulary size: the embedding's rows, which the LM head must share.
   ModelConfig shaped = c;
   shaped.vocab_rows = embedding->shape[0];
+  if (options.progress != nullptr) {
+    uint64_t total = 0;
+    for (const auto& [name, tensor] : tensors.tensors()) total += tensor.byte_size;
+    options.progress->start("", total, ProgressUnit::Bytes);
+  }
   for (const TensorSpec& spec : gguf_tensor_specs(shaped)) {
     std::string source = spec.name == embedding_spec.name ? embedding_name : spec.name;
     // Hugging Face folders hold A_log; files opened by open_gguf_checkpoint hold A.
@@ -192,7 +197,9 @@ void write_gguf_checkpoint(const std::string& path, const ModelConfig& c, const 
         spec.name == own.tail[kLmHead].name || (c.tie_embeddings && spec.name == embedding_spec.name);
     const uint32_t type = storage_type(spec, ne, options.type, layer, c.n_layer, head);
     writer.add_tensor(spec.gguf, ne, type, encode(values, type, ne[0]));
+    if (options.progress != nullptr) options.progress->advance(tensor->byte_size);
   }
+  if (options.progress != nullptr) options.progress->start("writing " + path, 0, ProgressUnit::Bytes);
   writer.write(path);
 }
 

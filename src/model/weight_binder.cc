@@ -65,7 +65,7 @@ WeightMatrix WeightBinder::matrix(const std::string& name, int64_t rows, int64_t
   const DType target = storable_dtype(matrix_dtype_.value_or(*tensor.dtype), cols);
   packed_matrices_.push_back(pack_weights(tensor.data, *tensor.dtype, rows, cols, target));
   packed_matrix_bytes_ += packed_matrices_.back().size();
-  tensors_.release_pages(tensor);
+  finished(tensor);
   return {packed_matrices_.back().data(), target, rows, cols};
 }
 
@@ -73,8 +73,22 @@ WeightMatrix WeightBinder::packed_rows(const StoredTensor& tensor, int64_t rows)
   const DType target = storable_dtype(matrix_dtype_.value_or(*tensor.dtype), tensor.shape[1]);
   packed_matrices_.push_back(pack_weights(tensor.data, *tensor.dtype, rows, tensor.shape[1], target));
   packed_matrix_bytes_ += packed_matrices_.back().size();
-  tensors_.release_pages(tensor);
+  finished(tensor);
   return {packed_matrices_.back().data(), target, rows, tensor.shape[1]};
+}
+
+void WeightBinder::report_progress_to(ProgressLine* progress) {
+  progress_ = progress;
+  if (progress_ == nullptr) return;
+  uint64_t total = 0;
+  for (const auto& [name, tensor] : tensors_.tensors()) total += tensor.byte_size;
+  progress_->start("", total, ProgressUnit::Bytes);
+}
+
+void WeightBinder::finished(const StoredTensor& tensor) {
+  tensors_.release_pages(tensor);
+  // A tensor bound twice (the tied LM head packs the embedding's rows) counts once.
+  if (progress_ != nullptr && reported_.insert(tensor.name).second) progress_->advance(tensor.byte_size);
 }
 
 size_t WeightBinder::resident_packed_bytes() const {
@@ -98,7 +112,7 @@ const float* WeightBinder::f32(const std::string& name, const std::vector<int64_
   const size_t count = static_cast<size_t>(tensor.element_count());
   std::vector<float> values(count);
   dequantize_row(*tensor.dtype, tensor.data, static_cast<int64_t>(count), values.data());
-  tensors_.release_pages(tensor);
+  finished(tensor);
   return keep(std::move(values));
 }
 
@@ -112,7 +126,7 @@ const StoredTensor& WeightBinder::quantized_rows(const StoredTensor& tensor) {
   quantize_rows(ComputeContext{omp_get_max_threads()}, tensor.data, *tensor.dtype, rows, cols, target,
                 bytes.data());
   owned_bytes_.push_back(std::move(bytes));
-  tensors_.release_pages(tensor);
+  finished(tensor);
   StoredTensor copy = tensor;
   copy.dtype = target;
   copy.dtype_string = std::string(dtype_name(target));
