@@ -53,8 +53,9 @@ std::string progress_text(std::string_view label, std::string_view stage, uint64
     text += ' ';
     text += stage;
   }
+  // Without a total there is nothing to count (a single blocking write): the stage alone.
+  if (total == 0) return text;
   text += ' ';
-  if (total == 0) return text + duration_text(seconds);
   done = std::min(done, total);
   const double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0.0;
   if (unit == ProgressUnit::Bytes) {

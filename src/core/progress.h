@@ -45,7 +45,7 @@ class ProgressLine {
 
   // Starts a stage of the job (the delay still counts from the job's start): `stage` names it
   // ("" for a job of one stage), `total` is what advance() counts up to in `unit` (0 when
-  // unknown: the line then shows the stage and its seconds so far).
+  // unknown: the line then names the stage only).
   void start(std::string stage, uint64_t total, ProgressUnit unit);
   void advance(uint64_t amount);
   // Erases the line if it is shown.

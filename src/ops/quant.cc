@@ -339,9 +339,9 @@ void quantize_block_reference(DType type, const float* x, void* out) {
 }
 
 void quantize_row(DType type, const float* x, int64_t n, void* out, Isa isa) {
+  const cpu::QuantKernels& kernels = cpu::kernels_for(isa).quant;  // throws for an ISA this CPU lacks
   if (!dtype_is_quantized(type)) return quantize_row_reference(type, x, n, out);
   dtype_row_bytes(type, n);  // throws unless n is a whole number of blocks
-  const cpu::QuantKernels& kernels = cpu::kernels_for(isa).quant;
   kernels.quantize_weights(type, x, n / dtype_block_weights(type), static_cast<uint8_t*>(out));
 }
 
