@@ -46,8 +46,7 @@ bool isa_supported(Isa isa) {
       return true;
 #if defined(__x86_64__)
     case Isa::Avx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             x86_has_f16c();
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && x86_has_f16c();
     case Isa::Avx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
