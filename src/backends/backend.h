@@ -30,7 +30,9 @@
 #include "core/dtype.h"
 #include "core/profile.h"
 #include "core/threading.h"
+#include "ops/attention.h"
 #include "ops/ffn.h"
+#include "ops/moe.h"
 #include "ops/scan_form.h"
 
 namespace mb {
@@ -120,6 +122,13 @@ class StateStorage {
 };
 
 // A state in host memory: what the CPU backend computes on, and what a state file restores into.
+//
+// Its growing parts are lists of blocks of kStateBlockPositions positions. A position's rows are
+// written once (a KV cache only appends), so a block whose positions are all used never changes
+// again: clone() shares such full blocks with its copy read-only and copies only the last,
+// partly used block. Live sequences forked from one cached conversation, and the prefix cache's
+// entries along it, therefore hold one copy of the keys and values they have in common; each
+// writes only into blocks it alone holds.
 class HostState final : public StateStorage {
  public:
   explicit HostState(StateShape shape);
@@ -133,13 +142,25 @@ class HostState final : public StateStorage {
 
   float* fixed() { return fixed_.data(); }
   const float* fixed() const { return fixed_.data(); }
-  float* growing(size_t part) { return growing_[part].data(); }  // [capacity, floats per position]
+  // Where position `position` of growing part `part` is written: in a block this state alone
+  // holds (checked), within the capacity.
+  float* writable_row(size_t part, int64_t position);
+  // Growing part `part`'s rows by position, for reading ([capacity, floats per position]).
+  PositionRows rows(size_t part) const;
+  // Whether position block `block` of every growing part is the same memory in both states.
+  bool shares_block(const HostState& other, int64_t block) const;
 
  private:
-  std::vector<float> fixed_{};
-  std::vector<std::vector<float>> growing_{};
-};
+  // Appends zeroed blocks until every growing part has room for `positions`.
+  void grow_to(int64_t positions);
 
+  struct GrowingPart {
+    std::vector<std::shared_ptr<float[]>> blocks{};  // [kStateBlockPositions, floats per position] each
+    std::vector<const float*> addresses{};           // blocks[i].get(), as PositionRows takes them
+  };
+  std::vector<float> fixed_{};
+  std::vector<GrowingPart> growing_{};
+};
 // One sequence of a round: its rows of the round's activation buffers and its state. The ops
 // that read and update state (conv, scans) take every part of a round at once.
 struct Part {
@@ -320,6 +341,26 @@ struct ScaleOp {
   PhaseId phase = 0;
 };
 
+// ops/moe.h over m rows: the router product, each row's choice of experts and their weights, each
+// chosen expert's MLP over the block of rows routed to it, and y (+)= each row's weighted sum. The
+// scratch views have room for m rows each; `routes` holds the choice afterwards (the other
+// scratch contents are fixed by no contract). Only the chosen experts' matrices are read.
+struct MoeOp {
+  MoeParams params{};
+  View x{};  // [m, d_model]
+  int64_t m = 0;
+  Matrix router{};                       // [n_experts, d_model], f32
+  View correction_bias{};                // [n_experts], or none
+  std::span<const Matrix> up{}, down{};  // n_experts each: [up_rows, d_model] and [d_model, width]
+  View y{};                              // [m, d_model]
+  bool accumulate = false;
+  View logits{};                        // [m, n_experts]
+  View routes{};                        // [m, 2 top_k]: each slot's expert (as a float), then its weight
+  View rows{}, hidden{}, out{}, acc{};  // [m, d_model], [m, up_rows], [m, d_model], [m, d_model]
+  PhaseId router_phase = 0;             // the router product and the routing
+  PhaseId phase = 0;                    // the experts and the sums
+};
+
 // Rows of an embedding table for token ids, widened to f32 (ops/quant.h's dequantize_row) into
 // y's rows. The table stays in host memory, in its storage dtype: lookups touch a few rows.
 struct EmbedOp {
@@ -359,14 +400,15 @@ enum class OpKind {
   AppendRows,
   Attention,
   Glu,
-  Scale
+  Scale,
+  Moe
 };
 const char* op_kind_name(OpKind kind);
 
 // An op and the parameters a backend's support depends on.
 struct OpQuery {
   OpKind kind{};
-  DType dtype = DType::F32;  // the weights' storage dtype (Matmul)
+  DType dtype = DType::F32;  // the weights' storage dtype (Matmul; Moe: the experts')
   int64_t size = 0;          // the state size (scans), the kernel size (conv)
 };
 
@@ -447,6 +489,7 @@ class Backend {
   virtual void attention(Stream& stream, const AttentionOp& op) const = 0;
   virtual void glu(Stream& stream, const GluOp& op) const = 0;
   virtual void scale(Stream& stream, const ScaleOp& op) const = 0;
+  virtual void moe(Stream& stream, const MoeOp& op) const = 0;
 };
 
 }  // namespace mb

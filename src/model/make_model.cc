@@ -63,14 +63,28 @@ std::vector<float> draw(const TensorSpec& spec, SeededRandom& rng) {
   return {};
 }
 
-// Every wanted tensor of `specs`, drawn from `rng` in order; `progress` (may be null) counts
-// their f32 bytes.
+// Every wanted tensor of `specs`, drawn from `rng` in order; `progress` (may be null) counts their
+// f32 bytes. Experts stored one tensor per expert are drawn as their stacked tensor, then written
+// as each expert's slice.
 void generate(const std::vector<TensorSpec>& specs, SeededRandom& rng, std::vector<GeneratedTensor>& out,
               ProgressLine* progress) {
   for (const TensorSpec& spec : specs) {
     if (!spec.wanted) continue;
-    out.push_back({spec, draw(spec, rng)});
-    if (progress != nullptr) progress->advance(out.back().values.size() * sizeof(float));
+    std::vector<float> values = draw(spec, rng);
+    if (progress != nullptr) progress->advance(values.size() * sizeof(float));
+    if (spec.role != TensorRole::Experts || spec.expert_name.empty()) {
+      out.push_back({spec, std::move(values)});
+      continue;
+    }
+    const int64_t experts = spec.shape[0], rows = spec.shape[1], cols = spec.shape[2];
+    for (int64_t e = 0; e < experts; ++e) {
+      TensorSpec one = spec;
+      one.name = expert_tensor_name(spec.expert_name, e);
+      one.shape = {rows, cols};
+      one.role = TensorRole::Matrix;
+      const auto first = values.begin() + e * rows * cols;
+      out.push_back({std::move(one), std::vector<float>(first, first + rows * cols)});
+    }
   }
 }
 
@@ -205,7 +219,10 @@ double make_model_value_count(const ModelConfig& c, int64_t input_dim) {
       inner * (3 * d + 3 * static_cast<double>(c.ssm.d_state) + static_cast<double>(c.ssm.d_conv) +
                2 * static_cast<double>(c.ssm.dt_rank)) +
       d;
-  return rows * d * (c.tie_embeddings ? 1 : 2) + static_cast<double>(c.n_layer) * per_layer +
+  // A mixture of experts' layers hold E experts of up to three width x d matrices each.
+  const double experts =
+      static_cast<double>(c.hybrid.moe.n_experts) * 3 * static_cast<double>(c.hybrid.moe.width) * d;
+  return rows * d * (c.tie_embeddings ? 1 : 2) + static_cast<double>(c.n_layer) * (per_layer + experts) +
          static_cast<double>(input_dim) * d;
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "model/weight_schema.h"
 #include "ops/matmul.h"
 #include "ops/quant.h"
 #include "ops/quant_matmul.h"
@@ -60,13 +61,43 @@ void check_layer_indices(const TensorSet& tensors, int64_t n_layer) {
   }
 }
 
+WeightMatrix WeightBinder::pack(const StoredTensor& tensor, const uint8_t* data, int64_t rows, int64_t cols,
+                                DType target) {
+  packed_matrices_.push_back(pack_weights(data, *tensor.dtype, rows, cols, target));
+  packed_matrix_bytes_ += packed_matrices_.back().size();
+  return {packed_matrices_.back().data(), target, rows, cols};
+}
+
 WeightMatrix WeightBinder::matrix(const std::string& name, int64_t rows, int64_t cols) {
   const StoredTensor& tensor = require(name, {rows, cols});
-  const DType target = storable_dtype(matrix_dtype_.value_or(*tensor.dtype), cols);
-  packed_matrices_.push_back(pack_weights(tensor.data, *tensor.dtype, rows, cols, target));
-  packed_matrix_bytes_ += packed_matrices_.back().size();
+  const WeightMatrix w =
+      pack(tensor, tensor.data, rows, cols, storable_dtype(matrix_dtype_.value_or(*tensor.dtype), cols));
   finished(tensor);
-  return {packed_matrices_.back().data(), target, rows, cols};
+  return w;
+}
+
+WeightMatrix WeightBinder::matrix(const std::string& name, int64_t rows, int64_t cols, DType dtype) {
+  const StoredTensor& tensor = require(name, {rows, cols});
+  const WeightMatrix w = pack(tensor, tensor.data, rows, cols, dtype);
+  finished(tensor);
+  return w;
+}
+
+std::vector<WeightMatrix> WeightBinder::experts(const std::string& name, const std::string& expert_name,
+                                                int64_t experts, int64_t rows, int64_t cols) {
+  std::vector<WeightMatrix> out;
+  if (!expert_name.empty() && (has(expert_tensor_name(expert_name, 0)) || !has(name))) {
+    for (int64_t e = 0; e < experts; ++e)
+      out.push_back(matrix(expert_tensor_name(expert_name, e), rows, cols));
+    return out;
+  }
+  const StoredTensor& tensor = require(name, {experts, rows, cols});
+  const DType target = storable_dtype(matrix_dtype_.value_or(*tensor.dtype), cols);
+  const size_t expert_bytes = static_cast<size_t>(rows) * dtype_row_bytes(*tensor.dtype, cols);
+  for (int64_t e = 0; e < experts; ++e)
+    out.push_back(pack(tensor, tensor.data + e * expert_bytes, rows, cols, target));
+  finished(tensor);
+  return out;
 }
 
 WeightMatrix WeightBinder::packed_rows(const StoredTensor& tensor, int64_t rows) {

@@ -30,6 +30,13 @@ class WeightBinder {
   std::string first_present(std::initializer_list<std::string> names) const;
 
   WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols);
+  // The same, packed in `dtype` whatever the requested matrix dtype (a MoE router, in f32).
+  WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols, DType dtype);
+  // `experts` matrices of [rows, cols], each packed on its own: one 2-D tensor per expert, named
+  // expert_name with "{e}" for its index, where expert_name is given and the checkpoint holds
+  // expert 0's; else the stacked 3-D tensor `name` [experts, rows, cols].
+  std::vector<WeightMatrix> experts(const std::string& name, const std::string& expert_name, int64_t experts,
+                                    int64_t rows, int64_t cols);
   // The stored [rows, cols] tensor, whose row count may be any of `allowed_rows`.
   const StoredTensor& tensor_rows_in(const std::string& name, const std::vector<int64_t>& allowed_rows,
                                      int64_t cols);
@@ -63,6 +70,9 @@ class WeightBinder {
   const StoredTensor& require(const std::string& name, const std::vector<int64_t>& shape);
   // Drops the pages of a tensor that has been copied, and reports it.
   void finished(const StoredTensor& tensor);
+  // Packs [rows, cols] of `tensor`'s dtype starting at `data` in `target`.
+  WeightMatrix pack(const StoredTensor& tensor, const uint8_t* data, int64_t rows, int64_t cols,
+                    DType target);
 
   const TensorSet& tensors_;
   std::optional<DType> matrix_dtype_;

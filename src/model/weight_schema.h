@@ -25,6 +25,11 @@ enum class TensorRole {
   Matrix,    // packed once for the matmul (ops/matmul.h, ops/quant_matmul.h) in the load dtype
   Vector,    // an f32 copy (norm weights, biases, D, dt bias, A_log)
   ConvTaps,  // a depthwise conv1d weight [channels, 1, K], re-laid out tap-major [K, channels] in f32
+  // A mixture of experts' matrices, shape [experts, rows, cols]: each expert's [rows, cols] packed
+  // on its own as a Matrix is. The checkpoint holds them stacked in one 3-D tensor under `name`
+  // (Granite's input_linear, transformers' own saves, llama.cpp's *_exps tensors), or, where the
+  // spec has an expert_name, as one 2-D tensor per expert (Nemotron-H's experts.{e}.up_proj).
+  Experts,
 };
 
 // How make-model draws a tensor's values (model/make_model.cc), in schema order.
@@ -56,8 +61,12 @@ struct TensorSpec {
   TensorRole role = TensorRole::Vector;
   TensorInit init{};
   bool wanted = true;  // false: the config says the checkpoint has no such tensor (a bias, say)
-  // make-model writes it in f32 whatever the checkpoint dtype, as the reference keeps it.
+  // make-model writes it in f32 whatever the checkpoint dtype, as the reference keeps it; a Matrix
+  // is also packed in f32 whatever the load dtype (a MoE router: its scores choose the experts,
+  // and llama.cpp never quantizes it either).
   bool keep_f32 = false;
+  // Experts stored one tensor per expert: the name with "{e}" for the expert's index.
+  std::string expert_name{};
   // A second accepted checkpoint form: another name (the state-spaces embedding) or shape
   // (Mamba-2's per-channel D); empty when none.
   std::string alt_name{};
@@ -74,14 +83,18 @@ struct TensorSpec {
 
 // A bound tensor: its host form and, after upload, the backend's copy.
 struct Weight {
-  WeightMatrix host_matrix{};          // Matrix role
-  const float* host_values = nullptr;  // other roles
+  WeightMatrix host_matrix{};                // Matrix role
+  std::vector<WeightMatrix> host_experts{};  // Experts role: one per expert
+  const float* host_values = nullptr;        // other roles
   int64_t count = 0;
   // The checkpoint held the spec's alternative (alt_name, alt_shape, gguf_negexp_name).
   bool bound_alt = false;
-  Matrix matrix{};  // the backend's copy of a Matrix
-  View values{};    // the backend's copy of a vector
-  explicit operator bool() const { return host_matrix.data != nullptr || host_values != nullptr; }
+  Matrix matrix{};                // the backend's copy of a Matrix
+  std::vector<Matrix> experts{};  // the backend's copies of the experts' matrices
+  View values{};                  // the backend's copy of a vector
+  explicit operator bool() const {
+    return host_matrix.data != nullptr || host_values != nullptr || !host_experts.empty();
+  }
 };
 
 // Binds every wanted spec (missing or misshapen tensors throw mb::Error naming them); unwanted
@@ -109,6 +122,9 @@ enum ModelTailTensor { kFinalNorm = 0, kLmHead = 1 };
 std::vector<TensorSpec> block_tensor_specs(const ModelConfig& config, const BlockSpec& block);
 // Every spec of the model, in make-model's order.
 std::vector<TensorSpec> all_tensor_specs(const ModelConfig& config, bool hf_names, int64_t input_dim);
+
+// expert_name with "{e}" replaced by `expert`.
+std::string expert_tensor_name(const std::string& expert_name, int64_t expert);
 
 // "backbone.layers.<layer>." and "blk.<layer>.": the prefixes of a layer's tensors.
 std::string layer_prefix(int64_t layer);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "common/hybrid_configs.h"
 #include "common/model_fixture.h"
 #include "common/test_util.h"
 
@@ -30,10 +31,9 @@ void operator delete(void* p, std::size_t) noexcept {
 namespace mb {
 namespace {
 
-void expect_forward_allocates_nothing_once_warm(bool falcon) {
+void expect_forward_allocates_nothing_once_warm(const ModelConfig& config) {
   MakeModelOptions o;
-  o.config = test::small_config(48, 2, 131);
-  o.config.ssm.mixer_rms_norm = falcon;
+  o.config = config;
   const auto model = Model::load(test::write_model(o, "noalloc"));
   const auto prompt_a = test::random_tokens(100, 131, 1), prompt_b = test::random_tokens(37, 131, 2);
   for (int threads : {1, 2}) {
@@ -64,8 +64,15 @@ TEST(Workspace, ForwardAllocatesNothingOnceWarm) {
   // Plain Mamba-1 and FalconMamba (whose mixer norm runs in place in the same scratch).
   for (bool falcon : {false, true}) {
     SCOPED_TRACE(falcon ? "FalconMamba" : "Mamba-1");
-    expect_forward_allocates_nothing_once_warm(falcon);
+    ModelConfig config = test::small_config(48, 2, 131);
+    config.ssm.mixer_rms_norm = falcon;
+    expect_forward_allocates_nothing_once_warm(config);
   }
+}
+
+TEST(Workspace, MixtureOfExpertsForwardAllocatesNothingOnceWarm) {
+  // Nemotron-H's Mamba-2, MoE and MLP blocks (attention's KV cache grows with the positions).
+  expect_forward_allocates_nothing_once_warm(test::nemotron_moe_config("MEE-", 9, 3, 24, 48));
 }
 
 TEST(Workspace, LongInputsRunInMemoryBoundedByTheChunk) {

@@ -37,6 +37,10 @@ namespace hybrid {
 #include "ops/cpu/hybrid_kernels.inc"
 }  // namespace hybrid
 
+namespace moe {
+#include "ops/cpu/moe_kernels.inc"
+}  // namespace moe
+
 namespace quant {
 #include "ops/cpu/quant_kernels.inc"
 }  // namespace quant
@@ -61,6 +65,8 @@ constexpr KernelTable kTable = {
     .attention = hybrid::attention,
     .glu = hybrid::glu,
     .scale_rows = hybrid::scale_rows,
+    .moe_route = moe::moe_route,
+    .moe_accumulate = moe::moe_accumulate,
     .quant = {.matmul = quant::quant_matmul,
               .quantize = quant::quantize_row,
               .quantize_weights = quantize::quantize_weights},

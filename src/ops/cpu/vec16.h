@@ -51,6 +51,7 @@
 #include "ops/mamba2_scan.h"
 #include "ops/mamba3_scan.h"
 #include "ops/matmul.h"
+#include "ops/moe.h"
 #include "ops/rms_norm.h"
 #include "ops/selective_scan.h"
 
@@ -90,6 +91,11 @@ struct KernelTable {
                     int n_threads);
   void (*glu)(const GluArgs& args, int n_threads);
   void (*scale_rows)(const ScaleArgs& args, int n_threads);
+  // ops/moe.h's routing of m rows, and one expert's weighted outputs added to its rows' sums.
+  void (*moe_route)(const MoeParams& params, const float* correction_bias, const float* logits,
+                    int64_t ld_logits, int64_t m, float* routes, int64_t ld_routes, int n_threads);
+  void (*moe_accumulate)(const float* out, int64_t ld_out, const int32_t* rows, const float* weights,
+                         int64_t n, int64_t d, float* acc, int64_t ld_acc, int n_threads);
   QuantKernels quant;
   float (*exp1)(float x);
   float (*silu1)(float x);
