@@ -23,7 +23,8 @@ void make_gguf_model(const std::string& path, const MakeModelOptions& options, G
   std::filesystem::remove_all(scratch);
   try {
     make_model(scratch.string(), options);
-    convert_to_gguf(scratch.string(), path, type, std::filesystem::path(path).stem().string());
+    convert_to_gguf(scratch.string(), path, type, std::filesystem::path(path).stem().string(),
+                    options.progress);
   } catch (...) {
     std::filesystem::remove_all(scratch);
     throw;
@@ -293,11 +294,16 @@ void add_make_model(CLI::App& app) {
     o.shards = args->shards;
     o.format = args->format == "bin" ? CheckpointFormat::TorchBin : CheckpointFormat::Safetensors;
     o.input_dim = args->input_dim;
-    if (gguf) {
-      if (args->shards != 1) throw Error("--format gguf writes one file: --shards must be 1");
-      make_gguf_model(args->out, o, gguf_type);
-    } else {
-      make_model(args->out, o);
+    {
+      // A large model shows its progress on a terminal; the line is erased before the summary.
+      ProgressLine progress("make-model");
+      o.progress = &progress;
+      if (gguf) {
+        if (args->shards != 1) throw Error("--format gguf writes one file: --shards must be 1");
+        make_gguf_model(args->out, o, gguf_type);
+      } else {
+        make_model(args->out, o);
+      }
     }
     std::fprintf(stderr, "wrote %s (d_model %lld, %lld layers, vocab %lld, %s)\n", args->out.c_str(),
                  static_cast<long long>(c.d_model), static_cast<long long>(c.n_layer),

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/progress.h"
 #include "io/gguf.h"
 #include "io/safetensors.h"
 #include "model/config.h"
@@ -51,6 +52,8 @@ struct GgufExportOptions {
   std::string name;  // general.name; empty = none
   // Extra metadata written after the model's, e.g. the tokenizer.ggml.* keys (gguf_tokenizer.h).
   std::vector<std::pair<std::string, GgufValue>> extra_metadata;
+  // When set, the tensors' source bytes are reported to it as each is converted, then the write.
+  ProgressLine* progress = nullptr;
 };
 
 // Writes the model `config` + `tensors` (Hugging Face names, as a folder or open_gguf_checkpoint

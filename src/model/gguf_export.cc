@@ -11,6 +11,8 @@
 // falls back as the engine's load-time quantization does (storable_dtype in ops/quant_matmul.h:
 // Q8_0 when rows are a multiple of 32, else BF16; llama.cpp's quantizer falls back to other
 // types), so a quantized file holds exactly the weights of its folder loaded with --dtype.
+#include <omp.h>
+
 #include <cmath>
 
 #include "core/error.h"
@@ -91,15 +93,15 @@ std::vector<float> widen(const StoredTensor& tensor) {
   return values;
 }
 
-// `values` ([rows, row_length] row-major) in ggml type `type`, quantized row by row.
+// `values` ([rows, row_length] row-major) in ggml type `type`, quantized row by row (on every
+// core: the bytes do not depend on the thread count).
 std::vector<uint8_t> encode(const std::vector<float>& values, uint32_t type, int64_t row_length) {
   const DType dtype = *gguf_engine_dtype(type);
   if (!dtype_is_quantized(dtype)) return encode_f32(values, dtype);
   const int64_t rows = static_cast<int64_t>(values.size()) / row_length;
-  const size_t row_bytes = dtype_row_bytes(dtype, row_length);
-  std::vector<uint8_t> bytes(static_cast<size_t>(rows) * row_bytes);
-  for (int64_t r = 0; r < rows; ++r)
-    quantize_row(dtype, values.data() + r * row_length, row_length, bytes.data() + r * row_bytes);
+  std::vector<uint8_t> bytes(static_cast<size_t>(rows) * dtype_row_bytes(dtype, row_length));
+  quantize_rows(ComputeContext{omp_get_max_threads()}, values.data(), DType::F32, rows, row_length, dtype,
+                bytes.data());
   return bytes;
 }
 
@@ -169,6 +171,11 @@ void write_gguf_checkpoint(const std::string& path, const ModelConfig& c, const 
   // GGUF has one vocabulary size: the embedding's rows, which the LM head must share.
   ModelConfig shaped = c;
   shaped.vocab_rows = embedding->shape[0];
+  if (options.progress != nullptr) {
+    uint64_t total = 0;
+    for (const auto& [name, tensor] : tensors.tensors()) total += tensor.byte_size;
+    options.progress->start("", total, ProgressUnit::Bytes);
+  }
   for (const TensorSpec& spec : gguf_tensor_specs(shaped)) {
     std::string source = spec.name == embedding_spec.name ? embedding_name : spec.name;
     // Hugging Face folders hold A_log; files opened by open_gguf_checkpoint hold A.
@@ -190,7 +197,9 @@ void write_gguf_checkpoint(const std::string& path, const ModelConfig& c, const 
         spec.name == own.tail[kLmHead].name || (c.tie_embeddings && spec.name == embedding_spec.name);
     const uint32_t type = storage_type(spec, ne, options.type, layer, c.n_layer, head);
     writer.add_tensor(spec.gguf, ne, type, encode(values, type, ne[0]));
+    if (options.progress != nullptr) options.progress->advance(tensor->byte_size);
   }
+  if (options.progress != nullptr) options.progress->start("writing " + path, 0, ProgressUnit::Bytes);
   writer.write(path);
 }
 

@@ -1,5 +1,7 @@
 #include "model/weight_binder.h"
 
+#include <omp.h>
+
 #include <cstring>
 
 #include "core/error.h"
@@ -70,14 +72,14 @@ WeightMatrix WeightBinder::matrix(const std::string& name, int64_t rows, int64_t
   const StoredTensor& tensor = require(name, {rows, cols});
   const WeightMatrix w =
       pack(tensor, tensor.data, rows, cols, storable_dtype(matrix_dtype_.value_or(*tensor.dtype), cols));
-  tensors_.release_pages(tensor);
+  finished(tensor);
   return w;
 }
 
 WeightMatrix WeightBinder::matrix(const std::string& name, int64_t rows, int64_t cols, DType dtype) {
   const StoredTensor& tensor = require(name, {rows, cols});
   const WeightMatrix w = pack(tensor, tensor.data, rows, cols, dtype);
-  tensors_.release_pages(tensor);
+  finished(tensor);
   return w;
 }
 
@@ -94,7 +96,7 @@ std::vector<WeightMatrix> WeightBinder::experts(const std::string& name, const s
   const size_t expert_bytes = static_cast<size_t>(rows) * dtype_row_bytes(*tensor.dtype, cols);
   for (int64_t e = 0; e < experts; ++e)
     out.push_back(pack(tensor, tensor.data + e * expert_bytes, rows, cols, target));
-  tensors_.release_pages(tensor);
+  finished(tensor);
   return out;
 }
 
@@ -102,8 +104,22 @@ WeightMatrix WeightBinder::packed_rows(const StoredTensor& tensor, int64_t rows)
   const DType target = storable_dtype(matrix_dtype_.value_or(*tensor.dtype), tensor.shape[1]);
   packed_matrices_.push_back(pack_weights(tensor.data, *tensor.dtype, rows, tensor.shape[1], target));
   packed_matrix_bytes_ += packed_matrices_.back().size();
-  tensors_.release_pages(tensor);
+  finished(tensor);
   return {packed_matrices_.back().data(), target, rows, tensor.shape[1]};
+}
+
+void WeightBinder::report_progress_to(ProgressLine* progress) {
+  progress_ = progress;
+  if (progress_ == nullptr) return;
+  uint64_t total = 0;
+  for (const auto& [name, tensor] : tensors_.tensors()) total += tensor.byte_size;
+  progress_->start("", total, ProgressUnit::Bytes);
+}
+
+void WeightBinder::finished(const StoredTensor& tensor) {
+  tensors_.release_pages(tensor);
+  // A tensor bound twice (the tied LM head packs the embedding's rows) counts once.
+  if (progress_ != nullptr && reported_.insert(tensor.name).second) progress_->advance(tensor.byte_size);
 }
 
 size_t WeightBinder::resident_packed_bytes() const {
@@ -127,7 +143,7 @@ const float* WeightBinder::f32(const std::string& name, const std::vector<int64_
   const size_t count = static_cast<size_t>(tensor.element_count());
   std::vector<float> values(count);
   dequantize_row(*tensor.dtype, tensor.data, static_cast<int64_t>(count), values.data());
-  tensors_.release_pages(tensor);
+  finished(tensor);
   return keep(std::move(values));
 }
 
@@ -136,20 +152,12 @@ const StoredTensor& WeightBinder::quantized_rows(const StoredTensor& tensor) {
   const int64_t rows = tensor.shape[0], cols = tensor.shape[1];
   const DType target = storable_dtype(*matrix_dtype_, cols);
   if (!dtype_is_quantized(target) || target == *tensor.dtype) return tensor;
-  const size_t source_row = dtype_row_bytes(*tensor.dtype, cols), target_row = dtype_row_bytes(target, cols);
+  const size_t target_row = dtype_row_bytes(target, cols);
   std::vector<uint8_t> bytes(static_cast<size_t>(rows) * target_row);
-  // Independent rows: a parallel loop writes the same bytes.
-#pragma omp parallel
-  {
-    std::vector<float> row(static_cast<size_t>(cols));
-#pragma omp for schedule(static)
-    for (int64_t n = 0; n < rows; ++n) {
-      dequantize_row(*tensor.dtype, tensor.data + n * source_row, cols, row.data());
-      quantize_row(target, row.data(), cols, bytes.data() + n * target_row);
-    }
-  }
+  quantize_rows(ComputeContext{omp_get_max_threads()}, tensor.data, *tensor.dtype, rows, cols, target,
+                bytes.data());
   owned_bytes_.push_back(std::move(bytes));
-  tensors_.release_pages(tensor);
+  finished(tensor);
   StoredTensor copy = tensor;
   copy.dtype = target;
   copy.dtype_string = std::string(dtype_name(target));

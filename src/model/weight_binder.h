@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/progress.h"
 #include "io/safetensors.h"
 #include "ops/matmul.h"
 
@@ -61,9 +62,14 @@ class WeightBinder {
   void release_packed_matrices() { packed_matrices_.clear(); }
   // Bytes of packed matrices still held in host memory.
   size_t resident_packed_bytes() const;
+  // Reports the bytes of the checkpoint's tensors as each is bound (packed, quantized, copied) to
+  // `progress` (nullptr: stops reporting; it must outlive the reporting).
+  void report_progress_to(ProgressLine* progress);
 
  private:
   const StoredTensor& require(const std::string& name, const std::vector<int64_t>& shape);
+  // Drops the pages of a tensor that has been copied, and reports it.
+  void finished(const StoredTensor& tensor);
   // Packs [rows, cols] of `tensor`'s dtype starting at `data` in `target`.
   WeightMatrix pack(const StoredTensor& tensor, const uint8_t* data, int64_t rows, int64_t cols,
                     DType target);
@@ -76,6 +82,8 @@ class WeightBinder {
   std::deque<StoredTensor> owned_tensors_;
   std::set<std::string> used_;
   size_t packed_matrix_bytes_ = 0;
+  ProgressLine* progress_ = nullptr;
+  std::set<std::string> reported_;  // the tensors already counted in progress_
 };
 
 std::string shape_string(const std::vector<int64_t>& shape);

@@ -56,6 +56,10 @@ namespace quant {
 #include "ops/cpu/quant_kernels.inc"
 }  // namespace quant
 
+namespace quantize {
+#include "ops/cpu/quantize_kernels.inc"
+}  // namespace quantize
+
 constexpr KernelTable kTable = {
     .matmul = generic::matmul,
     .rms_norm = generic::rms_norm,
@@ -69,7 +73,9 @@ constexpr KernelTable kTable = {
     .scale_rows = hybrid::scale_rows,
     .moe_route = moe::moe_route,
     .moe_accumulate = moe::moe_accumulate,
-    .quant = {.matmul = quant::quant_matmul, .quantize = quant::quantize_row},
+    .quant = {.matmul = quant::quant_matmul,
+              .quantize = quant::quantize_row,
+              .quantize_weights = quantize::quantize_weights},
     .exp1 = generic::exp1,
     .silu1 = generic::silu1,
     .softplus1 = generic::softplus1,

@@ -24,6 +24,7 @@
 //   I32x16: sixteen int32 lanes; i32_zero, i32_set1, i32_load, i32_add, i32_sub, i32_mul (low 32
 //   bits), i32_to_f32 (round to nearest even);
 //   i32_load_u8 (sixteen bytes widened), i32_and, i32_or, i32_shr<N> (logical), i32_shl<N>;
+//   f32_bits and bits_f32 (a float lane's bits as an int32 lane and back, unchanged);
 //   W64: 64 weight bytes, four per lane; load_w64, w64_low_nibbles, w64_high_nibbles (each
 //   byte's low or high four bits); store_i8 (sixteen integral floats in [-127, 127] as int8);
 //   dot4(acc, w, x4): lane l += sum over i < 4 of w[4l + i] (unsigned) * byte i of x4 (signed),
@@ -70,6 +71,9 @@ struct QuantKernels {
   void (*matmul)(const MatmulArgs& args, const QuantActivations& x, int n_threads);
   // quantize_activations of ops/quant_matmul.h, bit for bit.
   void (*quantize)(const float* x, int64_t k, int64_t block, int8_t* q, float* scales, int32_t* sums16);
+  // quantize_row of ops/quant.h for a quantized `type`: n_blocks blocks of weights, the bytes of
+  // quantize_row_reference (quantize_kernels.inc).
+  void (*quantize_weights)(DType type, const float* x, int64_t n_blocks, uint8_t* out);
 };
 
 // Every kernel family of one instruction set.
