@@ -20,6 +20,10 @@ std::string gguf_layer_prefix(int64_t layer) {
   return "blk." + std::to_string(layer) + ".";
 }
 
+std::string gguf_half_name(const std::string& name, int half) {
+  return name + (half == 0 ? " (first half)" : " (second half)");
+}
+
 namespace {
 
 int64_t element_count(const std::vector<int64_t>& shape) {
