@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "common/hybrid_configs.h"
 #include "common/model_fixture.h"
@@ -15,6 +16,7 @@
 #include "io/gguf.h"
 #include "io/npy.h"
 #include "model/gguf_checkpoint.h"
+#include "model/gguf_tensor_names.h"
 #include "ops/quant.h"
 
 namespace mb {
@@ -219,6 +221,49 @@ TEST_P(HybridGgufTypes, TheFileHoldsTheFoldersConfigAndWeights) {
 
 INSTANTIATE_TEST_SUITE_P(Files, HybridGgufTypes, ::testing::ValuesIn(type_cases()),
                          [](const auto& info) { return info.param.name; });
+
+// The file at `path` with the tensors `pick` selects re-encoded as `type` from their values.
+std::string retyped(const std::string& path, const std::string& out,
+                    const std::function<bool(const std::string&)>& pick, uint32_t type) {
+  const GgufFile file(path);
+  GgufWriter writer;
+  for (const auto& [key, value] : file.metadata()) writer.set(key, value);
+  for (const GgufTensorInfo& t : file.tensors()) {
+    if (!pick(t.name)) {
+      writer.add_tensor(t.name, t.ne, t.type, std::vector<uint8_t>(t.data, t.data + t.byte_size));
+      continue;
+    }
+    std::vector<float> values(static_cast<size_t>(t.element_count()));
+    dequantize_row(*gguf_engine_dtype(t.type), t.data, t.element_count(), values.data());
+    const DType dtype = *gguf_engine_dtype(type);
+    const size_t row_bytes = dtype_row_bytes(dtype, t.ne[0]);
+    std::vector<uint8_t> bytes(row_bytes * static_cast<size_t>(t.element_count() / t.ne[0]));
+    for (int64_t r = 0; r < t.element_count() / t.ne[0]; ++r)
+      quantize_row(dtype, values.data() + r * t.ne[0], t.ne[0], bytes.data() + r * row_bytes);
+    writer.add_tensor(t.name, t.ne, type, std::move(bytes));
+  }
+  writer.write(out);
+  return out;
+}
+
+TEST(HybridGguf, HalvesOfDifferentTypesAreJoinedInF32) {
+  // A file whose ffn_gate is Q8_0 and ffn_up Q4_0 (llama-quantize's recipes may mix them) runs as
+  // the same values stored in f32.
+  MakeModelOptions o;
+  o.config = granite_for_gguf();
+  const std::string dir = test::write_model(o, "gguf_hybrid_mixed_halves");
+  const std::string q8 = write_gguf(dir, GgufFileType::Q8_0);
+  const auto is_up = [](const std::string& name) { return name.ends_with("ffn_up.weight"); };
+  const std::string mixed = retyped(q8, dir + "/mixed.gguf", is_up, kGgmlQ4_0);
+  const auto is_half = [](const std::string& name) {
+    return name.ends_with("ffn_up.weight") || name.ends_with("ffn_gate.weight");
+  };
+  const std::string widened = retyped(mixed, dir + "/widened.gguf", is_half, kGgmlF32);
+  EXPECT_EQ(GgufFile(mixed).find_tensor("blk.0.ffn_gate.weight")->type, kGgmlQ8_0);
+  EXPECT_EQ(GgufFile(mixed).find_tensor("blk.0.ffn_up.weight")->type, kGgmlQ4_0);
+  const auto tokens = test::random_tokens(9, 131, 6);
+  EXPECT_TRUE(test::same_bits(logits(*Model::load(mixed), tokens), logits(*Model::load(widened), tokens)));
+}
 
 TEST(HybridGguf, TheTensorsAreNamedAndShapedAsLlamaCppsConverterWritesThem) {
   MakeModelOptions o;
