@@ -302,6 +302,29 @@ TEST(HybridGguf, TheTensorsAreNamedAndShapedAsLlamaCppsConverterWritesThem) {
     EXPECT_EQ(file.find_tensor(absent) == nullptr, std::string(absent) != "blk.0.ffn_norm.weight") << absent;
 }
 
+TEST(HybridGguf, WhatLlamaCppsFilesCannotHoldIsNotWritten) {
+  ModelConfig biased = granite_for_gguf();
+  biased.ssm.use_bias = true;
+  ModelConfig odd_heads = nemotron_for_gguf();
+  odd_heads.hybrid.attention = {4, 1, 7, 1.0 / std::sqrt(7.0), false};
+  const std::vector<std::pair<ModelConfig, std::string>> cases = {{biased, "no ssm_in or ssm_out bias"},
+                                                                  {odd_heads, "an even head size"},
+                                                                  {granite_for_gguf(), "dt limit"}};
+  for (size_t i = 0; i < cases.size(); ++i) {
+    MakeModelOptions o;
+    o.config = cases[i].first;
+    const std::string dir = test::write_model(o, "gguf_hybrid_refused_" + std::to_string(i));
+    if (i == 2) {
+      // A time_step_limit, which Granite's config may carry and GGUF has no key for.
+      std::string config = read_text_file(dir + "/config.json");
+      config.insert(config.find('{') + 1, "\"time_step_limit\": [0.0, 0.5],");
+      test::write_bytes(dir + "/config.json", config);
+    }
+    const std::string message = test::error_of([&] { write_gguf(dir, GgufFileType::F32); });
+    EXPECT_NE(message.find(cases[i].second), std::string::npos) << message;
+  }
+}
+
 TEST(HybridGguf, NemotronFilesCarryPerLayerArraysAndHeadSize) {
   MakeModelOptions o;
   o.config = nemotron_for_gguf();
