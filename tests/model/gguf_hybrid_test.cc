@@ -343,6 +343,14 @@ TEST(HybridGguf, NemotronFilesCarryPerLayerArraysAndHeadSize) {
   EXPECT_NE(file.find_tensor("blk.1.ffn_up.bias"), nullptr);
   EXPECT_EQ(file.find_tensor("blk.1.ffn_norm.weight"), nullptr);
   EXPECT_EQ(file.find_tensor("blk.1.ffn_gate.weight"), nullptr);
+  // The default score scale, 1 / sqrt(key_length), is left to llama.cpp; another one is written.
+  EXPECT_EQ(file.find("nemotron_h.attention.scale"), nullptr);
+  ModelConfig scaled = load_model_config(dir);
+  scaled.hybrid.attention.scale = 0.2;
+  const std::string path = dir + "/scaled.gguf";
+  write_gguf_checkpoint(path, scaled, TensorSet::open_dir(dir), {GgufFileType::F32, "", {}});
+  EXPECT_EQ(GgufFile(path).float_value("nemotron_h.attention.scale"), 0.2f);
+  EXPECT_EQ(static_cast<float>(open_gguf_checkpoint(path).config.hybrid.attention.scale), 0.2f);
 }
 
 }  // namespace
