@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The GPU check of issue 9, in one script for a machine with a GPU (it also runs on lavapipe):
-# configures and builds with the Vulkan backend, runs the Vulkan test suite on the first device,
-# then benchmarks Mamba-1 on it (130m and a 370m-shaped checkpoint, bf16 and f32, decode at
-# batch 1 and 8, prefill at T = 512 and 4096), and writes everything to a report.
+# The GPU check of issues 9 and 20, in one script for a machine with a GPU (it also runs on
+# lavapipe): configures and builds with the Vulkan backend, runs the Vulkan test suite on the first
+# device, then benchmarks Mamba-1, Mamba-2 and Mamba-3 on it (130m- and 370m-shaped checkpoints,
+# bf16, and Mamba-1 in f32 too; decode at batch 1 and 8, prefill at T = 512 and 4096, the
+# Mamba-2/3 long prefill in both scan orders), and writes everything to a report whose table
+# compares each figure with the issue's targets.
 #   bench/gpu_check.sh [build-dir] [report-file]
 # Environment:
 #   MB_GPU_CHECK_SMALL=1  the lavapipe smoke test: the tiny preset, T = 64 and 128, few tokens,
@@ -72,16 +74,24 @@ else
   presets="130m 370m"; short=512; long=4096; gen=64; repeats=3
 fi
 mkdir -p "$models"
-for preset in $presets; do
-  for dtype in bf16 f32; do
-    dir=$models/$preset-$dtype
-    [ -f "$dir/config.json" ] || bounded 120 "$cli" make-model --out "$dir" --preset "$preset" --dtype "$dtype"
-    step "bench $preset $dtype on $device"
-    for run in "$short 1 $gen" "$short 8 $gen" "$long 1 4"; do
-      set -- $run
-      echo -n "RESULT $preset $dtype T=$1 batch=$2: "
-      bounded 150 "$cli" bench -m "$dir" --device "$device" --prompt-len "$1" --batch "$2" --gen-len "$3" \
-        --repeats "$repeats" --step-tokens 16 --json
+for arch in mamba1 mamba2 mamba3; do
+  for preset in $presets; do
+    dtypes="bf16"
+    [ "$arch" = mamba1 ] && dtypes="bf16 f32"
+    for dtype in $dtypes; do
+      dir=$models/$arch-$preset-$dtype
+      [ -f "$dir/config.json" ] ||
+        bounded 120 "$cli" make-model --out "$dir" --arch "$arch" --preset "$preset" --dtype "$dtype"
+      step "bench $arch $preset $dtype on $device"
+      runs="$short:1:$gen:sequential $short:8:$gen:sequential $long:1:4:sequential"
+      # Mamba-2 and Mamba-3 prefill long prompts in the chunked SSD form too (--scan chunked).
+      [ "$arch" != mamba1 ] && runs="$runs $long:1:4:chunked"
+      for run in $runs; do
+        IFS=: read -r t batch gen_len scan <<<"$run"
+        echo -n "RESULT $arch $preset $dtype T=$t batch=$batch scan=$scan: "
+        bounded 150 "$cli" bench -m "$dir" --device "$device" --prompt-len "$t" --batch "$batch" \
+          --gen-len "$gen_len" --repeats "$repeats" --step-tokens 16 --scan "$scan" --json
+      done
     done
   done
 done
@@ -90,18 +100,32 @@ step "summary"
 if command -v python3 >/dev/null; then
   python3 - "$report" <<'PY'
 import json, sys
-print(f"{'model':<6} {'dtype':<5} {'T':>5} {'batch':>5} {'prefill tok/s':>14} {'us/token':>9} {'decode tok/s':>13}")
+# Issue 20's targets (an H200): decode tok/s at batch 1 of the 130m shapes, and prefill us/token
+# of the 370m shape at T = 4096 (any architecture, the faster scan order).
+decode_targets = {("mamba1", "130m", "bf16"): 2000.0, ("mamba2", "130m", "bf16"): 1500.0}
+prefill_target = 20.0
+print(f"{'arch':<7} {'model':<6} {'dtype':<5} {'scan':<10} {'T':>5} {'batch':>5} {'prefill tok/s':>14} "
+      f"{'us/token':>9} {'decode tok/s':>13}  target")
 for line in open(sys.argv[1]):
     if not line.startswith("RESULT ") or "{" not in line:
         continue
     head, body = line.split(": ", 1)
-    _, preset, dtype, t, batch = head.split()
+    _, arch, preset, dtype, t, batch, scan = head.split()
     try:
         r = json.loads(body)
     except ValueError:
         continue
-    prefill = r["prefill_tok_s"]
-    print(f"{preset:<6} {dtype:<5} {t[2:]:>5} {batch[6:]:>5} {prefill:>14.1f} {1e6 / prefill:>9.1f} {r['decode_tok_s']:>13.1f}")
+    t, batch, scan = int(t[2:]), int(batch[6:]), scan[5:]
+    prefill, decode = r["prefill_tok_s"], r["decode_tok_s"]
+    us = 1e6 / prefill if prefill > 0 else float("inf")
+    target = ""
+    if batch == 1 and t < 4096 and (arch, preset, dtype) in decode_targets:
+        goal = decode_targets[(arch, preset, dtype)]
+        target = f"decode >= {goal:.0f}: {'met' if decode >= goal else 'NOT met'}"
+    elif preset == "370m" and t == 4096:
+        target = f"prefill <= {prefill_target:.0f} us/token: {'met' if us <= prefill_target else 'NOT met'}"
+    print(f"{arch:<7} {preset:<6} {dtype:<5} {scan:<10} {t:>5} {batch:>5} {prefill:>14.1f} {us:>9.1f} "
+          f"{decode:>13.1f}  {target}")
 PY
 fi
 

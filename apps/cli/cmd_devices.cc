@@ -24,9 +24,11 @@ void add_devices(CLI::App& app) {
       std::printf("Vulkan device %d: %s\n", d.index, d.name.c_str());
       std::printf("  type %s, driver %s, Vulkan %s\n", d.type.c_str(), d.driver.c_str(),
                   vulkan::api_version_text(d.api_version).c_str());
-      std::printf("  device-local memory %.1f GiB, subgroup size %u, shared memory %u KiB, float64 %s\n",
-                  static_cast<double>(d.device_local_bytes) / (1024.0 * 1024.0 * 1024.0), d.subgroup_size,
-                  d.max_shared_memory_bytes / 1024, d.float64 ? "yes" : "no");
+      std::printf(
+          "  device-local memory %.1f GiB, subgroup size %u (shuffles %s), shared memory %u KiB, float64 "
+          "%s\n",
+          static_cast<double>(d.device_local_bytes) / (1024.0 * 1024.0 * 1024.0), d.subgroup_size,
+          d.subgroup_shuffle ? "yes" : "no", d.max_shared_memory_bytes / 1024, d.float64 ? "yes" : "no");
     }
 #else
     std::printf("Vulkan: not built into this binary (configure with -DMB_VULKAN=ON)\n");

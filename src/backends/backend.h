@@ -30,6 +30,7 @@
 #include "core/dtype.h"
 #include "core/profile.h"
 #include "core/threading.h"
+#include "ops/attention.h"
 #include "ops/ffn.h"
 #include "ops/scan_form.h"
 
@@ -120,6 +121,13 @@ class StateStorage {
 };
 
 // A state in host memory: what the CPU backend computes on, and what a state file restores into.
+//
+// Its growing parts are lists of blocks of kStateBlockPositions positions. A position's rows are
+// written once (a KV cache only appends), so a block whose positions are all used never changes
+// again: clone() shares such full blocks with its copy read-only and copies only the last,
+// partly used block. Live sequences forked from one cached conversation, and the prefix cache's
+// entries along it, therefore hold one copy of the keys and values they have in common; each
+// writes only into blocks it alone holds.
 class HostState final : public StateStorage {
  public:
   explicit HostState(StateShape shape);
@@ -133,13 +141,25 @@ class HostState final : public StateStorage {
 
   float* fixed() { return fixed_.data(); }
   const float* fixed() const { return fixed_.data(); }
-  float* growing(size_t part) { return growing_[part].data(); }  // [capacity, floats per position]
+  // Where position `position` of growing part `part` is written: in a block this state alone
+  // holds (checked), within the capacity.
+  float* writable_row(size_t part, int64_t position);
+  // Growing part `part`'s rows by position, for reading ([capacity, floats per position]).
+  PositionRows rows(size_t part) const;
+  // Whether position block `block` of every growing part is the same memory in both states.
+  bool shares_block(const HostState& other, int64_t block) const;
 
  private:
-  std::vector<float> fixed_{};
-  std::vector<std::vector<float>> growing_{};
-};
+  // Appends zeroed blocks until every growing part has room for `positions`.
+  void grow_to(int64_t positions);
 
+  struct GrowingPart {
+    std::vector<std::shared_ptr<float[]>> blocks{};  // [kStateBlockPositions, floats per position] each
+    std::vector<const float*> addresses{};           // blocks[i].get(), as PositionRows takes them
+  };
+  std::vector<float> fixed_{};
+  std::vector<GrowingPart> growing_{};
+};
 // One sequence of a round: its rows of the round's activation buffers and its state. The ops
 // that read and update state (conv, scans) take every part of a round at once.
 struct Part {

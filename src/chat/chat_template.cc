@@ -38,6 +38,33 @@ ChatTemplate ChatTemplate::plain() {
   return parse(kPlainTemplate);
 }
 
+namespace {
+
+// Adds what apply_chat_template always passes (the options' keys, and tools and documents as none)
+// under the variables already set, which win as keyword arguments do in transformers.
+chat::DictData with_defaults(chat::DictData given, const ChatRenderOptions& options) {
+  using chat::Value;
+  chat::DictData variables;
+  variables.set("add_generation_prompt", Value::boolean(options.add_generation_prompt));
+  variables.set("bos_token", Value::string(options.bos_token));
+  variables.set("eos_token", Value::string(options.eos_token));
+  variables.set("tools", Value::none());
+  variables.set("documents", Value::none());
+  for (auto& [name, value] : given.entries) variables.set(name, std::move(value));
+  return variables;
+}
+
+chat::RenderLimits limits_of(const ChatRenderOptions& options) {
+  chat::RenderLimits limits;
+  limits.max_output_bytes = options.max_output_bytes;
+  limits.max_loop_iterations = options.max_loop_iterations;
+  limits.max_recursion_depth = options.max_recursion_depth;
+  limits.now_unix_seconds = options.now_unix_seconds;
+  return limits;
+}
+
+}  // namespace
+
 std::string ChatTemplate::render(std::span<const ChatMessage> messages,
                                  const ChatRenderOptions& options) const {
   using chat::Value;
@@ -49,17 +76,20 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages,
     entry.set("content", Value::string(message.content));
     list.push_back(Value::dict(std::move(entry)));
   }
-  chat::DictData variables;
-  variables.set("messages", Value::list(std::move(list)));
-  variables.set("add_generation_prompt", Value::boolean(options.add_generation_prompt));
-  variables.set("bos_token", Value::string(options.bos_token));
-  variables.set("eos_token", Value::string(options.eos_token));
-  chat::RenderLimits limits;
-  limits.max_output_bytes = options.max_output_bytes;
-  limits.max_loop_iterations = options.max_loop_iterations;
-  limits.max_recursion_depth = options.max_recursion_depth;
-  limits.now_unix_seconds = options.now_unix_seconds;
-  return chat::render_nodes(program_->nodes, variables, limits);
+  chat::DictData given;
+  given.set("messages", Value::list(std::move(list)));
+  return chat::render_nodes(program_->nodes, with_defaults(std::move(given), options), limits_of(options));
+}
+
+std::string ChatTemplate::render_json(std::string_view variables_json,
+                                      const ChatRenderOptions& options) const {
+  const std::string source = "chat template variables";
+  const chat::Value variables = chat::parse_json_value(variables_json, source);
+  if (!variables.is_dict()) throw Error(source + ": expected a JSON object");
+  const chat::Value* messages = variables.dict_data().find("messages");
+  if (messages == nullptr || !messages->is_list()) throw Error(source + ": expected a \"messages\" list");
+  return chat::render_nodes(program_->nodes, with_defaults(variables.dict_data(), options),
+                            limits_of(options));
 }
 
 namespace {

@@ -5,7 +5,8 @@
 // chat templates use (a lexer, a parser into an AST and an evaluator, see src/chat/jinja_*.h) and
 // renders it the way transformers' apply_chat_template does: with trim_blocks and lstrip_blocks
 // on, the messages as `messages` (a list of {"role", "content"} mappings), `add_generation_prompt`,
-// `bos_token`, `eos_token`, `raise_exception(message)` and `strftime_now(format)` in scope.
+// `bos_token`, `eos_token`, `tools` and `documents` (none unless given, as transformers passes
+// them), `raise_exception(message)` and `strftime_now(format)` in scope.
 //
 // Templates are untrusted input like every other file of a checkpoint folder: parse() and render()
 // throw mb::Error naming the problem and its line for unsupported or malformed syntax, and render()
@@ -64,6 +65,17 @@ class ChatTemplate {
   // Renders the messages; throws mb::Error on a render-time problem (raise_exception in the
   // template, a message missing a field, a loop past the iteration limit...).
   std::string render(std::span<const ChatMessage> messages, const ChatRenderOptions& options) const;
+
+  // Renders with everything else apply_chat_template can pass, given as the text of one JSON
+  // object: "messages" (a list whose messages may carry a null or list-of-parts content,
+  // "tool_calls", "reasoning_content" or any other key), "tools", "documents", and any other key
+  // as a template keyword argument ("enable_thinking", ...). Keys of `options`
+  // (add_generation_prompt, bos_token, eos_token) apply unless the object sets them; tools and
+  // documents are none unless it sets them. Mappings keep their key order, as Python's do, so that
+  // tojson prints them as transformers would. Throws mb::Error for text that is not a JSON object
+  // with a "messages" list (nesting deeper than the template values allow included), and for
+  // what render() throws for.
+  std::string render_json(std::string_view variables_json, const ChatRenderOptions& options) const;
 
  private:
   explicit ChatTemplate(std::shared_ptr<const chat::Program> program) : program_(std::move(program)) {}

@@ -74,6 +74,11 @@ Value get_attribute(const Value& object, std::string_view name, int line);
 // tojson as transformers defines it: json.dumps(value, ensure_ascii=False, indent=indent,
 // separators=separators, sort_keys=sort_keys).
 std::string to_json(const Value& value, const CallArgs& args, Budget& budget);
+// JSON text as Python's json.loads reads it into template values: objects as mappings in their
+// key order (a repeated key keeps its first position and its last value), integers apart from
+// floats. Throws mb::Error "<source> ..." for invalid JSON, integers beyond int64, nesting deeper
+// than kMaxValueDepth and more than about a million arrays and objects.
+Value parse_json_value(std::string_view text, const std::string& source);
 // strftime of the render time (`now_unix_seconds` read as UTC, else the local time).
 std::string strftime_now(const std::string& format, const std::optional<int64_t>& now_unix_seconds, int line);
 // Python's str.strip family on code points, with Python's whitespace when chars is null.

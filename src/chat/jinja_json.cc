@@ -1,8 +1,13 @@
-// tojson as transformers overrides it: Python's json.dumps(value, ensure_ascii=False,
-// indent=indent, separators=separators, sort_keys=sort_keys), not Jinja's HTML-safe version.
+// JSON in and out of template values. Out: tojson as transformers overrides it, Python's
+// json.dumps(value, ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys),
+// not Jinja's HTML-safe version. In: the variables render_json takes, read as Python's json.loads
+// reads them.
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <nlohmann/json.hpp>
+#include <utility>
 
 #include "chat/jinja_eval.h"
 #include "core/error.h"
@@ -154,7 +159,103 @@ class JsonWriter {
   std::string out_;
 };
 
+// Builds template values from nlohmann's SAX events, one value at a time, with a stack of the
+// open containers: linear in the text (nlohmann's ordered_json would look up each key in a
+// vector), objects in their key order with a repeated key keeping its first position and last
+// value (DictData::set, as Python's dict), integers apart from floats, and the nesting and the
+// number of containers refused past their bounds while reading.
+class ValueBuilder {
+ public:
+  using string_t = nlohmann::json::string_t;
+  using binary_t = nlohmann::json::binary_t;
+
+  explicit ValueBuilder(const std::string& source) : source_(source) {}
+
+  bool null() { return add(Value::none()); }
+  bool boolean(bool value) { return add(Value::boolean(value)); }
+  bool number_integer(nlohmann::json::number_integer_t value) { return add(Value::integer(value)); }
+  bool number_unsigned(nlohmann::json::number_unsigned_t value) {
+    if (value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      throw Error(source_ + ": the integer " + std::to_string(value) + " is out of range");
+    return add(Value::integer(static_cast<int64_t>(value)));
+  }
+  bool number_float(nlohmann::json::number_float_t value, const string_t&) {
+    return add(Value::floating(value));
+  }
+  bool string(string_t& value) { return add(Value::string(std::move(value))); }
+  bool binary(binary_t&) { throw Error(source_ + " is not valid JSON (binary value)"); }
+
+  bool start_object(std::size_t) { return open(true); }
+  bool start_array(std::size_t) { return open(false); }
+  bool key(string_t& key) {
+    open_.back().key = std::move(key);
+    return true;
+  }
+  bool end_object() {
+    Frame frame = std::move(open_.back());
+    open_.pop_back();
+    return add(Value::dict(std::move(frame.entries)));
+  }
+  bool end_array() {
+    Frame frame = std::move(open_.back());
+    open_.pop_back();
+    return add(Value::list(std::move(frame.items)));
+  }
+
+  [[noreturn]] bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
+    throw Error(source_ + " is not valid JSON (" + e.what() + ")");
+  }
+
+  Value take() { return std::move(root_); }
+
+ private:
+  struct Frame {
+    bool object = false;
+    std::vector<Value> items;
+    DictData entries;
+    std::string key;  // the object's key read last
+  };
+
+  bool add(Value value) {
+    if (open_.empty()) {
+      root_ = std::move(value);
+    } else if (open_.back().object) {
+      open_.back().entries.set(std::move(open_.back().key), std::move(value));
+    } else {
+      open_.back().items.push_back(std::move(value));
+    }
+    return true;
+  }
+
+  bool open(bool object) {
+    if (open_.size() >= static_cast<size_t>(kMaxValueDepth))
+      throw Error(source_ + " nests arrays and objects deeper than " + std::to_string(kMaxValueDepth) +
+                  " levels");
+    if (++containers_ > kMaxContainers)
+      throw Error(source_ + " holds more than " + std::to_string(kMaxContainers) + " arrays and objects");
+    open_.push_back(Frame{.object = object});
+    return true;
+  }
+
+  // Each container costs a hundred bytes or so for its two or three bytes of text.
+  static constexpr size_t kMaxContainers = size_t{1} << 20;
+  const std::string& source_;
+  std::vector<Frame> open_;
+  size_t containers_ = 0;
+  Value root_;
+};
+
 }  // namespace
+
+Value parse_json_value(std::string_view text, const std::string& source) {
+  ValueBuilder builder(source);
+  try {
+    nlohmann::json::sax_parse(text, &builder);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(source + " is not valid JSON (" + e.what() + ")");
+  }
+  return builder.take();
+}
 
 std::string to_json(const Value& value, const CallArgs& args, Budget& budget) {
   args.check("tojson", 1, {"indent", "separators", "sort_keys", "ensure_ascii"});

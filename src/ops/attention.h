@@ -31,14 +31,25 @@ struct AttentionParams {
   int64_t kv_width() const { return n_kv_heads * head_dim; }
 };
 
+// The rows of a KV cache by position: position p's floats start at
+// blocks[p / block_positions] + (p % block_positions) * ld. A state keeps its growing parts in
+// blocks so that forks share the full ones read-only (backends/backend.h's HostState); one
+// contiguous array is the case of a single block at least as long as the positions.
+struct PositionRows {
+  const float* const* blocks = nullptr;
+  int64_t block_positions = 0;
+  int64_t ld = 0;
+  const float* row(int64_t p) const { return blocks[p / block_positions] + (p % block_positions) * ld; }
+};
+
 struct AttentionSequence {
   const float* q = nullptr;  // [rows, ldq]: n_heads x head_dim per row
   int64_t ldq = 0;
   int64_t rows = 0;
-  int64_t position = 0;      // the position of row 0
-  const float* k = nullptr;  // [position + rows, kv_width]: the cache, every position so far
-  const float* v = nullptr;  // [position + rows, kv_width]
-  float* y = nullptr;        // [rows, ldy]: n_heads x head_dim per row
+  int64_t position = 0;  // the position of row 0
+  PositionRows k{};      // [position + rows, kv_width]: the cache, every position so far
+  PositionRows v{};      // [position + rows, kv_width]
+  float* y = nullptr;    // [rows, ldy]: n_heads x head_dim per row
   int64_t ldy = 0;
 };
 

@@ -10,7 +10,7 @@
 namespace mb {
 
 void attention_reference(const AttentionParams& p, const AttentionSequence& s) {
-  const int64_t hd = p.head_dim, group = p.n_heads / p.n_kv_heads, ld = p.kv_width();
+  const int64_t hd = p.head_dim, group = p.n_heads / p.n_kv_heads;
   std::vector<double> w;
   for (int64_t r = 0; r < s.rows; ++r) {
     const int64_t keys = s.position + r + 1;
@@ -21,7 +21,7 @@ void attention_reference(const AttentionParams& p, const AttentionSequence& s) {
       double peak = -INFINITY;
       for (int64_t j = 0; j < keys; ++j) {
         double dot = 0.0;
-        for (int64_t d = 0; d < hd; ++d) dot += double(q[d]) * s.k[j * ld + kv + d];
+        for (int64_t d = 0; d < hd; ++d) dot += double(q[d]) * s.k.row(j)[kv + d];
         w[j] = dot * p.scale;
         peak = std::max(peak, w[j]);
       }
@@ -29,7 +29,7 @@ void attention_reference(const AttentionParams& p, const AttentionSequence& s) {
       for (int64_t j = 0; j < keys; ++j) sum += w[j] = std::exp(w[j] - peak);
       for (int64_t d = 0; d < hd; ++d) {
         double acc = 0.0;
-        for (int64_t j = 0; j < keys; ++j) acc += w[j] * s.v[j * ld + kv + d];
+        for (int64_t j = 0; j < keys; ++j) acc += w[j] * s.v.row(j)[kv + d];
         s.y[r * s.ldy + h * hd + d] = static_cast<float>(acc / sum);
       }
     }

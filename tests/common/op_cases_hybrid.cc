@@ -47,9 +47,15 @@ void attention_body(const AttentionShape& s, OpRun& run) {
     for (size_t i = 0; i < s.lengths.size(); ++i) {
       const int64_t after = s.positions[i] + s.lengths[i];
       const float* keys = run.host(states[i]) + 3;
-      attention_reference(p, {run.host(q) + layout.first_rows[i] * run.rows(q).ld, run.rows(q).ld,
-                              s.lengths[i], s.positions[i], keys, keys + after * kvw,
-                              run.host(y) + layout.first_rows[i] * run.rows(y).ld, run.rows(y).ld});
+      const float* values = keys + after * kvw;
+      attention_reference(p, {run.host(q) + layout.first_rows[i] * run.rows(q).ld,
+                              run.rows(q).ld,
+                              s.lengths[i],
+                              s.positions[i],
+                              {&keys, after, kvw},
+                              {&values, after, kvw},
+                              run.host(y) + layout.first_rows[i] * run.rows(y).ld,
+                              run.rows(y).ld});
     }
   });
 }

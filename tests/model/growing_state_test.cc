@@ -113,13 +113,13 @@ TEST(GrowingState, AForkHoldsTheUsedPositionsAndContinuesExactly) {
   const SequenceState fork = state;
   EXPECT_EQ(fork.floats(), state.floats());
   EXPECT_TRUE(same_bits(fork.download(), state.download()));
-  // A copy holds the used positions rounded up to a block, not the original's grown capacity:
-  // growing to 769 positions in two calls takes 1280 (the second grows by half), a copy 1024.
+  // A state grows a block at a time (the blocks it has never move) and a copy holds the used
+  // positions rounded up to a block: 769 positions reached in two calls take 4 blocks.
   SequenceState grown = model().new_state();
   run(grown, test::random_tokens(513, 97, 5), 0);
   EXPECT_EQ(grown.storage()->capacity(), 3 * kStateBlockPositions);
   run(grown, test::random_tokens(256, 97, 11), 0);
-  EXPECT_EQ(grown.storage()->capacity(), 5 * kStateBlockPositions);
+  EXPECT_EQ(grown.storage()->capacity(), 4 * kStateBlockPositions);
   const SequenceState copy = grown;
   EXPECT_EQ(copy.storage()->capacity(), 4 * kStateBlockPositions);
   EXPECT_EQ(copy.floats(), model().state_floats() + 769 * kWidth);
@@ -129,6 +129,77 @@ TEST(GrowingState, AForkHoldsTheUsedPositionsAndContinuesExactly) {
   EXPECT_TRUE(same_bits(a, b));
   EXPECT_TRUE(same_bits(state.download(), continued.download()));
   EXPECT_EQ(continued.position, 320);
+}
+
+const HostState& host_state(const SequenceState& state) {
+  const auto* host = dynamic_cast<const HostState*>(state.storage());
+  EXPECT_NE(host, nullptr);
+  return *host;
+}
+
+TEST(GrowingState, ForksShareTheFullBlocksReadOnlyAndEachContinuesAsIfAlone) {
+  // 600 positions: blocks 0 and 1 are full, block 2 holds 88 positions.
+  const auto tokens = test::random_tokens(600, 97, 12);
+  const auto left = test::random_tokens(300, 97, 13), right = test::random_tokens(200, 97, 14);
+  SequenceState state = model().new_state();
+  run(state, tokens, 128);
+  SequenceState fork = state;
+  EXPECT_TRUE(host_state(fork).shares_block(host_state(state), 0));
+  EXPECT_TRUE(host_state(fork).shares_block(host_state(state), 1));
+  EXPECT_FALSE(host_state(fork).shares_block(host_state(state), 2));
+  // Both go on from position 600, each writing only its own blocks: each equals a state that
+  // ran the same positions alone, bit for bit, including every position's history row.
+  const auto fork_logits = run(fork, right, 0), state_logits = run(state, left, 7);
+  SequenceState alone_left = model().new_state(), alone_right = model().new_state();
+  run(alone_left, tokens, 0);
+  run(alone_right, tokens, 0);
+  EXPECT_TRUE(same_bits(run(alone_left, left, 0), state_logits));
+  EXPECT_TRUE(same_bits(run(alone_right, right, 0), fork_logits));
+  EXPECT_TRUE(same_bits(state.download(), alone_left.download()));
+  EXPECT_TRUE(same_bits(fork.download(), alone_right.download()));
+  EXPECT_TRUE(host_state(fork).shares_block(host_state(state), 1));
+  // A fork of the fork shares every block the fork has filled: block 2 too (800 used), which the
+  // fork wrote after it was made and so holds alone.
+  const SequenceState again = fork;
+  EXPECT_TRUE(host_state(again).shares_block(host_state(state), 0));
+  EXPECT_TRUE(host_state(again).shares_block(host_state(fork), 2));
+  EXPECT_FALSE(host_state(again).shares_block(host_state(state), 2));
+}
+
+TEST(GrowingState, SequencesResumedFromOneCachedPrefixShareItsFullBlocks) {
+  const auto tokens = test::random_tokens(520, 97, 15);
+  SequenceState state = model().new_state();
+  run(state, tokens, 0);
+  PrefixStateCache cache(64u << 20);
+  cache.put(tokens, state);
+  std::vector<int32_t> longer = tokens;
+  longer.push_back(3);
+  SequenceState a = model().new_state(), b = model().new_state();
+  ASSERT_EQ(cache.lookup(longer, a), tokens.size());
+  ASSERT_EQ(cache.lookup(longer, b), tokens.size());
+  for (int64_t block : {0, 1}) {
+    EXPECT_TRUE(host_state(a).shares_block(host_state(b), block));
+    EXPECT_TRUE(host_state(a).shares_block(host_state(state), block));
+  }
+  const std::vector<int32_t> one = {3}, other = {4};
+  const auto from_a = run(a, one, 0), from_b = run(b, other, 0);
+  SequenceState alone = model().new_state();
+  run(alone, tokens, 0);
+  EXPECT_TRUE(same_bits(run(alone, other, 0), from_b));
+  EXPECT_TRUE(same_bits(run(state, one, 0), from_a));
+  EXPECT_TRUE(same_bits(state.download(), a.download()));
+}
+
+TEST(GrowingState, AUsedPositionOfASharedBlockIsNeverWrittenAgain) {
+  HostState state(StateShape{2, {3}});
+  state.reserve(300);
+  for (int64_t p = 0; p < 300; ++p) state.writable_row(0, p)[0] = static_cast<float>(p);
+  const auto fork = state.clone(300);
+  // Position 10 is in the shared block 0; 299 in block 1, which the clone copied.
+  EXPECT_THROW(state.writable_row(0, 10), Error);
+  state.writable_row(0, 299)[0] = -1.0f;
+  EXPECT_EQ(static_cast<HostState&>(*fork).rows(0).row(299)[0], 299.0f);
+  EXPECT_EQ(static_cast<HostState&>(*fork).rows(0).row(10)[0], 10.0f);
 }
 
 TEST(GrowingState, StateAndSlotFilesStoreTheUsedExtentAndRestoreExactly) {

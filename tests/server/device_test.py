@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""`mambacpp serve --device vulkan` answers as `serve --device cpu` does: the same greedy and seeded
-completions, streamed or whole, cold and resumed from the prefix cache, over a batch of concurrent
-requests. On a device with an exact fma (lavapipe) the Vulkan model gives the CPU's logits bit for
+"""`mambacpp serve --device vulkan` answers as `serve --device cpu` does, for Mamba-1, Mamba-2 and
+Mamba-3 checkpoints: the same greedy and seeded completions, streamed or whole, cold and resumed from
+the prefix cache, over a batch of concurrent requests. On a device with an exact fma (lavapipe) the Vulkan model gives the CPU's logits bit for
 bit, so the texts are equal. Exits 77 (skipped) when no Vulkan device exists; run by ctest
 (server_device_test) in builds with the Vulkan backend."""
 
@@ -62,19 +62,22 @@ def main():
     if not vulkan_device_exists():
         print("no Vulkan device: skipped")
         return SKIP
-    model = make_model(os.path.join(tempfile.mkdtemp(prefix="mambacpp_serve_device_"), "model"))
-    results = {}
-    for device in ("cpu", "vulkan"):
-        with Server(model, "-t", "1", "-np", "4", "--cache-every", "8", "--device", device) as server:
-            results[device] = answers(server)
-            check(f"device {device}" in server.stdout(), f"the server did not report its device: {server.stdout()}")
-            check(server.terminate() == 0, server.stderr())
-    cpu, gpu = results["cpu"], results["vulkan"]
-    check(cpu["streamed"] == cpu["greedy"], f"cpu: streamed {cpu['streamed']!r} != whole {cpu['greedy']!r}")
-    check(cpu["follow_up_cached"] > 0, f"the follow-up resumed nothing from the cache: {cpu}")
-    for key in cpu:
-        check(gpu[key] == cpu[key], f"{key}: vulkan {json.dumps(gpu[key])} != cpu {json.dumps(cpu[key])}")
-    print("serve --device vulkan answers as --device cpu:", json.dumps(gpu["greedy"]))
+    folder = tempfile.mkdtemp(prefix="mambacpp_serve_device_")
+    for arch in ("mamba1", "mamba2", "mamba3"):
+        model = make_model(os.path.join(folder, arch), ("--arch", arch))
+        results = {}
+        for device in ("cpu", "vulkan"):
+            with Server(model, "-t", "1", "-np", "4", "--cache-every", "8", "--device", device) as server:
+                results[device] = answers(server)
+                check(f"device {device}" in server.stdout(),
+                      f"the server did not report its device: {server.stdout()}")
+                check(server.terminate() == 0, server.stderr())
+        cpu, gpu = results["cpu"], results["vulkan"]
+        check(cpu["streamed"] == cpu["greedy"], f"cpu: streamed {cpu['streamed']!r} != whole {cpu['greedy']!r}")
+        check(cpu["follow_up_cached"] > 0, f"the follow-up resumed nothing from the cache: {cpu}")
+        for key in cpu:
+            check(gpu[key] == cpu[key], f"{arch} {key}: vulkan {json.dumps(gpu[key])} != cpu {json.dumps(cpu[key])}")
+        print(f"{arch}: serve --device vulkan answers as --device cpu:", json.dumps(gpu["greedy"]))
     return 0
 
 

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "common/test_util.h"
@@ -257,6 +260,52 @@ TEST(OpenAiApi, AChatTemplateThatCannotRenderIsA400NamingTheTemplate) {
     EXPECT_EQ(e.code, "chat_template_error");
     EXPECT_NE(std::string(e.what()).find("chat template"), std::string::npos) << e.what();
   }
+}
+
+std::string read_data_file(const std::string& path) {
+  std::ifstream in(std::string(MB_TEST_DATA_DIR) + "/" + path, std::ios::binary);
+  EXPECT_TRUE(in) << path;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The hybrids' published templates, in a model folder as each ships (Granite-4.0-H and
+// Nemotron-Nano-9B-v2 in tokenizer_config.json, Nemotron-3-Nano in chat_template.jinja): a chat
+// request's prompt is the encoding of Hugging Face's render of its messages, the golden of
+// tests/data/chat_templates/goldens.json.
+TEST(OpenAiApi, AHybridFoldersPublishedChatTemplateMakesTheChatPrompt) {
+  const json goldens = json::parse(read_data_file("chat_templates/goldens.json"));
+  int checked = 0;
+  for (const std::string file : {"granite-4.0.jinja", "nemotron-nano-9b-v2.jinja",
+                                 "nemotron-h-reasoning.jinja", "nemotron-3-nano.jinja"}) {
+    const std::string dir = test::make_temp_dir("openai_api_hybrid_template");
+    const std::string source = read_data_file("chat_templates/" + file);
+    json config = {{"bos_token", "<s>"}, {"eos_token", "</s>"}};
+    if (file == "nemotron-3-nano.jinja")
+      std::ofstream(dir + "/chat_template.jinja", std::ios::binary) << source;
+    else
+      config["chat_template"] = source;
+    std::ofstream(dir + "/tokenizer_config.json") << config.dump();
+    const ServedChatTemplate served = load_served_chat_template(dir);
+    ASSERT_EQ(served.error, "") << file;
+    for (const json& c : goldens["cases"]) {
+      // The server renders plain role/content messages with the generation prompt.
+      if (c["template"] != file || !c["add_generation_prompt"].get<bool>() || c["variables"].size() != 1)
+        continue;
+      const json& messages = c["variables"]["messages"];
+      if (!std::all_of(messages.begin(), messages.end(),
+                       [](const json& m) { return m.size() == 2 && m["content"].is_string(); }))
+        continue;
+      const json body = {{"messages", messages}};
+      const ApiRequest request =
+          prepare_api_request(ApiKind::Chat, body.dump(), tokenizer(), served, {}, 1, "m");
+      EXPECT_EQ(request.serve.prompt, tokenizer().encode(c["expected"].get<std::string>()))
+          << file << " / " << c["conversation"];
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 4 * 9);
 }
 
 ServeEvent token_event(int32_t id, std::string text, float logprob = -0.5f) {

@@ -481,5 +481,45 @@ TEST(Serve, AChatTemplateThatCannotRenderIsA400) {
   EXPECT_EQ(server.terminate(), 0);
 }
 
+// A Granite-4.0-H folder (random weights, the real layout) with the template IBM publishes in its
+// tokenizer_config.json: /v1/chat/completions prefills Hugging Face's render of the messages (the
+// golden of tests/data/chat_templates), not the plain format.
+TEST(Serve, AGraniteHybridFolderIsServedWithItsPublishedChatTemplate) {
+  const std::string dir = test::make_temp_dir("serve_granite_hybrid") + "/model";
+  const std::string make = std::string(MB_CLI_PATH) + " make-model --arch granite-hybrid --out " + dir +
+                           " --d-model 32 --n-layer 4 --vocab 301 --seed 5 >/dev/null 2>&1";
+  ASSERT_EQ(std::system(make.c_str()), 0);
+  const auto read = [](const std::string& name) {
+    std::ifstream in(std::string(MB_TEST_DATA_DIR) + "/chat_templates/" + name, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  const json config = {{"bos_token", "<|end_of_text|>"},
+                       {"eos_token", "<|end_of_text|>"},
+                       {"chat_template", read("granite-4.0.jinja")}};
+  std::ofstream(dir + "/tokenizer_config.json") << config.dump();
+  const json goldens = json::parse(read("goldens.json"));
+  json golden;
+  for (const json& c : goldens["cases"])
+    if (c["template"] == "granite-4.0.jinja" && c["conversation"] == "system_and_user" &&
+        c["add_generation_prompt"].get<bool>())
+      golden = c;
+  ASSERT_TRUE(golden.is_object());
+  ServerProcess server(dir, "-t 1");
+  ASSERT_GT(server.port(), 0);
+  httplib::Client client = client_for(server);
+  const auto count_tokens = [&](const std::string& text) {
+    return post_json(client, "/tokenize", {{"content", text}})["tokens"].size();
+  };
+  const json reply =
+      post_json(client, "/v1/chat/completions",
+                {{"messages", golden["variables"]["messages"]}, {"max_tokens", 2}, {"ignore_eos", true}});
+  EXPECT_EQ(reply["usage"]["prompt_tokens"], count_tokens(golden["expected"]));
+  EXPECT_NE(reply["usage"]["prompt_tokens"],
+            count_tokens("system: You are a concise assistant.\nuser: Name three primes.\nassistant:"));
+  EXPECT_EQ(server.terminate(), 0);
+}
+
 }  // namespace
 }  // namespace mb

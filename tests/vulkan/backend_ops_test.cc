@@ -1,9 +1,10 @@
 // Every case of the op registry (common/op_cases.h) on Vulkan device 0 under the validation
 // layer, failing on any error it reports: within the case's tolerance of the double reference,
 // and, on a device whose fma is exact (lavapipe emulates one), every float the bits of the CPU's
-// scalar kernels. Cases of the batched ops over several parts of a round also run on a backend
-// whose context does without buffer arrays, the one-dispatch-per-part fallback. A case the device
-// cannot run is skipped with the reason the backend gives.
+// scalar kernels. Cases of the batched ops over several parts of a round, and of the ops whose
+// shaders use subgroup shuffles, also run on a backend whose context does without buffer arrays
+// and subgroup shuffles: the one-dispatch-per-part fallback and the shared-memory exchanges. A
+// case the device cannot run is skipped with the reason the backend gives.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,11 +23,13 @@ namespace mb {
 namespace {
 
 // Null when the machine has no Vulkan device; a device that exists but cannot be opened throws,
-// which fails the test rather than skipping it.
+// which fails the test rather than skipping it. Without buffer arrays the context also does
+// without subgroup shuffles: the fallbacks are tested together.
 std::unique_ptr<vulkan::VulkanBackend> make_device(bool buffer_arrays) {
   vulkan::ContextOptions options;
   options.validation = true;
   options.buffer_arrays = buffer_arrays;
+  options.subgroup_ops = buffer_arrays;
   std::unique_ptr<vulkan::VulkanBackend> backend;
   try {
     backend = std::make_unique<vulkan::VulkanBackend>(options);
@@ -35,8 +38,8 @@ std::unique_ptr<vulkan::VulkanBackend> make_device(bool buffer_arrays) {
     throw;
   }
   const vulkan::Context& context = backend->context();
-  std::printf("[vulkan] %s%s, fma %s, validation %s\n", backend->description().c_str(),
-              buffer_arrays ? "" : " without buffer arrays",
+  std::printf("[vulkan] %s%s, subgroup shuffles %s, fma %s, validation %s\n", backend->description().c_str(),
+              buffer_arrays ? "" : " without buffer arrays", context.subgroup_ops() ? "on" : "off",
               context.exact_fma() ? "exact" : "NOT exact (the bitwise tier is skipped)",
               context.validation_enabled() ? "on" : "off (layer not installed)");
   return backend;
@@ -65,11 +68,15 @@ TEST_P(VulkanBackendOps, MatchesTheReferenceAndTheCpuBits) {
   const CpuBackend cpu;
   const test::OpRecord scalar = test::run_op(c.body, &cpu, {1, Isa::Scalar});
   double worst = 0.0;
-  for (bool buffer_arrays : c.several_parts ? std::vector<bool>{true, false} : std::vector<bool>{true}) {
+  // The ops whose shaders exchange values through subgroup shuffles where the device has them.
+  const bool uses_subgroups = c.op == "mamba2_scan" || c.op == "mamba3_scan" || c.op == "gated_rms_norm";
+  const bool fallbacks = c.several_parts || uses_subgroups;
+  for (bool buffer_arrays : fallbacks ? std::vector<bool>{true, false} : std::vector<bool>{true}) {
     const vulkan::VulkanBackend& backend = *device(buffer_arrays);
     vulkan::Context& context = backend.context();
     context.clear_validation_errors();
-    const std::string on = std::string("vulkan") + (buffer_arrays ? "" : " without buffer arrays");
+    const std::string on =
+        std::string("vulkan") + (buffer_arrays ? "" : " without buffer arrays and shuffles");
     const test::OpRecord got = test::run_op(c.body, &backend, {});
     const test::OpRecord* bits = context.exact_fma() ? &scalar : nullptr;
     worst = std::max(worst, test::expect_record(got, reference, bits, c.tolerance, on));

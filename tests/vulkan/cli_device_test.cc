@@ -1,7 +1,9 @@
-// `--device vulkan` end to end through the CLI: logits files byte-identical to the CPU's (on a
-// device with an exact fma), the same greedy ids from generate, and bench's JSON with the CPU
-// fields plus the device's phase timings.
+// `--device vulkan` end to end through the CLI, for Mamba-1, Mamba-2 and Mamba-3 checkpoints:
+// logits files byte-identical to the CPU's (on a device with an exact fma; Mamba-2 and Mamba-3 in
+// both scan orders), the same greedy ids from generate and the same text from run, and bench's
+// JSON with the CPU fields plus the device's phase timings.
 #include <cstdlib>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -13,7 +15,7 @@
 namespace mb {
 namespace {
 
-class VulkanCli : public test::VulkanTest {
+class VulkanCli : public test::VulkanTest, public ::testing::WithParamInterface<std::string> {
  protected:
   struct Output {
     int status;
@@ -28,41 +30,52 @@ class VulkanCli : public test::VulkanTest {
     const int status = std::system(command.c_str());
     return {status, read_text_file(dir + "/out.txt"), read_text_file(dir + "/err.txt")};
   }
+  // A bf16 checkpoint of the parameter's architecture, with a tokenizer, made once per binary.
   const std::string& model() {
-    static const std::string dir = [this] {
-      const std::string d = test::make_temp_dir("vulkan_cli_model") + "/model";
-      const Output made =
-          cli("make-model --out " + d + " --d-model 32 --n-layer 2 --vocab 301 --seed 5 --dtype bf16");
-      EXPECT_EQ(made.status, 0) << made.err;
-      return d;
-    }();
-    return dir;
+    static std::map<std::string, std::string> made;
+    const std::string& arch = GetParam();
+    if (made.count(arch) == 0) {
+      const std::string d = test::make_temp_dir("vulkan_cli_model") + "/" + arch;
+      const Output out = cli("make-model --out " + d + " --arch " + arch +
+                             " --d-model 32 --n-layer 2 --vocab 301 --seed 5 --dtype bf16");
+      EXPECT_EQ(out.status, 0) << out.err;
+      made[arch] = d;
+    }
+    return made[arch];
   }
   std::string device() { return "vulkan:" + std::to_string(ctx().info().index); }
+  bool ssd() { return GetParam() != "mamba1"; }
 };
 
-TEST_F(VulkanCli, LogitsAndGenerateEqualTheCpu) {
+TEST_P(VulkanCli, LogitsGenerateAndRunEqualTheCpu) {
   const std::string dir = test::make_temp_dir("vulkan_cli_logits");
-  const std::string base = "logits -m " + model() + " --tokens 5,6,7,8,9 --all-positions --chunk 2 --out ";
-  ASSERT_EQ(cli(base + dir + "/cpu.npy").status, 0);
-  const Output gpu = cli(base + dir + "/gpu.npy --device " + device());
-  ASSERT_EQ(gpu.status, 0) << gpu.err;
-  const std::string cpu_bytes = read_text_file(dir + "/cpu.npy"),
-                    gpu_bytes = read_text_file(dir + "/gpu.npy");
-  ASSERT_EQ(cpu_bytes.size(), gpu_bytes.size());
-  if (ctx().exact_fma()) {
-    EXPECT_TRUE(cpu_bytes == gpu_bytes) << "the .npy files differ";
+  const std::string base = "logits -m " + model() + " --tokens 5,6,7,8,9,10,11 --all-positions --chunk 3 ";
+  for (const std::string scan :
+       ssd() ? std::vector<std::string>{"sequential", "chunked"} : std::vector<std::string>{""}) {
+    const std::string form = scan.empty() ? "" : "--scan " + scan + " --ssd-chunk 2 ";
+    ASSERT_EQ(cli(base + form + "--out " + dir + "/cpu.npy").status, 0);
+    const Output gpu = cli(base + form + "--out " + dir + "/gpu.npy --device " + device());
+    ASSERT_EQ(gpu.status, 0) << gpu.err;
+    const std::string cpu_bytes = read_text_file(dir + "/cpu.npy"),
+                      gpu_bytes = read_text_file(dir + "/gpu.npy");
+    ASSERT_EQ(cpu_bytes.size(), gpu_bytes.size());
+    if (ctx().exact_fma()) EXPECT_TRUE(cpu_bytes == gpu_bytes) << "the .npy files differ " << form;
   }
 
   const std::string generate = "generate -m " + model() + " --tokens 1,2,3 -n 8 --ignore-eos";
   const Output cpu_ids = cli(generate), gpu_ids = cli(generate + " --device " + device());
   ASSERT_EQ(gpu_ids.status, 0) << gpu_ids.err;
-  if (ctx().exact_fma()) {
-    EXPECT_EQ(gpu_ids.out, cpu_ids.out);
-  }
+  if (ctx().exact_fma()) EXPECT_EQ(gpu_ids.out, cpu_ids.out);
+
+  const std::string run =
+      "run -m " + model() + " -p \"Once upon a time\" -n 6 --temp 0.8 --seed 3 --ignore-eos";
+  const Output cpu_text = cli(run), gpu_text = cli(run + " --device " + device());
+  ASSERT_EQ(cpu_text.status, 0) << cpu_text.err;
+  ASSERT_EQ(gpu_text.status, 0) << gpu_text.err;
+  if (ctx().exact_fma()) EXPECT_EQ(gpu_text.out, cpu_text.out);
 }
 
-TEST_F(VulkanCli, BenchReportsTheCpuFieldsAndDeviceTimings) {
+TEST_P(VulkanCli, BenchReportsTheCpuFieldsAndDeviceTimings) {
   const Output cpu = cli("bench -m " + model() + " --prompt-len 6 --gen-len 2 --repeats 1 --json");
   const Output gpu = cli("bench -m " + model() +
                          " --prompt-len 6 --gen-len 2 --repeats 1 --batch 2 --json --device " + device());
@@ -78,9 +91,17 @@ TEST_F(VulkanCli, BenchReportsTheCpuFieldsAndDeviceTimings) {
     const auto& step = gpu_json["device_phases"]["decode_step"];
     ASSERT_TRUE(step.contains("in_proj gemm")) << gpu.out;
     EXPECT_EQ(step["in_proj gemm"]["dispatches"].get<int>(), 2);  // one per layer
-    EXPECT_TRUE(gpu_json["device_phases"]["prefill"].contains("selective scan+gate")) << gpu.out;
+    // Each architecture's scan, by its phase name.
+    const std::string scan = GetParam() == "mamba1"   ? "selective scan+gate"
+                             : GetParam() == "mamba2" ? "ssd scan"
+                                                      : "mixer (bcnorm+rope+scan+gate)";
+    EXPECT_TRUE(gpu_json["device_phases"]["prefill"].contains(scan)) << gpu.out;
+    EXPECT_TRUE(step.contains(scan)) << gpu.out;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Architectures, VulkanCli, ::testing::Values("mamba1", "mamba2", "mamba3"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace mb

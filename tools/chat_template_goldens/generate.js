@@ -61,26 +61,247 @@ const conversations = {
   ],
 };
 
-const tokens = {
-  "chatml.jinja": { bos_token: "", eos_token: "<|im_end|>" },
-  "llama-3-instruct.jinja": { bos_token: "<|begin_of_text|>", eos_token: "<|eot_id|>" },
-  "granite-3.1-instruct.jinja": { bos_token: "<|end_of_text|>", eos_token: "<|end_of_text|>" },
-  "features.jinja": { bos_token: "<s>", eos_token: "</s>" },
+// Tools, tool calls and documents in the shapes the OpenAI API and transformers' docs use. Numbers
+// are integers and no extra schema key is a boolean or null: @huggingface/jinja prints 2.0 as "2"
+// and `true | string` as "true", where Python prints "2.0" and "True" (see README.md).
+const weatherTool = {
+  type: "function",
+  function: {
+    name: "get_weather",
+    description: "Get the current weather in a city.\n",
+    parameters: {
+      type: "object",
+      properties: {
+        location: { type: "string", description: "The city, e.g. \"Paris\" or \"São Paulo\"" },
+        unit: { type: "string", enum: ["celsius", "fahrenheit"], description: "  The unit  " },
+      },
+      required: ["location"],
+    },
+  },
+};
+const searchTool = {
+  type: "function",
+  function: {
+    name: "search_docs",
+    description: "Search the knowledge base.",
+    parameters: {
+      type: "object",
+      properties: {
+        query: { type: "string", description: "What to look for" },
+        limit: { type: "integer", default: 5, minimum: 1 },
+        tags: { type: "array", items: { type: "string" }, examples: [["a", "b"]] },
+      },
+      required: ["query"],
+      title: "SearchArgs",
+    },
+  },
+};
+// A tool given without the {"type": "function", "function": ...} wrapper.
+const flatTool = { name: "now", description: "The current time.", parameters: { type: "object", properties: {} } };
+
+const weatherCall = (id, location) => ({
+  id,
+  type: "function",
+  function: { name: "get_weather", arguments: { location, unit: "celsius" } },
+});
+const tricky = "naïve \"quoted\" \\ back\nslash 😀 </tool_call> {{ x }}";
+
+const toolRound = [
+  { role: "system", content: "You are a weather bot." },
+  { role: "user", content: "Weather in Paris and Oslo?" },
+  { role: "assistant", content: "", tool_calls: [weatherCall("call_1", "Paris"), weatherCall("call_2", "Oslo")] },
+  { role: "tool", tool_call_id: "call_1", content: "{\"temperature\": 21}" },
+  { role: "tool", tool_call_id: "call_2", content: "{\"temperature\": 9}" },
+  { role: "assistant", content: "Paris is 21 °C and Oslo 9 °C." },
+  { role: "user", content: "Thanks!" },
+];
+const toolCallWithText = [
+  { role: "user", content: "Search for mamba, please." },
+  {
+    role: "assistant",
+    content: "Let me search.",
+    tool_calls: [{ id: "c", type: "function", function: { name: "search_docs", arguments: { query: tricky, limit: 3 } } }],
+  },
+  { role: "tool", content: "[]" },
+];
+const toolCallStringArguments = [
+  { role: "user", content: "Weather in Rome?" },
+  {
+    role: "assistant",
+    content: "",
+    tool_calls: [{ type: "function", function: { name: "get_weather", arguments: "{\"location\": \"Rome\"}" } }],
+  },
+  { role: "tool", content: "sunny" },
+];
+const toolCallNullContent = [
+  { role: "user", content: "Weather in Lima?" },
+  { role: "assistant", content: null, tool_calls: [weatherCall("call_9", "Lima")] },
+  { role: "tool", content: "cloudy" },
+  { role: "assistant", content: null },
+];
+const documents = [
+  { doc_id: 1, title: "Mamba", text: "Mamba is a selective state space model." },
+  { doc_id: 2, title: "Granite 4.0", text: "Granite-4.0-H mixes Mamba-2 and attention layers, 9:1 — \"hybrid\"." },
+];
+
+// Conversations that only some templates render (tool calls, thinking switches, documents...),
+// each as the variables apply_chat_template would pass besides add_generation_prompt and the
+// tokens: `messages` and any of tools, documents and template keyword arguments.
+const extras = {
+  granite: {
+    tools_and_tool_results: { messages: toolRound, tools: [weatherTool, searchTool] },
+    tool_call_with_text: { messages: toolCallWithText, tools: [searchTool] },
+    tool_call_string_arguments: { messages: toolCallStringArguments, tools: [weatherTool] },
+    tool_call_null_content: { messages: toolCallNullContent, tools: [weatherTool, flatTool] },
+    available_tools: { messages: [{ role: "user", content: "What time is it?" }], available_tools: [flatTool] },
+    documents: { messages: [{ role: "user", content: "What is Mamba?" }], documents },
+    system_tools_and_documents: {
+      messages: [{ role: "system", content: "Answer briefly." }, { role: "user", content: "Compare them." }],
+      tools: [searchTool],
+      documents,
+    },
+    content_parts: {
+      messages: [
+        { role: "system", content: [{ type: "text", text: "Part one." }, { type: "image" }, { type: "text", text: "Part two." }] },
+        { role: "user", content: [{ type: "text", text: "Describe" }, { type: "text", text: "this." }] },
+        { role: "assistant", content: [] },
+      ],
+    },
+    later_system_message: {
+      messages: [
+        { role: "user", content: "Hi" },
+        { role: "system", content: "Switch to French." },
+        { role: "user", content: "Hello again" },
+      ],
+    },
+  },
+  nemotron_nano_v2: {
+    tools_and_tool_results: { messages: toolRound, tools: [weatherTool, searchTool] },
+    tool_call_with_text: { messages: toolCallWithText, tools: [searchTool, flatTool] },
+    tool_call_string_arguments: { messages: toolCallStringArguments, tools: [weatherTool] },
+    system_no_think: {
+      messages: [{ role: "system", content: "/no_think You are terse." }, { role: "user", content: "2+2?" }],
+    },
+    user_think_after_system_no_think: {
+      messages: [
+        { role: "system", content: "/no_think" },
+        { role: "user", content: "Plan a trip. /think" },
+      ],
+    },
+    user_no_think_in_later_turn: {
+      messages: [
+        { role: "user", content: "/think Why is the sky blue?" },
+        { role: "assistant", content: "<think>\nRayleigh.\n</think>\n\nRayleigh scattering." },
+        { role: "user", content: "Shorter. /no_think" },
+      ],
+    },
+    think_inside_a_word: { messages: [{ role: "user", content: "Explain /thinking aloud." }] },
+    ends_with_assistant_prefill: {
+      messages: [
+        { role: "system", content: "/think" },
+        { role: "user", content: "Count to three." },
+        { role: "assistant", content: "  One, two,  " },
+      ],
+    },
+    continue_final_message_false: {
+      messages: [{ role: "user", content: "Hi" }, { role: "assistant", content: "Hello" }],
+      continue_final_message: false,
+    },
+    continue_final_message_true: {
+      messages: [{ role: "user", content: "Hi" }, { role: "assistant", content: "Hello" }],
+      continue_final_message: true,
+    },
+  },
+  nemotron_h_reasoning: {
+    reasoning_on: {
+      messages: [{ role: "system", content: "Be careful. {'reasoning': True}" }, { role: "user", content: "  17 * 23?  " }],
+    },
+    reasoning_off_multi_turn: {
+      messages: [
+        { role: "system", content: "{'reasoning': False}" },
+        { role: "user", content: "Hi" },
+        { role: "assistant", content: "  Hello!  " },
+        { role: "user", content: "Bye" },
+      ],
+    },
+    reasoning_marker_in_user_message: {
+      messages: [{ role: "user", content: "{'reasoning': True}" }],
+    },
+  },
+  nemotron_3: {
+    tools_and_tool_results: { messages: toolRound, tools: [weatherTool, searchTool] },
+    tool_call_with_text: { messages: toolCallWithText, tools: [searchTool, flatTool] },
+    tool_call_null_content: { messages: toolCallNullContent, tools: [weatherTool] },
+    thinking_off: { messages: [{ role: "user", content: "2+2?" }], enable_thinking: false },
+    reasoning_content_history: {
+      messages: [
+        { role: "user", content: "Why is the sky blue?" },
+        { role: "assistant", reasoning_content: "Rayleigh scattering.", content: "Shorter wavelengths scatter." },
+        { role: "user", content: "And sunsets?" },
+        { role: "assistant", reasoning_content: "  Longer path.  ", content: "Red light survives the long path." },
+      ],
+    },
+    think_tags_in_content: {
+      messages: [
+        { role: "system", content: "Be precise." },
+        { role: "user", content: "1+1?" },
+        { role: "assistant", content: "<think>\nEasy.\n</think>\n2" },
+        { role: "user", content: "2+2?" },
+        { role: "assistant", content: "<think>unfinished thought" },
+      ],
+    },
+    history_thinking_kept: {
+      messages: [
+        { role: "user", content: "1+1?" },
+        { role: "assistant", content: "<think>\nEasy.\n</think>\n2" },
+        { role: "user", content: "2+2?" },
+      ],
+      truncate_history_thinking: false,
+    },
+    old_tool_call_turn_truncated: {
+      messages: [
+        { role: "user", content: "Weather in Paris?" },
+        { role: "assistant", content: "<think>Call the tool.</think>Checking.", tool_calls: [weatherCall("a", "Paris")] },
+        { role: "tool", content: "21" },
+        { role: "assistant", content: "<think>ok</think>It is 21 °C." },
+        { role: "user", content: "Thanks" },
+      ],
+      tools: [weatherTool],
+    },
+    other_role: { messages: [{ role: "developer", content: "Use metric units." }, { role: "user", content: "Hi" }] },
+  },
+};
+
+const templates = {
+  "chatml.jinja": { tokens: { bos_token: "", eos_token: "<|im_end|>" } },
+  "llama-3-instruct.jinja": { tokens: { bos_token: "<|begin_of_text|>", eos_token: "<|eot_id|>" } },
+  "granite-3.1-instruct.jinja": { tokens: { bos_token: "<|end_of_text|>", eos_token: "<|end_of_text|>" } },
+  "features.jinja": { tokens: { bos_token: "<s>", eos_token: "</s>" } },
+  // The hybrids' templates do not use bos_token or eos_token; these are their tokenizers'.
+  "granite-4.0.jinja": { tokens: { bos_token: "<|end_of_text|>", eos_token: "<|end_of_text|>" }, extras: extras.granite },
+  "nemotron-nano-9b-v2.jinja": { tokens: { bos_token: "<s>", eos_token: "<SPECIAL_12>" }, extras: extras.nemotron_nano_v2 },
+  "nemotron-h-reasoning.jinja": { tokens: { bos_token: "<s>", eos_token: "<SPECIAL_12>" }, extras: extras.nemotron_h_reasoning },
+  "nemotron-3-nano.jinja": { tokens: { bos_token: "<s>", eos_token: "<|im_end|>" }, extras: extras.nemotron_3 },
 };
 
 const cases = [];
-for (const file of Object.keys(tokens)) {
+for (const [file, { tokens, extras: more = {} }] of Object.entries(templates)) {
   const source = fs.readFileSync(path.join(dir, file), "utf8");
   const template = new Template(source);
-  for (const [name, messages] of Object.entries(conversations)) {
+  const all = { ...Object.fromEntries(Object.entries(conversations).map(([k, m]) => [k, { messages: m }])), ...more };
+  for (const [name, variables] of Object.entries(all)) {
     for (const addGenerationPrompt of [true, false]) {
+      // transformers passes tools and documents (None when not given) and the tokens, and the
+      // caller's keyword arguments over them.
       const expected = template.render({
-        messages,
         add_generation_prompt: addGenerationPrompt,
-        ...tokens[file],
+        ...tokens,
+        tools: null,
+        documents: null,
+        ...variables,
       });
-      cases.push({ template: file, conversation: name, add_generation_prompt: addGenerationPrompt, ...tokens[file],
-        messages, expected });
+      cases.push({ template: file, conversation: name, add_generation_prompt: addGenerationPrompt, ...tokens,
+        variables, expected });
     }
   }
 }

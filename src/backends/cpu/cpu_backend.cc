@@ -338,10 +338,10 @@ void CpuBackend::append_rows(Stream& stream, const AppendRowsOp& op) const {
   for (const Part& part : op.parts) {
     auto& state = static_cast<HostState&>(*part.state);
     MB_CHECK(part.position + part.rows <= state.capacity());
-    float* to = state.growing(static_cast<size_t>(op.part)) + part.position * op.cols;
     const float* from = data(op.x.row(part.first_row));
     for (int64_t r = 0; r < part.rows; ++r)
-      std::memcpy(to + r * op.cols, from + r * op.x.ld, op.cols * sizeof(float));
+      std::memcpy(state.writable_row(static_cast<size_t>(op.part), part.position + r), from + r * op.x.ld,
+                  op.cols * sizeof(float));
   }
 }
 
@@ -357,8 +357,8 @@ void CpuBackend::attention(Stream& stream, const AttentionOp& op) const {
                       op.q.ld,
                       part.rows,
                       part.position,
-                      state.growing(static_cast<size_t>(op.k_part)),  // [positions, kv width]
-                      state.growing(static_cast<size_t>(op.v_part)),
+                      state.rows(static_cast<size_t>(op.k_part)),  // [positions, kv width]
+                      state.rows(static_cast<size_t>(op.v_part)),
                       data(op.y.row(part.first_row)),
                       op.y.ld};
   }

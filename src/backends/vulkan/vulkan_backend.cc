@@ -4,6 +4,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "backends/cpu/cpu_backend.h"
 #include "backends/vulkan/vulkan_buffer.h"
 #include "backends/vulkan/vulkan_commands.h"
 #include "backends/vulkan/vulkan_ops.h"
@@ -275,6 +276,14 @@ void copy_rows(CommandSequence& seq, const Buffer& staging, View y, int64_t rows
   }
 }
 
+// The positions per SSD chunk of a round: the op's chunk, or the longest part when shorter (as
+// the CPU backend cuts them).
+int64_t ssd_chunk_for(int64_t chunk, std::span<const Part> parts) {
+  int64_t longest = 1;
+  for (const Part& part : parts) longest = std::max(longest, part.rows);
+  return std::min(chunk, longest);
+}
+
 bool float_weights(DType dtype) {
   return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16;
 }
@@ -312,11 +321,16 @@ std::string VulkanBackend::why_unsupported(const OpQuery& query) const {
     case OpKind::CausalConv:
       return query.size <= kMaxConvKernel ? "" : "the Vulkan conv supports kernels of up to 16 taps";
     case OpKind::Mamba2Scan:
+      return query.size <= kMaxScanStates ? "" : "the Vulkan Mamba-2 scan supports d_state up to 256";
     case OpKind::GatedRmsNorm:
-      return "the Vulkan backend does not run Mamba-2 models yet (its scan and gated norm); run this one "
-             "with --device cpu";
+      return "";
     case OpKind::Mamba3Scan:
-      return "the Vulkan backend does not run Mamba-3 models yet; run this one with --device cpu";
+      if (query.size > kMaxScanStates) return "the Vulkan Mamba-3 scan supports d_state up to 256";
+      return shared_->context.info().float64
+                 ? ""
+                 : "the Vulkan Mamba-3 scan needs shaderFloat64 (its RoPE phases are updated in double "
+                   "precision, as on the CPU), which " +
+                       shared_->context.info().name + " lacks; run this model with --device cpu";
     case OpKind::Attention:
     case OpKind::Glu:
     case OpKind::Scale:
@@ -572,8 +586,42 @@ void VulkanBackend::selective_scan(Stream& stream, const SelectiveScanOp& op) co
   s.mark(op.phase);
 }
 
-void VulkanBackend::mamba2_scan(Stream&, const Mamba2ScanOp&) const {
-  throw Error(why_unsupported({OpKind::Mamba2Scan}));
+void VulkanBackend::mamba2_scan(Stream& stream, const Mamba2ScanOp& op) const {
+  VulkanStream& s = vk(stream);
+  if (!recording_op(s)) return;
+  GpuMamba2ScanArgs a;
+  a.n_heads = op.n_heads;
+  a.headdim = op.headdim;
+  a.d_state = op.d_state;
+  a.n_groups = op.n_groups;
+  a.xbc = buffer_of(op.xbc);
+  a.xbc_offset = offset_of(op.xbc);
+  a.ldxbc = op.xbc.ld;
+  a.dt = buffer_of(op.dt);
+  a.dt_offset = offset_of(op.dt);
+  a.lddt = op.dt.ld;
+  a.y = buffer_of(op.y);
+  a.y_offset = offset_of(op.y);
+  a.ldy = op.y.ld;
+  a.dt_bias = buffer_of(op.dt_bias);
+  a.dt_bias_offset = offset_of(op.dt_bias);
+  a.a_base2 = buffer_of(op.a_base2);
+  a.a_base2_offset = offset_of(op.a_base2);
+  a.a = buffer_of(op.a);
+  a.a_offset = offset_of(op.a);
+  a.d_skip = buffer_of(op.d_skip);
+  a.d_offset = offset_of(op.d_skip);
+  a.d_per_channel = op.d_skip_per_channel;
+  a.dt_min = op.dt_min;
+  a.dt_max = op.dt_max;
+  a.state_offset = static_cast<uint64_t>(op.state_offset);
+  a.parts = op.parts;
+  // As on the CPU: Auto takes the sequential order, and a chunk never exceeds the round's
+  // longest part (CpuBackend's ssd_chunk_for), so both devices cut the same chunks.
+  a.chunked = op.form == ScanForm::Chunked;
+  a.chunk = ssd_chunk_for(op.chunk, op.parts);
+  record_mamba2_scan(*s.sequence, a);  // every sequence at once
+  s.mark(op.phase);
 }
 
 void VulkanBackend::attention(Stream&, const AttentionOp&) const {
@@ -588,12 +636,61 @@ void VulkanBackend::scale(Stream&, const ScaleOp&) const {
   throw Error(why_unsupported({OpKind::Scale}));
 }
 
-void VulkanBackend::gated_rms_norm(Stream&, const GatedRmsNormOp&) const {
-  throw Error(why_unsupported({OpKind::GatedRmsNorm}));
+void VulkanBackend::gated_rms_norm(Stream& stream, const GatedRmsNormOp& op) const {
+  VulkanStream& s = vk(stream);
+  if (!recording_op(s)) return;
+  record_gated_rms_norm(*s.sequence,
+                        {buffer_of(op.y), offset_of(op.y), op.y.ld, buffer_of(op.z), offset_of(op.z), op.z.ld,
+                         op.rows, op.dim, op.group_size, buffer_of(op.weight), offset_of(op.weight), op.eps,
+                         buffer_of(op.out), offset_of(op.out), op.out.ld});
+  s.mark(op.phase);
 }
 
-void VulkanBackend::mamba3_scan(Stream&, const Mamba3ScanOp&) const {
-  throw Error(why_unsupported({OpKind::Mamba3Scan}));
+void VulkanBackend::mamba3_scan(Stream& stream, const Mamba3ScanOp& op) const {
+  VulkanStream& s = vk(stream);
+  if (!recording_op(s)) return;
+  GpuMamba3ScanArgs a;
+  a.n_heads = op.n_heads;
+  a.headdim = op.headdim;
+  a.d_state = op.d_state;
+  a.n_groups = op.n_groups;
+  a.n_angles = op.n_angles;
+  a.proj = buffer_of(op.proj);
+  a.proj_offset = offset_of(op.proj);
+  a.ldp = op.proj.ld;
+  a.y = buffer_of(op.y);
+  a.y_offset = offset_of(op.y);
+  a.ldy = op.y.ld;
+  a.dt_bias = buffer_of(op.dt_bias);
+  a.dt_bias_offset = offset_of(op.dt_bias);
+  a.b_bias = buffer_of(op.b_bias);
+  a.b_bias_offset = offset_of(op.b_bias);
+  a.c_bias = buffer_of(op.c_bias);
+  a.c_bias_offset = offset_of(op.c_bias);
+  a.b_norm = buffer_of(op.b_norm);
+  a.b_norm_offset = offset_of(op.b_norm);
+  a.c_norm = buffer_of(op.c_norm);
+  a.c_norm_offset = offset_of(op.c_norm);
+  a.d_skip = buffer_of(op.d_skip);
+  a.d_offset = offset_of(op.d_skip);
+  a.gate_norm = buffer_of(op.gate_norm);
+  a.gate_offset = offset_of(op.gate_norm);
+  a.a_floor = op.a_floor;
+  a.eps = op.eps;
+  a.state_offset = static_cast<uint64_t>(op.state_offset);
+  a.parts = op.parts;
+  // Each part's order as the CPU backend picks it (auto: its measured crossover, by the part's own
+  // rows), so --scan means the same on both devices and gives the same bits.
+  std::vector<uint8_t> chunked(op.parts.size());
+  for (size_t i = 0; i < op.parts.size(); ++i)
+    chunked[i] =
+        op.form == ScanForm::Chunked ||
+        (op.form == ScanForm::Auto && CpuBackend::mamba3_prefers_chunked(op.parts[i].rows, op.chunk));
+  a.chunked = chunked;
+  a.chunk = ssd_chunk_for(op.chunk, op.parts);
+  a.boundary_fold = op.boundary_fold;
+  record_mamba3_scan(*s.sequence, a);  // every sequence at once
+  s.mark(op.phase);
 }
 
 void VulkanBackend::embed(Stream& stream, const EmbedOp& op) const {

@@ -15,12 +15,17 @@
 // itself, while a prefill round keeps dt_proj as its own tiled GEMM, parallel over rows, rather
 // than adding its chains to the scan's walk over time. Both give the CPU's bits.
 //
-// The conv and the scan reach up to kMaxGpuParts (16) sequences' state buffers through a
-// descriptor array, so a decode step's layer is the same five dispatches at any batch up to 16;
-// a device without shaderStorageBufferArrayDynamicIndexing takes one dispatch per sequence.
+// The conv and the scans reach up to kMaxGpuParts (16) sequences' state buffers through a
+// descriptor array, so a decode step's layer is the same dispatches at any batch up to 16 (five
+// for Mamba-1 and Mamba-2, four for Mamba-3); a device without
+// shaderStorageBufferArrayDynamicIndexing takes one dispatch per sequence.
 //
-// Mamba-2's and Mamba-3's scans, the gated norm and quantized weights are not implemented here
-// yet: why_unsupported says so, and a model refuses to load onto the device.
+// Mamba-2 and Mamba-3 (vulkan_mamba2_ops.cc, vulkan_mamba3_ops.cc) run both scan orders with the
+// CPU's bits: the sequential one (a workgroup per head, its state in registers) and the chunked
+// SSD form (the products of every chunk and head at once, vulkan_ssd.h); --scan picks the same
+// order per part as on the CPU. Mamba-3 needs shaderFloat64. Quantized weights and the hybrids'
+// attention and MLP ops are not implemented here yet: why_unsupported says so, and a model
+// refuses to load onto the device.
 #pragma once
 
 #include <cstdint>

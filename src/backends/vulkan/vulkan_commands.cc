@@ -94,6 +94,8 @@ void CommandSequence::begin() {
   for (VkDescriptorPool pool : descriptor_pools_)
     context_.check(vkResetDescriptorPool(context_.device(), pool, 0), "descriptor pool reset");
   labels_.clear();
+  // The previous recording's dispatches are dropped: only the largest scratch buffer is kept.
+  if (scratch_.size() > 1) scratch_.erase(scratch_.begin(), scratch_.end() - 1);
   pools_in_use_ = 0;
   parameter_buffer_ = 0;
   parameter_words_ = 0;
@@ -197,6 +199,13 @@ CommandSequence::Staged CommandSequence::stage(std::span<const uint32_t> words) 
   std::memcpy(static_cast<uint32_t*>(buffer.mapped()) + at, words.data(), words.size_bytes());
   parameter_words_ += static_cast<uint32_t>(words.size());
   return {&buffer, at};
+}
+
+const Buffer& CommandSequence::scratch(uint64_t bytes) {
+  MB_CHECK(recording_);
+  if (scratch_.empty() || scratch_.back()->bytes() < bytes)
+    scratch_.push_back(std::make_unique<Buffer>(context_, std::max<uint64_t>(bytes, 16)));
+  return *scratch_.back();
 }
 
 void CommandSequence::end() {

@@ -62,6 +62,11 @@ class CommandSequence {
     uint32_t at;
   };
   Staged stage(std::span<const uint32_t> words);
+  // A device buffer of at least `bytes` bytes for intermediate values between the dispatches of
+  // one op (the chunked scans' products), valid until the next begin(). Ops run one after another,
+  // so every op of a recording gets the same buffer (grown when an op needs more; a buffer a
+  // recorded dispatch binds is kept until the recording is dropped).
+  const Buffer& scratch(uint64_t bytes);
   void end();
   // Submits the recording and waits for it; may be called again and again.
   void run();
@@ -86,6 +91,7 @@ class CommandSequence {
   std::vector<VkQueryPool> query_pools_;                 // two queries per dispatch; none without timestamps
   uint32_t pools_in_use_ = 0;                            // descriptor (and query) pools of this recording
   std::vector<std::unique_ptr<Buffer>> parameters_;      // host-visible, made on first use
+  std::vector<std::unique_ptr<Buffer>> scratch_;         // the last is the largest and current
   uint32_t parameter_buffer_ = 0, parameter_words_ = 0;  // the one being filled, and its words used
   std::vector<std::string> labels_;
   bool recording_ = false;

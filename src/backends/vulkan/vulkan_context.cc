@@ -120,6 +120,10 @@ DeviceInfo describe(VkPhysicalDevice device, int index) {
   properties2.pNext = &subgroup;
   vkGetPhysicalDeviceProperties2(device, &properties2);
   info.subgroup_size = subgroup.subgroupSize;
+  const VkSubgroupFeatureFlags shuffles =
+      VK_SUBGROUP_FEATURE_SHUFFLE_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_RELATIVE_BIT;
+  info.subgroup_shuffle = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0 &&
+                          (subgroup.supportedOperations & shuffles) == shuffles;
   if (has_driver_properties)
     info.driver = std::string(driver.driverName) + " " + driver.driverInfo;
   else
@@ -152,6 +156,11 @@ VkInstance create_plain_instance(VkResult& result) {
 }
 
 }  // namespace
+
+bool subgroups_allowed_by_environment() {
+  const char* value = std::getenv("MB_VULKAN_SUBGROUPS");
+  return value == nullptr || std::strcmp(value, "0") != 0;
+}
 
 bool validation_requested_by_environment() {
   const char* value = std::getenv("MB_VULKAN_VALIDATION");
@@ -217,6 +226,7 @@ Context::Context(const ContextOptions& options) {
     create_instance(options.validation);
     select_device(options.device_index);
     buffer_arrays_ = options.buffer_arrays && info_.buffer_array_indexing;
+    subgroup_ops_ = options.subgroup_ops && info_.subgroup_shuffle;
     create_device();
     placeholder_ = std::make_unique<Buffer>(*this, 16);
     choose_fma(options.fma);

@@ -29,6 +29,9 @@ enum class FmaMode {
 
 // MB_VULKAN_VALIDATION=1 in the environment asks for the Khronos validation layer.
 bool validation_requested_by_environment();
+// MB_VULKAN_SUBGROUPS=0 in the environment turns the shaders' subgroup shuffles off (the
+// shared-memory exchanges instead), so `bench --device vulkan` can time both.
+bool subgroups_allowed_by_environment();
 
 struct ContextOptions {
   int device_index = 0;  // into list_devices()
@@ -37,6 +40,9 @@ struct ContextOptions {
   // False behaves as a device without shaderStorageBufferArrayDynamicIndexing: the batched
   // conv and scan then take one dispatch per sequence (for tests of that fallback).
   bool buffer_arrays = true;
+  // False behaves as a device without subgroup shuffles: the Mamba-2/3 scans and the reductions
+  // of the gated norms then pass values through shared memory (for tests of that fallback).
+  bool subgroup_ops = subgroups_allowed_by_environment();
 };
 
 struct DeviceInfo {
@@ -54,6 +60,9 @@ struct DeviceInfo {
   // shaderStorageBufferArrayDynamicIndexing: shaders may pick a buffer of an array by a
   // workgroup-uniform index, which lets one dispatch reach every sequence's state.
   bool buffer_array_indexing = false;
+  // Subgroup shuffles (VK_SUBGROUP_FEATURE_SHUFFLE_BIT and _RELATIVE_BIT) in compute shaders,
+  // which the scans' hand-offs and the sixteen-lane reductions use when present.
+  bool subgroup_shuffle = false;
 };
 
 // Every Vulkan device, in the loader's order. Never throws: with no loader, no driver or no device
@@ -96,6 +105,9 @@ class Context {
   // True when shaders may index arrays of storage buffers (the feature is present, enabled, and
   // not turned off by ContextOptions::buffer_arrays).
   bool buffer_arrays() const { return buffer_arrays_; }
+  // True when shaders may use subgroup shuffles (the device has them in compute shaders and
+  // ContextOptions::subgroup_ops did not turn them off).
+  bool subgroup_ops() const { return subgroup_ops_; }
   bool validation_enabled() const { return validation_enabled_; }
   // Errors the validation layer reported since the last clear (empty without validation).
   std::vector<std::string> validation_errors() const;
@@ -149,6 +161,7 @@ class Context {
   bool exact_fma_ = false;
   bool emulated_fma_ = false;
   bool buffer_arrays_ = false;
+  bool subgroup_ops_ = false;
   bool lost_ = false;
   std::unique_ptr<Buffer> placeholder_;
   std::map<std::string, Pipeline> pipelines_;  // by shader name and specialization values

@@ -1,8 +1,9 @@
 // The GPU counterparts of the CPU ops, recorded into a CommandSequence.
 //
 // Each takes views into device buffers (a buffer and an element offset, with row strides as the
-// CPU ops take pointers and strides) and records one dispatch (the batched conv and scan: one
-// per kMaxGpuParts sequences). On a device with an exact fma
+// CPU ops take pointers and strides) and records one dispatch (the batched conv and scans: one
+// per kMaxGpuParts sequences; the Mamba-2/3 scans' chunked order and Mamba-3's preparation a few
+// more). On a device with an exact fma
 // (Context::exact_fma) every op gives the CPU kernel's bits; see shaders/mb_math.glsl for how.
 // Arguments are checked on the host before anything is recorded: a view that would reach past
 // its buffer, or a shape the device cannot dispatch, throws mb::Error.
@@ -195,6 +196,85 @@ struct GpuArgmaxArgs {
   uint64_t y_offset = 0;
 };
 
+// The largest d_state of the Mamba-2 and Mamba-3 scans (as on the CPU).
+inline constexpr int64_t kMaxScanStates = 256;
+
+// ops/mamba2_scan.h over the parts (each part's SSM state [H, N, P] from state_offset read and
+// updated), in the sequential order or the chunked SSD order (chunk positions per chunk; the
+// CPU's ssd_chunk_for applied by the caller), with the CPU kernel's bits in either. dt is read
+// raw and replaced by the clamped softplus. Row views are addressed by round row as in
+// GpuCausalConvArgs. Vectors (dt_bias, a_base2, a, d_skip) are [H] floats from their offsets
+// (d_skip [H * P] with d_per_channel).
+struct GpuMamba2ScanArgs {
+  int64_t n_heads = 0, headdim = 0, d_state = 0, n_groups = 0;
+  const Buffer* xbc = nullptr;  // [rows, ldxbc]: x [H * P] | B [G * N] | C [G * N]
+  uint64_t xbc_offset = 0;
+  int64_t ldxbc = 0;
+  const Buffer* dt = nullptr;  // [rows, lddt]
+  uint64_t dt_offset = 0;
+  int64_t lddt = 0;
+  const Buffer* y = nullptr;  // [rows, ldy]
+  uint64_t y_offset = 0;
+  int64_t ldy = 0;
+  const Buffer* dt_bias = nullptr;
+  uint64_t dt_bias_offset = 0;
+  const Buffer* a_base2 = nullptr;  // A log2(e), the sequential order's rate
+  uint64_t a_base2_offset = 0;
+  const Buffer* a = nullptr;  // A, the chunked order's log-decay rate
+  uint64_t a_offset = 0;
+  const Buffer* d_skip = nullptr;
+  uint64_t d_offset = 0;
+  bool d_per_channel = false;
+  float dt_min = 0.0f, dt_max = 0.0f;
+  uint64_t state_offset = 0;
+  std::span<const Part> parts;  // the states are VulkanStates
+  bool chunked = false;
+  int64_t chunk = 256;
+};
+
+// ops/gated_rms_norm.h; out may be y's view (in place).
+struct GpuGatedRmsNormArgs {
+  const Buffer* y = nullptr;  // [rows, ldy]
+  uint64_t y_offset = 0;
+  int64_t ldy = 0;
+  const Buffer* z = nullptr;  // [rows, ldz]
+  uint64_t z_offset = 0;
+  int64_t ldz = 0;
+  int64_t rows = 0, dim = 0, group_size = 0;
+  const Buffer* weight = nullptr;  // [dim], or null for the gate alone
+  uint64_t weight_offset = 0;
+  float eps = 1e-5f;
+  const Buffer* out = nullptr;  // [rows, ldout]
+  uint64_t out_offset = 0;
+  int64_t ldout = 0;
+};
+
+// ops/mamba3_scan.h over the parts (each part's state block, Mamba3StateLayout from
+// state_offset, read and updated), each part in the sequential order or the chunked SSD order
+// (chunked[i]), with the CPU kernel's bits in either. B, C and the angle columns of proj are
+// replaced by their BCNorm outputs and velocities. Vectors are floats from their offsets:
+// dt_bias and d_skip [H], b_bias and c_bias [H, N], b_norm and c_norm [N], gate_norm [H * P] (or
+// null for the plain gate). Needs shaderFloat64 (the RoPE phases are updated in f64).
+struct GpuMamba3ScanArgs {
+  int64_t n_heads = 0, headdim = 0, d_state = 0, n_groups = 0, n_angles = 0;
+  const Buffer* proj = nullptr;  // [rows, ldp]: z | x | B | C | dd_dt | dd_A | trap | angles
+  uint64_t proj_offset = 0;
+  int64_t ldp = 0;
+  const Buffer* y = nullptr;  // [rows, ldy]
+  uint64_t y_offset = 0;
+  int64_t ldy = 0;
+  const Buffer *dt_bias = nullptr, *b_bias = nullptr, *c_bias = nullptr, *b_norm = nullptr, *c_norm = nullptr,
+               *d_skip = nullptr, *gate_norm = nullptr;
+  uint64_t dt_bias_offset = 0, b_bias_offset = 0, c_bias_offset = 0, b_norm_offset = 0, c_norm_offset = 0,
+           d_offset = 0, gate_offset = 0;
+  float a_floor = 1e-4f, eps = 1e-5f;
+  uint64_t state_offset = 0;
+  std::span<const Part> parts;         // the states are VulkanStates
+  std::span<const uint8_t> chunked{};  // per part: nonzero for the chunked order
+  int64_t chunk = 64;
+  bool boundary_fold = true;
+};
+
 void record_matmul(CommandSequence& sequence, const GpuMatmulArgs& args);
 void record_argmax(CommandSequence& sequence, const GpuArgmaxArgs& args);
 void record_rms_norm(CommandSequence& sequence, const GpuRmsNormArgs& args);
@@ -202,5 +282,8 @@ void record_rms_norm_segments(CommandSequence& sequence, const GpuRmsNormSegment
 void record_causal_conv_silu(CommandSequence& sequence, const GpuCausalConvArgs& args);
 void record_selective_scan(CommandSequence& sequence, const GpuSelectiveScanArgs& args);
 void record_elementwise(CommandSequence& sequence, const GpuElementwiseArgs& args);
+void record_mamba2_scan(CommandSequence& sequence, const GpuMamba2ScanArgs& args);
+void record_gated_rms_norm(CommandSequence& sequence, const GpuGatedRmsNormArgs& args);
+void record_mamba3_scan(CommandSequence& sequence, const GpuMamba3ScanArgs& args);
 
 }  // namespace mb::vulkan

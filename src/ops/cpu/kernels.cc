@@ -139,7 +139,10 @@ void attention(const ComputeContext& ctx, const AttentionParams& p,
   MB_CHECK(p.n_heads > 0 && p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0 && p.head_dim > 0);
   for (const auto& s : sequences) {
     MB_CHECK(s.rows >= 0 && s.position >= 0 && s.ldq >= p.q_width() && s.ldy >= p.q_width());
-    MB_CHECK(s.rows == 0 || (s.q != nullptr && s.k != nullptr && s.v != nullptr && s.y != nullptr));
+    MB_CHECK(s.rows == 0 ||
+             (s.q != nullptr && s.k.blocks != nullptr && s.v.blocks != nullptr && s.y != nullptr));
+    MB_CHECK(s.rows == 0 || (s.k.block_positions > 0 && s.v.block_positions > 0 && s.k.ld >= p.kv_width() &&
+                             s.v.ld >= p.kv_width()));
   }
   cpu::kernels_for(ctx.isa).attention(p, sequences, ctx.n_threads);
 }

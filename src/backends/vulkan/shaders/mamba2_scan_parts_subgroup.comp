@@ -1,0 +1,6 @@
+#version 450
+// The sequential Mamba-2 scan of mamba2_scan.glsl, up to 16 parts per dispatch (kMaxGpuParts),
+// each with its own state buffer, exchanging values by subgroup shuffles.
+#define MB_MAX_PARTS 16
+#define MB_SUBGROUP 1
+#include "mamba2_scan.glsl"

@@ -1,0 +1,5 @@
+#version 450
+// The RoPE phases of mamba3_angles.glsl, one part per dispatch (for devices without
+// shaderStorageBufferArrayDynamicIndexing).
+#define MB_MAX_PARTS 1
+#include "mamba3_angles.glsl"

@@ -1,0 +1,4 @@
+#version 450
+// The output gate of ssd_gate_mamba3.glsl, its sum tree with subgroup shuffles.
+#define MB_SUBGROUP 1
+#include "ssd_gate_mamba3.glsl"
