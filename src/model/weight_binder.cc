@@ -68,7 +68,57 @@ WeightMatrix WeightBinder::pack(const StoredTensor& tensor, const uint8_t* data,
   return {packed_matrices_.back().data(), target, rows, cols};
 }
 
+bool WeightBinder::has_halves(const std::string& name) const {
+  return !has(name) && has(gguf_half_name(name, 0)) && has(gguf_half_name(name, 1));
+}
+
+DType WeightBinder::join_halves(const std::string& name, const std::vector<int64_t>& shape,
+                                std::vector<uint8_t>& bytes) {
+  // The halves split the second-to-last dim (the only one of a vector); leading dims (experts)
+  // are whole.
+  const size_t split = shape.size() >= 2 ? shape.size() - 2 : 0;
+  std::vector<int64_t> half_shape = shape;
+  half_shape[split] /= 2;
+  if (half_shape[split] * 2 != shape[split])
+    throw Error("tensor '" + name + "' has an odd extent " + std::to_string(shape[split]) +
+                " to split in halves");
+  const StoredTensor* halves[2] = {&require(gguf_half_name(name, 0), half_shape),
+                                   &require(gguf_half_name(name, 1), half_shape)};
+  const DType dtype = *halves[0]->dtype == *halves[1]->dtype ? *halves[0]->dtype : DType::F32;
+  int64_t outer = 1;
+  for (size_t i = 0; i < split; ++i) outer *= shape[i];
+  const int64_t cols = split + 1 < shape.size() ? shape.back() : 1;
+  const int64_t half_rows = half_shape[split];
+  const size_t half_bytes = static_cast<size_t>(half_rows) * dtype_row_bytes(dtype, cols);
+  bytes.resize(2 * static_cast<size_t>(outer) * half_bytes);
+  std::vector<float> row;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int h = 0; h < 2; ++h) {
+      const StoredTensor& source = *halves[h];
+      uint8_t* out = bytes.data() + (2 * o + h) * half_bytes;
+      const size_t source_bytes = static_cast<size_t>(half_rows) * dtype_row_bytes(*source.dtype, cols);
+      const uint8_t* in = source.data + o * source_bytes;
+      if (*source.dtype == dtype) {
+        std::memcpy(out, in, half_bytes);
+        continue;
+      }
+      row.resize(static_cast<size_t>(half_rows * cols));
+      dequantize_row(*source.dtype, in, half_rows * cols, row.data());
+      std::memcpy(out, row.data(), half_bytes);
+    }
+  for (const StoredTensor* half : halves) finished(*half);
+  return dtype;
+}
+
 WeightMatrix WeightBinder::matrix(const std::string& name, int64_t rows, int64_t cols) {
+  if (has_halves(name)) {
+    std::vector<uint8_t> joined;
+    const DType dtype = join_halves(name, {rows, cols}, joined);
+    const DType target = storable_dtype(matrix_dtype_.value_or(dtype), cols);
+    packed_matrices_.push_back(pack_weights(joined.data(), dtype, rows, cols, target));
+    packed_matrix_bytes_ += packed_matrices_.back().size();
+    return {packed_matrices_.back().data(), target, rows, cols};
+  }
   const StoredTensor& tensor = require(name, {rows, cols});
   const WeightMatrix w =
       pack(tensor, tensor.data, rows, cols, storable_dtype(matrix_dtype_.value_or(*tensor.dtype), cols));
@@ -139,6 +189,15 @@ const StoredTensor& WeightBinder::tensor_rows_in(const std::string& name,
 }
 
 const float* WeightBinder::f32(const std::string& name, const std::vector<int64_t>& shape) {
+  if (has_halves(name)) {
+    std::vector<uint8_t> joined;
+    const DType dtype = join_halves(name, shape, joined);
+    int64_t count = 1;
+    for (int64_t extent : shape) count *= extent;
+    std::vector<float> values(static_cast<size_t>(count));
+    dequantize_row(dtype, joined.data(), count, values.data());
+    return keep(std::move(values));
+  }
   const StoredTensor& tensor = require(name, shape);
   const size_t count = static_cast<size_t>(tensor.element_count());
   std::vector<float> values(count);

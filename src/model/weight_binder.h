@@ -29,6 +29,10 @@ class WeightBinder {
   // The first of `names` the checkpoint holds, or the first name when none is present.
   std::string first_present(std::initializer_list<std::string> names) const;
 
+  // A checkpoint read from a GGUF file may hold a tensor as its two halves (gguf_half_name, for
+  // Granite's fused [gate; up] matrix): matrix() and f32() then join them, the halves' rows one
+  // after the other (per leading index, for a 3-D tensor), in their stored dtype when the two
+  // share it, else in f32 (exactly their values). A joined matrix exists only while it is packed.
   WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols);
   // The same, packed in `dtype` whatever the requested matrix dtype (a MoE router, in f32).
   WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols, DType dtype);
@@ -73,6 +77,9 @@ class WeightBinder {
   // Packs [rows, cols] of `tensor`'s dtype starting at `data` in `target`.
   WeightMatrix pack(const StoredTensor& tensor, const uint8_t* data, int64_t rows, int64_t cols,
                     DType target);
+  bool has_halves(const std::string& name) const;
+  // The two halves of `name`, joined into `bytes`; returns their dtype (F32 when they differ).
+  DType join_halves(const std::string& name, const std::vector<int64_t>& shape, std::vector<uint8_t>& bytes);
 
   const TensorSet& tensors_;
   std::optional<DType> matrix_dtype_;

@@ -28,6 +28,10 @@ std::string expert_tensor_name(const std::string& expert_name, int64_t expert) {
   return name.replace(at, 3, std::to_string(expert));
 }
 
+std::string gguf_half_name(const std::string& name, int half) {
+  return name + (half == 0 ? " (first half)" : " (second half)");
+}
+
 namespace {
 
 int64_t element_count(const std::vector<int64_t>& shape) {

@@ -46,14 +46,26 @@ struct TensorInit {
   double value = 1.0;
 };
 
-// What llama.cpp's converter does to a tensor's shape on its way into a GGUF file (the PyTorch
-// shape, reversed, after this).
+// What llama.cpp's converter does to a tensor on its way into a GGUF file (the PyTorch shape,
+// reversed, after this).
 enum class GgufForm {
   Same,
   SqueezedConv,  // [C, 1, K] -> [C, K]
   UnitColumn,    // [n] -> [n, 1] (Mamba-2's A and D)
   Grouped,       // [d_inner] -> [G, d_inner / G] (Mamba-2's gated-norm weight)
+  // [2 W, ...] -> two [W, ...] tensors, `gguf` the first half's rows and `gguf_second` the
+  // second's (Granite's fused [gate; up] matrix: ffn_gate and ffn_up).
+  SplitHalves,
+  // The rows of each head of the attention head size reordered as llama.cpp's converter does
+  // for RoPE (LlamaModel.permute: row h * hd/2 + i of a head becomes row 2 i + h), which it also
+  // applies to the q and k products of these NoPE models. The shape is unchanged.
+  HeadPairsInterleaved,
 };
+
+// A TensorSet read from a GGUF file holds each SplitHalves tensor as its two halves, under these
+// names (the file's two tensors, mapped, never joined there): binding joins them
+// (WeightBinder::matrix) and the GGUF writer copies them.
+std::string gguf_half_name(const std::string& name, int half);
 
 struct TensorSpec {
   std::string name{};            // as the checkpoint names it (Hugging Face or state-spaces)
@@ -73,12 +85,10 @@ struct TensorSpec {
   std::vector<int64_t> alt_shape{};
   std::string gguf{};  // llama.cpp's name, "" where GGUF has none
   GgufForm gguf_form = GgufForm::Same;
+  std::string gguf_second{};  // SplitHalves: the second half's name
   // GGUF stores A = -exp(A_log) rather than A_log; the reader binds it under this name (the
   // engine uses A as given), and the writer computes it from A_log.
   std::string gguf_negexp_name{};
-  // A matrix that writes the residual stream (out_proj): llama.cpp's Q4_K_M gives it more bits in
-  // some layers.
-  bool residual_output = false;
 };
 
 // A bound tensor: its host form and, after upload, the backend's copy.
