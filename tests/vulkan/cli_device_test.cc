@@ -1,7 +1,7 @@
 // `--device vulkan` end to end through the CLI, for Mamba-1, Mamba-2 and Mamba-3 checkpoints:
 // logits files byte-identical to the CPU's (on a device with an exact fma; Mamba-2 and Mamba-3 in
-// both scan orders), the same greedy ids from generate and the same text from run, and bench's
-// JSON with the CPU fields plus the device's phase timings.
+// both scan orders, and loaded with a quantized --dtype), the same greedy ids from generate and the same text
+// from run, and bench's JSON with the CPU fields plus the device's phase timings.
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -73,6 +73,23 @@ TEST_P(VulkanCli, LogitsGenerateAndRunEqualTheCpu) {
   ASSERT_EQ(cpu_text.status, 0) << cpu_text.err;
   ASSERT_EQ(gpu_text.status, 0) << gpu_text.err;
   if (ctx().exact_fma()) EXPECT_EQ(gpu_text.out, cpu_text.out);
+}
+
+TEST_P(VulkanCli, QuantizedLoadsEqualTheCpu) {
+  // --dtype quantizes the bf16 checkpoint at load; the device computes with its tiles and gives the
+  // CPU's logits file (a prefill of 4 rows and, with --chunk 1, decode-sized rounds).
+  const std::string dir = test::make_temp_dir("vulkan_cli_quant");
+  for (const std::string dtype : {"q4_0", "q8_0"}) {
+    const std::string base = "logits -m " + model() + " --tokens 5,6,7,8 --all-positions --dtype " + dtype +
+                             (dtype == "q8_0" ? " --chunk 1" : "");
+    ASSERT_EQ(cli(base + " --out " + dir + "/cpu.npy").status, 0);
+    const Output gpu = cli(base + " --out " + dir + "/gpu.npy --device " + device());
+    ASSERT_EQ(gpu.status, 0) << gpu.err;
+    const std::string cpu_bytes = read_text_file(dir + "/cpu.npy"),
+                      gpu_bytes = read_text_file(dir + "/gpu.npy");
+    ASSERT_EQ(cpu_bytes.size(), gpu_bytes.size());
+    if (ctx().exact_fma()) EXPECT_TRUE(cpu_bytes == gpu_bytes) << "the .npy files differ for " << dtype;
+  }
 }
 
 TEST_P(VulkanCli, BenchReportsTheCpuFieldsAndDeviceTimings) {
