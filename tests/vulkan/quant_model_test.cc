@@ -2,10 +2,11 @@
 // Mamba-2 loaded with each quantized dtype (q8_0, q4_0, q4_k, q6_k: the CLI's --dtype), Mamba-3
 // with q4_k, and GGUF files in Q4_K_M (Q4_K and Q6_K matrices in one model) give the CPU's logits
 // and states after a prefill (the tiled GEMM) and decode steps (the GEMV); on the device a prefill
-// equals its decode steps and a batch equals its sequences alone. The models are 256 wide, so the
-// K-quants apply to every projection but dt_proj (16 columns: bf16). The bitwise CPU comparison
-// needs an exact fma on the device (Context::exact_fma); without one it falls back to
-// NMSE <= 1e-7 and says so.
+// equals its decode steps and a batch equals its sequences alone; a Q4_K model whose matrices are
+// cut into pieces of a few panels (as a device's binding limit cuts a large model's) gives the
+// CPU's bits too. The models are 256 wide, so the K-quants apply to every projection but dt_proj
+// (16 columns: bf16). The bitwise CPU comparison needs an exact fma on the device
+// (Context::exact_fma); without one it falls back to NMSE <= 1e-7 and says so.
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/gguf_checkpoint.h"
+#include "ops/quant.h"
 #include "vulkan/vulkan_test_util.h"
 
 namespace mb {
@@ -171,6 +173,51 @@ TEST_P(VulkanQuantModel, PrefillEqualsStepsAndABatchEqualsEachSequenceAlone) {
   for (size_t i = 0; i < states.size(); ++i)
     EXPECT_TRUE(test::same_bits(out[i], run(gpu(), solo[i], {next[i]}, OutputKind::LogitsLast)))
         << "step " << i;
+}
+
+class VulkanQuantPieces : public test::VulkanTest {};
+
+TEST_F(VulkanQuantPieces, MatricesCutIntoPiecesGiveTheCpuBits) {
+  // Pieces of 3 panels of a 256-column Q4_K matrix (one panel of the 512-column ones): in_proj's
+  // 1024 rows take 22 pieces, the LM head's 97 three (the last of one row). A prefill quantizes
+  // its rows once for all the pieces of a product; a decode step runs one GEMV per piece.
+  MakeModelOptions options;
+  options.config = variant_config("mamba1");
+  options.seed = 31;
+  const std::string dir = test::write_model(options, "vulkan_quant_pieces");
+  LoadOptions quantized;
+  quantized.weight_dtype = DType::Q4_K;
+  auto cpu = Model::load(dir, quantized), cut = Model::load(dir, quantized);
+  setenv("MB_VULKAN_VALIDATION", "1", 1);
+  vulkan::ContextOptions context;
+  context.device_index = ctx().info().index;
+  auto backend = std::make_shared<vulkan::VulkanBackend>(context, 3 * 16 * sizeof(BlockQ4_K));
+  cut->set_backend(backend);
+  const auto tokens = test::random_tokens(11, kVocab, 32);
+  std::vector<float> logits[2], states[2];
+  for (int which = 0; which < 2; ++which) {
+    const Model& model = which == 0 ? *cpu : *cut;
+    SequenceState state = model.new_state();
+    Workspace ws;
+    std::vector<std::vector<float>> out;
+    SequenceInput input{&state, tokens, {}};
+    model.forward(kCpu, std::span(&input, 1), {OutputKind::LogitsAll, 0}, ws, out);
+    logits[which] = out[0];
+    for (const int32_t& token : {5, 9}) {
+      input.tokens = std::span(&token, 1);
+      model.forward(kCpu, std::span(&input, 1), {OutputKind::LogitsLast, 0}, ws, out);
+      logits[which].insert(logits[which].end(), out[0].begin(), out[0].end());
+    }
+    states[which] = state.download();
+  }
+  EXPECT_LE(test::nmse(logits[1], logits[0]), kMaxNmse);
+  if (ctx().exact_fma()) {
+    EXPECT_TRUE(test::same_bits(logits[1], logits[0]))
+        << "at " << test::first_bit_difference(logits[1], logits[0]);
+    EXPECT_TRUE(test::same_bits(states[1], states[0]));
+  }
+  for (const std::string& error : backend->context().validation_errors())
+    ADD_FAILURE() << "Vulkan validation error: " << error;
 }
 
 std::vector<Variant> variants() {
