@@ -4,6 +4,7 @@
 // fuzz/corpus/<harness>/; rerun it after a format changes:
 //   build-fuzz/fuzz/fuzz_seed_corpus fuzz/corpus tests/data
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -287,8 +288,48 @@ void chat_template_seeds(const fs::path& out, const fs::path& data_dir) {
   }
 }
 
-// A tiny model as GGUF in f32 and bf16 (no tokenizer), and a tensorless file holding a small
-// byte-level tokenizer and a value of every metadata type.
+// Tiny hybrids as f32 GGUF files: Granite-4.0-H (granitehybrid: an attention and a Mamba-2
+// layer, each with its shared MLP; per-layer head_count_kv) and Nemotron-H (nemotron_h: Mamba-2,
+// attention and MLP layers; per-layer head_count_kv and feed_forward_length).
+void hybrid_gguf_seeds(const fs::path& out, const fs::path& scratch) {
+  for (const bool granite : {true, false}) {
+    mb::ModelConfig c;
+    c.family = granite ? mb::ModelFamily::GraniteHybrid : mb::ModelFamily::NemotronH;
+    c.arch = mb::Architecture::Mamba2;
+    c.d_model = 16;
+    c.vocab_size = 64;
+    c.tie_embeddings = granite;
+    c.ssm.d_state = 4;
+    c.ssm.d_conv = 4;
+    c.ssm.expand = 2;
+    c.ssm.d_inner = 32;
+    c.ssm.headdim = 8;
+    c.ssm.ngroups = granite ? 1 : 2;
+    c.ssm.chunk_size = 8;
+    mb::HybridConfig& h = c.hybrid;
+    h.pattern = granite ? "*M" : "M*-";
+    c.n_layer = static_cast<int64_t>(h.pattern.size());
+    h.attention = {2, 1, 8, granite ? 0.125 : 1.0 / std::sqrt(8.0), false};
+    h.mlp = {16, granite ? mb::Activation::SwiGlu : mb::Activation::ReluSquared, false};
+    if (granite) {
+      h.embedding_multiplier = 12.0;
+      h.residual_multiplier = 0.25;
+      h.logits_scaling = 4.0;
+    }
+    const std::string name = granite ? "granitehybrid" : "nemotron_h";
+    const fs::path model = scratch / ("gguf_" + name);
+    mb::MakeModelOptions options;
+    options.config = c;
+    options.write_tokenizer = false;
+    mb::make_model(model.string(), options);
+    const fs::path file = scratch / (name + "_f32.gguf");
+    mb::convert_to_gguf(model.string(), file.string(), mb::GgufFileType::F32);
+    write_bytes(out / file.filename(), read_bytes(file.string()));
+  }
+}
+
+// A tiny model as GGUF in f32 and bf16 (no tokenizer), the tiny hybrids, and a tensorless file
+// holding a small byte-level tokenizer and a value of every metadata type.
 void gguf_seeds(const fs::path& out, const fs::path& scratch) {
   const fs::path model = scratch / "gguf_model";
   mb::MakeModelOptions options;
@@ -301,6 +342,7 @@ void gguf_seeds(const fs::path& out, const fs::path& scratch) {
     mb::convert_to_gguf(model.string(), (scratch / name).string(), type);
     write_bytes(out / name, read_bytes((scratch / name).string()));
   }
+  hybrid_gguf_seeds(out, scratch);
   const std::string tokenizer_path = (scratch / "tokenizer.json").string();
   mb::write_byte_level_tokenizer_json(tokenizer_path, 264);
   mb::GgufWriter writer;

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -22,7 +23,8 @@ void make_gguf_model(const std::string& path, const MakeModelOptions& options, G
   std::filesystem::remove_all(scratch);
   try {
     make_model(scratch.string(), options);
-    convert_to_gguf(scratch.string(), path, type, std::filesystem::path(path).stem().string());
+    convert_to_gguf(scratch.string(), path, type, std::filesystem::path(path).stem().string(),
+                    options.progress);
   } catch (...) {
     std::filesystem::remove_all(scratch);
     throw;
@@ -34,6 +36,8 @@ void make_gguf_model(const std::string& path, const MakeModelOptions& options, G
 struct HybridArgs {
   std::string pattern;
   int64_t heads = 4, kv_heads = 2, head_dim = 0, mlp_width = 0, mamba_heads = 0;
+  int64_t experts = 0, top_k = 0, expert_width = 0, shared_width = 0;
+  double routed_scaling_factor = 2.5;
   double attention_multiplier = 0.0, embedding_multiplier = 12.0, residual_multiplier = 0.22,
          logits_scaling = 8.0;
 };
@@ -42,12 +46,26 @@ void add_hybrid_options(CLI::App* cmd, HybridArgs& h) {
   cmd->add_option(
       "--pattern", h.pattern,
       "Hybrid layer pattern, one character per layer: M (Mamba-2), * (attention), - (MLP, "
-      "nemotron-h only); Granite layers each add a shared MLP (default: attention every 4th layer "
-      "from the second, and for nemotron-h M*- repeated)");
+      "nemotron-h only), E (mixture of experts, nemotron-h only); Granite layers each add a shared MLP, "
+      "and experts with --experts (default: attention every 4th layer from the second, and for "
+      "nemotron-h M*- repeated, or M*E with --experts)");
   cmd->add_option("--heads", h.heads, "Hybrid attention heads")->capture_default_str();
   cmd->add_option("--kv-heads", h.kv_heads, "Hybrid KV heads (divide --heads)")->capture_default_str();
   cmd->add_option("--head-dim", h.head_dim, "nemotron-h attention head size (default d_model / heads)");
-  cmd->add_option("--mlp-width", h.mlp_width, "Hybrid MLP width (default 2 x d_model)");
+  cmd->add_option("--mlp-width", h.mlp_width,
+                  "Hybrid MLP width, granite-hybrid's shared MLP included (default 2 x d_model)");
+  cmd->add_option("--experts", h.experts,
+                  "Routed experts of the mixture-of-experts layers (granite-hybrid: every layer's; "
+                  "nemotron-h: the E layers'); 0 = dense")
+      ->capture_default_str();
+  cmd->add_option("--top-k", h.top_k, "Experts chosen per token (default min(2, --experts))");
+  cmd->add_option("--expert-width", h.expert_width, "Each routed expert's width (default d_model)");
+  cmd->add_option("--shared-width", h.shared_width,
+                  "nemotron-h shared expert width (default 2 x --expert-width; granite-hybrid's shared MLP "
+                  "is --mlp-width)");
+  cmd->add_option("--routed-scaling-factor", h.routed_scaling_factor,
+                  "nemotron-h multiplier of the routed experts' weights")
+      ->capture_default_str();
   cmd->add_option("--mamba-heads", h.mamba_heads,
                   "nemotron-h Mamba-2 heads (default expand x d_model / headdim)");
   cmd->add_option("--attention-multiplier", h.attention_multiplier,
@@ -55,6 +73,39 @@ void add_hybrid_options(CLI::App* cmd, HybridArgs& h) {
   cmd->add_option("--embedding-multiplier", h.embedding_multiplier, "granite-hybrid")->capture_default_str();
   cmd->add_option("--residual-multiplier", h.residual_multiplier, "granite-hybrid")->capture_default_str();
   cmd->add_option("--logits-scaling", h.logits_scaling, "granite-hybrid")->capture_default_str();
+}
+
+// The mixture-of-experts section: Granite's every layer, Nemotron-H's E layers.
+void configure_experts(bool granite, const HybridArgs& a, ModelConfig& c) {
+  check_flag_range("--experts", a.experts, 0, 4096, "0 = dense");
+  const bool e_layers = c.hybrid.pattern.find('E') != std::string::npos;
+  if (!granite && e_layers != (a.experts > 0))
+    throw Error(a.experts > 0 ? "--experts needs E layers in --pattern"
+                              : "--pattern holds E layers: give their --experts");
+  if (a.experts == 0) {
+    if (a.top_k != 0 || a.expert_width != 0 || a.shared_width != 0)
+      throw Error("--top-k, --expert-width and --shared-width need --experts");
+    return;
+  }
+  check_flag_range("--top-k", a.top_k, 0, a.experts, "0 = min(2, --experts)");
+  check_flag_range("--expert-width", a.expert_width, 0, int64_t{1} << 20, "0 = d_model");
+  check_flag_range("--shared-width", a.shared_width, 0, int64_t{1} << 20, "0 = 2 x --expert-width");
+  if (granite && a.shared_width != 0)
+    throw Error("--shared-width is nemotron-h's: granite-hybrid's shared MLP is --mlp-width wide");
+  if (!std::isfinite(a.routed_scaling_factor) || a.routed_scaling_factor <= 0.0)
+    throw Error("--routed-scaling-factor must be a positive number");
+  MoeConfig& e = c.hybrid.moe;
+  e.n_experts = a.experts;
+  e.top_k = a.top_k > 0 ? a.top_k : std::min<int64_t>(2, a.experts);
+  e.width = a.expert_width > 0 ? a.expert_width : c.d_model;
+  if (granite) {
+    e.scoring = MoeScoring::SoftmaxTopK;
+    return;
+  }
+  e.shared_width = a.shared_width > 0 ? a.shared_width : 2 * e.width;
+  e.scoring = MoeScoring::SigmoidBias;
+  e.normalize = true;
+  e.scale = a.routed_scaling_factor;
 }
 
 // The hybrid sections of `c`, whose sizes and Mamba-2 mixer the common options have set.
@@ -65,7 +116,8 @@ void configure_hybrid(const std::string& arch, const HybridArgs& a, bool n_layer
   HybridConfig& h = c.hybrid;
   h.pattern = a.pattern;
   if (h.pattern.empty()) {
-    for (int64_t l = 0; l < c.n_layer; ++l) h.pattern += granite ? (l % 4 == 1 ? '*' : 'M') : "M*-"[l % 3];
+    const char* cycle = a.experts > 0 ? "M*E" : "M*-";
+    for (int64_t l = 0; l < c.n_layer; ++l) h.pattern += granite ? (l % 4 == 1 ? '*' : 'M') : cycle[l % 3];
   } else if (n_layer_given && static_cast<int64_t>(h.pattern.size()) != c.n_layer) {
     throw Error("--pattern has " + std::to_string(h.pattern.size()) + " layers but --n-layer says " +
                 std::to_string(c.n_layer));
@@ -73,8 +125,10 @@ void configure_hybrid(const std::string& arch, const HybridArgs& a, bool n_layer
   if (h.pattern.size() > 4096) throw Error("--pattern may have at most 4096 layers");
   c.n_layer = static_cast<int64_t>(h.pattern.size());
   for (char kind : h.pattern)
-    if (kind != 'M' && kind != '*' && (granite || kind != '-'))
-      throw Error(std::string("--pattern holds '") + kind + "': expected M or *" + (granite ? "" : " or -"));
+    if (kind != 'M' && kind != '*' && (granite || (kind != '-' && kind != 'E')))
+      throw Error(std::string("--pattern holds '") + kind + "': expected M or *" +
+                  (granite ? "" : ", - or E"));
+  configure_experts(granite, a, c);
   check_flag_range("--heads", a.heads, 1, 4096);
   check_flag_range("--kv-heads", a.kv_heads, 1, a.heads);
   if (a.heads % a.kv_heads != 0) throw Error("--kv-heads must divide --heads");
@@ -145,9 +199,10 @@ void add_make_model(CLI::App& app) {
   CLI::Option* form_option = cmd->add_option("--layout,--config-form", args->form,
                                              "Checkpoint layout: hf (Hugging Face names and config) | "
                                              "original (state-spaces; Mamba-3: original only)");
-  cmd->add_option("--arch", args->arch,
-                  "mamba1 | mamba2 | falcon-mamba (HF layout) | mamba3 (Mamba-3 SISO, state-spaces layout) | "
-                  "granite-hybrid | nemotron-h (dense hybrids: Mamba-2, attention and MLP layers)")
+  cmd->add_option(
+         "--arch", args->arch,
+         "mamba1 | mamba2 | falcon-mamba (HF layout) | mamba3 (Mamba-3 SISO, state-spaces layout) | "
+         "granite-hybrid | nemotron-h (hybrids: Mamba-2, attention, MLP and mixture-of-experts layers)")
       ->capture_default_str();
   size_option("--headdim", args->headdim, "Mamba-2/3 channels per head (default 64)");
   size_option("--ngroups", args->ngroups, "Mamba-2/3 B/C groups (default 1)");
@@ -239,11 +294,16 @@ void add_make_model(CLI::App& app) {
     o.shards = args->shards;
     o.format = args->format == "bin" ? CheckpointFormat::TorchBin : CheckpointFormat::Safetensors;
     o.input_dim = args->input_dim;
-    if (gguf) {
-      if (args->shards != 1) throw Error("--format gguf writes one file: --shards must be 1");
-      make_gguf_model(args->out, o, gguf_type);
-    } else {
-      make_model(args->out, o);
+    {
+      // A large model shows its progress on a terminal; the line is erased before the summary.
+      ProgressLine progress("make-model");
+      o.progress = &progress;
+      if (gguf) {
+        if (args->shards != 1) throw Error("--format gguf writes one file: --shards must be 1");
+        make_gguf_model(args->out, o, gguf_type);
+      } else {
+        make_model(args->out, o);
+      }
     }
     std::fprintf(stderr, "wrote %s (d_model %lld, %lld layers, vocab %lld, %s)\n", args->out.c_str(),
                  static_cast<long long>(c.d_model), static_cast<long long>(c.n_layer),

@@ -18,7 +18,10 @@ void add_quantize(CLI::App& app) {
                   "biases stay f32, as in llama.cpp)")
       ->capture_default_str();
   cmd->callback([args] {
-    convert_to_gguf(args->input, args->output, parse_gguf_file_type(args->type));
+    {
+      ProgressLine progress("quantizing");  // erased before the line below
+      convert_to_gguf(args->input, args->output, parse_gguf_file_type(args->type), "", &progress);
+    }
     std::fprintf(stderr, "wrote %s (%s)\n", args->output.c_str(), args->type.c_str());
   });
 }

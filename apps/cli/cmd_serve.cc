@@ -100,7 +100,7 @@ void serve(const ServeArgs& a) {
   std::fflush(stdout);
   http.start();
 
-  auto model = Model::load(a.model, make_load_options(a.dtype, a.device));
+  auto model = load_model(a.model, a.dtype, a.device);
   if (model->input_dim() > 0) throw Error(a.model + " takes feature rows, not tokens: it cannot be served");
   // The tokenizer `run` and `generate` use: a GGUF file's embedded one, or the folder's.
   const Tokenizer tokenizer = load_tokenizer(a.model);

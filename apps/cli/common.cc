@@ -70,7 +70,11 @@ std::string device_description(const Model& model) {
 
 std::unique_ptr<Model> load_model(const std::string& path, const std::string& dtype,
                                   const std::string& device) {
-  const LoadOptions options = make_load_options(dtype, device);
+  LoadOptions options = make_load_options(dtype, device);
+  // A load taking more than a moment (a large checkpoint, quantization) shows its progress on a
+  // terminal; the line is erased when the load returns.
+  ProgressLine progress("loading");
+  options.progress = &progress;
   try {
     return Model::load(path, options);
   } catch (const std::bad_alloc&) {

@@ -122,22 +122,28 @@ class Model(_mambacpp.Model):
                      model=model)
         return self._request("completion", body, stream)
 
-    def create_chat_completion(self, messages: List[Dict[str, str]], temperature: float = 0.2,
+    def create_chat_completion(self, messages: List[Dict[str, Any]], temperature: float = 0.2,
                                top_p: float = 0.95, top_k: int = 40, min_p: float = 0.05,
                                stop: Optional[Union[str, List[str]]] = None, seed: Optional[int] = None,
                                max_tokens: Optional[int] = None, repeat_penalty: float = 1.0,
                                logprobs: Optional[bool] = None, top_logprobs: Optional[int] = None,
-                               stream: bool = False, model: Optional[str] = None
+                               stream: bool = False, model: Optional[str] = None,
+                               tools: Optional[List[Dict[str, Any]]] = None,
+                               chat_template_kwargs: Optional[Dict[str, Any]] = None
                                ) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
         """An OpenAI-style chat completion, as `mambacpp serve` answers /v1/chat/completions.
 
-        `messages` are {"role", "content"} dicts, rendered with the checkpoint's chat template
-        (or the documented plain format when it has none). Returns the response dict
-        ({"choices": [{"message": {"role": "assistant", "content"}, "finish_reason"}],
-        "usage"}), or with stream=True an iterator of "chat.completion.chunk" dicts. A
-        follow-up turn that repeats the conversation resumes from its cached state.
+        `messages` are OpenAI message dicts ({"role", "content"}, with tool_calls, tool_call_id
+        and any other keys), rendered with the checkpoint's chat template (or the documented
+        plain format when it has none) as transformers' apply_chat_template(messages,
+        tools=tools, add_generation_prompt=True, **chat_template_kwargs) renders them. Returns
+        the response dict ({"choices": [{"message": {"role": "assistant", "content"},
+        "finish_reason"}], "usage"}; a tool call the model writes stays in the content, as
+        text), or with stream=True an iterator of "chat.completion.chunk" dicts. A follow-up
+        turn that repeats the conversation resumes from its cached state.
         """
         body = _body(messages=messages, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
                      stop=stop, seed=seed, max_tokens=max_tokens, repeat_penalty=repeat_penalty,
-                     logprobs=logprobs, top_logprobs=top_logprobs, model=model)
+                     logprobs=logprobs, top_logprobs=top_logprobs, model=model, tools=tools,
+                     chat_template_kwargs=chat_template_kwargs)
         return self._request("chat", body, stream)

@@ -155,6 +155,8 @@ const char* op_kind_name(OpKind kind) {
       return "glu";
     case OpKind::Scale:
       return "scale";
+    case OpKind::Moe:
+      return "moe";
   }
   return "?";
 }

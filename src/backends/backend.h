@@ -32,6 +32,7 @@
 #include "core/threading.h"
 #include "ops/attention.h"
 #include "ops/ffn.h"
+#include "ops/moe.h"
 #include "ops/scan_form.h"
 
 namespace mb {
@@ -340,6 +341,26 @@ struct ScaleOp {
   PhaseId phase = 0;
 };
 
+// ops/moe.h over m rows: the router product, each row's choice of experts and their weights, each
+// chosen expert's MLP over the block of rows routed to it, and y (+)= each row's weighted sum. The
+// scratch views have room for m rows each; `routes` holds the choice afterwards (the other
+// scratch contents are fixed by no contract). Only the chosen experts' matrices are read.
+struct MoeOp {
+  MoeParams params{};
+  View x{};  // [m, d_model]
+  int64_t m = 0;
+  Matrix router{};                       // [n_experts, d_model], f32
+  View correction_bias{};                // [n_experts], or none
+  std::span<const Matrix> up{}, down{};  // n_experts each: [up_rows, d_model] and [d_model, width]
+  View y{};                              // [m, d_model]
+  bool accumulate = false;
+  View logits{};                        // [m, n_experts]
+  View routes{};                        // [m, 2 top_k]: each slot's expert (as a float), then its weight
+  View rows{}, hidden{}, out{}, acc{};  // [m, d_model], [m, up_rows], [m, d_model], [m, d_model]
+  PhaseId router_phase = 0;             // the router product and the routing
+  PhaseId phase = 0;                    // the experts and the sums
+};
+
 // Rows of an embedding table for token ids, widened to f32 (ops/quant.h's dequantize_row) into
 // y's rows. The table stays in host memory, in its storage dtype: lookups touch a few rows.
 struct EmbedOp {
@@ -379,14 +400,15 @@ enum class OpKind {
   AppendRows,
   Attention,
   Glu,
-  Scale
+  Scale,
+  Moe
 };
 const char* op_kind_name(OpKind kind);
 
 // An op and the parameters a backend's support depends on.
 struct OpQuery {
   OpKind kind{};
-  DType dtype = DType::F32;  // the weights' storage dtype (Matmul)
+  DType dtype = DType::F32;  // the weights' storage dtype (Matmul; Moe: the experts')
   int64_t size = 0;          // the state size (scans), the kernel size (conv)
 };
 
@@ -467,6 +489,7 @@ class Backend {
   virtual void attention(Stream& stream, const AttentionOp& op) const = 0;
   virtual void glu(Stream& stream, const GluOp& op) const = 0;
   virtual void scale(Stream& stream, const ScaleOp& op) const = 0;
+  virtual void moe(Stream& stream, const MoeOp& op) const = 0;
 };
 
 }  // namespace mb

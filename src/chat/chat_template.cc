@@ -21,9 +21,23 @@ struct Program {
 
 namespace {
 
-// The plain format, written as a template so that it goes through the same engine.
+// The plain format, written as a template so that it goes through the same engine. A content
+// given as text parts is their texts joined with "\n" (as Granite-4.0 and llama.cpp join them);
+// a null or missing one is empty. It has no way to show tools or tool calls, so it refuses them
+// rather than leave them out of the prompt unnoticed.
 constexpr std::string_view kPlainTemplate =
-    "{% for message in messages %}{{ message.role }}: {{ message.content }}\n{% endfor %}"
+    "{% if tools %}{{ raise_exception('the plain chat format (the model has no chat template) cannot "
+    "show tools') }}{% endif %}"
+    "{% for message in messages %}"
+    "{% if message.tool_calls %}{{ raise_exception('the plain chat format (the model has no chat "
+    "template) cannot show tool calls') }}{% endif %}"
+    "{% set text = namespace(value='') %}"
+    "{% if message.content is string %}{% set text.value = message.content %}"
+    "{% elif message.content is iterable and message.content is not mapping %}"
+    "{% for part in message.content %}{% if part.type == 'text' %}"
+    "{% if text.value %}{% set text.value = text.value + '\n' %}{% endif %}"
+    "{% set text.value = text.value + part.text %}{% endif %}{% endfor %}{% endif %}"
+    "{{ message.role }}: {{ text.value }}\n{% endfor %}"
     "{% if add_generation_prompt %}assistant:{% endif %}";
 
 }  // namespace

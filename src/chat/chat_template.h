@@ -60,6 +60,9 @@ class ChatTemplate {
   // in order, then "assistant:" (no trailing space or newline) when add_generation_prompt is set.
   // No BOS or EOS token is added. For example, a system and a user message render as
   //   "system: Be brief.\nuser: Hi!\nassistant:"
+  // Through render_json, a content given as a list of text parts is their texts joined with "\n"
+  // (none before the first non-empty text), a null or missing content is empty, and tools or
+  // tool calls are refused (the format cannot show them).
   static ChatTemplate plain();
 
   // Renders the messages; throws mb::Error on a render-time problem (raise_exception in the

@@ -14,10 +14,15 @@ namespace mb {
 
 #if defined(__x86_64__) || defined(__i386__)
 // F16C is CPUID leaf 1, ECX bit 29. It is read directly because clang 14's
-// __builtin_cpu_supports does not know the "f16c" feature name that GCC accepts.
+// __builtin_cpu_supports does not know the "f16c" feature name that GCC accepts. Read once:
+// kernels_for asks on every kernel call, and in a virtual machine each CPUID instruction is a
+// trip to the hypervisor (it made every AVX2 kernel call measurably slower).
 static bool x86_has_f16c() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+  static const bool has_f16c = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+  }();
+  return has_f16c;
 }
 #endif
 
@@ -41,8 +46,7 @@ bool isa_supported(Isa isa) {
       return true;
 #if defined(__x86_64__)
     case Isa::Avx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             x86_has_f16c();
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && x86_has_f16c();
     case Isa::Avx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");

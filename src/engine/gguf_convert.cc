@@ -10,9 +10,10 @@
 namespace mb {
 
 void convert_to_gguf(const std::string& input, const std::string& output, GgufFileType type,
-                     const std::string& name) {
+                     const std::string& name, ProgressLine* progress) {
   GgufExportOptions options;
   options.type = type;
+  options.progress = progress;
   if (is_gguf_file(input)) {
     const GgufFile file(input);
     const GgufCheckpoint checkpoint = open_gguf_checkpoint(file);

@@ -11,9 +11,9 @@ namespace mb {
 // `output` as a GGUF file of `type`, atomically, with its tokenizer: a folder's tokenizer.json
 // (converted, see gguf_tokenizer.h) or a GGUF file's tokenizer.* metadata (copied). A folder
 // without a tokenizer.json gives a file without a tokenizer. `input` and `output` may be the same
-// file. `name` (general.name) defaults to the folder's name or the file's own. Throws mb::Error
-// naming the problem.
+// file. `name` (general.name) defaults to the folder's name or the file's own. `progress`, when
+// set, is told how far the conversion is. Throws mb::Error naming the problem.
 void convert_to_gguf(const std::string& input, const std::string& output, GgufFileType type,
-                     const std::string& name = "");
+                     const std::string& name = "", ProgressLine* progress = nullptr);
 
 }  // namespace mb

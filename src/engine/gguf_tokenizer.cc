@@ -1,5 +1,6 @@
 #include "engine/gguf_tokenizer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -8,6 +9,7 @@
 #include "core/error.h"
 #include "core/json_text.h"
 #include "model/gguf_checkpoint.h"
+#include "tokenizer/split_patterns.h"
 
 namespace mb {
 namespace {
@@ -20,11 +22,77 @@ constexpr int64_t kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUn
 const json kByteLevel = {
     {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
 
-// The normalizer of each pre-tokenizer name this engine maps (see the header).
-std::optional<json> normalizer_for(const std::string& pre) {
-  if (pre == "gpt-2") return json(nullptr);
-  if (pre == "olmo" || pre == "mpt") return json{{"type", "NFC"}};
-  return std::nullopt;
+// The regex of Mistral's Tekken tokenizer as its tokenizer.json spells it (llama.cpp's "tekken").
+constexpr std::string_view kTekkenRegex =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// A pre-tokenizer name of llama.cpp and the tokenizer.json pipeline it stands for: ByteLevel with
+// GPT-2's regex (split_regex empty), or a Split on `split_regex` (Isolated) followed by ByteLevel
+// without a regex; NFC normalization or none; and BPE's ignore_merges, which llama.cpp ties to
+// the name. The first entry of a pipeline is the name the writer gives it.
+struct PreTokenizerForm {
+  const char* name;
+  std::string_view split_regex;
+  bool nfc;
+  bool ignore_merges;
+};
+
+constexpr PreTokenizerForm kPreTokenizerForms[] = {
+    {"gpt-2", {}, false, false},
+    {"olmo", {}, true, false},
+    {"mpt", {}, true, false},
+    {"llama-bpe", tok::kLlama3PatternRegex, false, true},
+    {"llama3", tok::kLlama3PatternRegex, false, true},
+    {"llama-v3", tok::kLlama3PatternRegex, false, true},
+    // Granite-4.0's tokenizer: Llama-3's regex without ignore_merges.
+    {"dbrx", tok::kLlama3PatternRegex, false, false},
+    {"smaug-bpe", tok::kLlama3PatternRegex, false, false},
+    {"tekken", kTekkenRegex, false, true},
+};
+
+const PreTokenizerForm* form_named(const std::string& name) {
+  for (const PreTokenizerForm& form : kPreTokenizerForms)
+    if (name == form.name) return &form;
+  return nullptr;
+}
+
+std::string form_names() {
+  std::string names;
+  for (const PreTokenizerForm& form : kPreTokenizerForms)
+    names += std::string(names.empty() ? "" : ", ") + form.name;
+  return names;
+}
+
+json pre_tokenizer_json(const PreTokenizerForm& form) {
+  if (form.split_regex.empty()) return kByteLevel;
+  json byte_level = kByteLevel;
+  byte_level["use_regex"] = false;
+  const json split = {{"type", "Split"},
+                      {"pattern", {{"Regex", std::string(form.split_regex)}}},
+                      {"behavior", "Isolated"},
+                      {"invert", false}};
+  return {{"type", "Sequence"}, {"pretokenizers", json::array({split, byte_level})}};
+}
+
+// The Split regex of a tokenizer.json pre-tokenizer of one of the forms above ("" for plain
+// ByteLevel with GPT-2's regex), or nothing for any other pre-tokenizer.
+std::optional<std::string> split_regex_of(const json& pre) {
+  const auto byte_level = [](const json& step, bool use_regex) {
+    return step.is_object() && step.value("type", std::string()) == "ByteLevel" &&
+           !step.value("add_prefix_space", false) && step.value("use_regex", true) == use_regex;
+  };
+  if (byte_level(pre, true)) return std::string();
+  if (!pre.is_object() || pre.value("type", std::string()) != "Sequence" || !pre.contains("pretokenizers"))
+    return std::nullopt;
+  const json& steps = pre["pretokenizers"];
+  if (!steps.is_array() || steps.size() != 2 || !byte_level(steps[1], false)) return std::nullopt;
+  const json& split = steps[0];
+  if (!split.is_object() || split.value("type", std::string()) != "Split" ||
+      split.value("behavior", std::string("Isolated")) != "Isolated" || split.value("invert", false) ||
+      !split.contains("pattern") || !split["pattern"].is_object() || !split["pattern"].contains("Regex") ||
+      !split["pattern"]["Regex"].is_string())
+    return std::nullopt;
+  return split["pattern"]["Regex"].get<std::string>();
 }
 
 const GgufValue& string_array(const GgufFile& file, const char* key) {
@@ -45,9 +113,10 @@ std::string gguf_tokenizer_json(const GgufFile& file) {
     throw Error(where + ": tokenizer.ggml.model '" + *model +
                 "' is not supported (only \"gpt2\", byte-level BPE)");
   const std::string pre = file.string_value("tokenizer.ggml.pre");
-  const auto normalizer = normalizer_for(pre);
-  if (!normalizer)
-    throw Error(where + ": tokenizer.ggml.pre '" + pre + "' is not supported (expected gpt-2, olmo or mpt)");
+  const PreTokenizerForm* form = form_named(pre);
+  if (form == nullptr)
+    throw Error(where + ": tokenizer.ggml.pre '" + pre + "' is not supported (expected " + form_names() +
+                ")");
   const GgufValue& tokens = string_array(file, "tokenizer.ggml.tokens");
   const GgufValue& merges = string_array(file, "tokenizer.ggml.merges");
   const GgufValue* types = file.find("tokenizer.ggml.token_type");
@@ -85,8 +154,8 @@ std::string gguf_tokenizer_json(const GgufFile& file) {
   }
   const json root = {{"version", "1.0"},
                      {"added_tokens", added},
-                     {"normalizer", *normalizer},
-                     {"pre_tokenizer", kByteLevel},
+                     {"normalizer", form->nfc ? json{{"type", "NFC"}} : json(nullptr)},
+                     {"pre_tokenizer", pre_tokenizer_json(*form)},
                      {"post_processor", nullptr},
                      {"decoder", kByteLevel},
                      {"model",
@@ -95,6 +164,7 @@ std::string gguf_tokenizer_json(const GgufFile& file) {
                        {"unk_token", nullptr},
                        {"fuse_unk", false},
                        {"byte_fallback", false},
+                       {"ignore_merges", form->ignore_merges},
                        {"vocab", vocab},
                        {"merges", merges.strings}}}};
   try {
@@ -115,23 +185,33 @@ std::vector<std::pair<std::string, GgufValue>> gguf_tokenizer_metadata(std::stri
   const json root = parse_json_text(tokenizer_json, source, 128);
   const auto fail = [&](const std::string& what) {
     throw Error(source + ": " + what +
-                "; GGUF files describe GPT-2 and GPT-NeoX style byte-level BPE tokenizers only");
+                "; GGUF files describe the byte-level BPE tokenizers of llama.cpp's pre-tokenizers " +
+                form_names() + " only");
   };
   if (!root.is_object() || !root.contains("model") || !root["model"].is_object()) fail("no model object");
   const json& model = root["model"];
   if (model.value("type", std::string("BPE")) != "BPE") fail("the model is not BPE");
   const json& pre = root.contains("pre_tokenizer") ? root["pre_tokenizer"] : json();
-  if (!pre.is_object() || pre.value("type", std::string()) != "ByteLevel" ||
-      pre.value("add_prefix_space", false) || !pre.value("use_regex", true))
-    fail("the pre-tokenizer is not ByteLevel with GPT-2's regex and no prefix space");
+  const std::optional<std::string> split_regex = split_regex_of(pre);
+  if (!split_regex)
+    fail(
+        "the pre-tokenizer is neither ByteLevel with GPT-2's regex nor a Split followed by ByteLevel, "
+        "without a "
+        "prefix space");
   const json& normalizer = root.contains("normalizer") ? root["normalizer"] : json();
-  std::string pre_name;
-  if (normalizer.is_null())
-    pre_name = "gpt-2";
-  else if (normalizer.is_object() && normalizer.value("type", std::string()) == "NFC")
-    pre_name = "olmo";
-  else
-    fail("the normalizer is neither absent nor NFC");
+  const bool nfc = normalizer.is_object() && normalizer.value("type", std::string()) == "NFC";
+  if (!normalizer.is_null() && !nfc) fail("the normalizer is neither absent nor NFC");
+  const bool ignore_merges = model.contains("ignore_merges") && model["ignore_merges"].is_boolean() &&
+                             model["ignore_merges"].get<bool>();
+  const auto matches = [&](const PreTokenizerForm& form) {
+    return form.split_regex == *split_regex && form.nfc == nfc && form.ignore_merges == ignore_merges;
+  };
+  const auto form = std::find_if(std::begin(kPreTokenizerForms), std::end(kPreTokenizerForms), matches);
+  if (form == std::end(kPreTokenizerForms))
+    fail("no llama.cpp pre-tokenizer has its split regex, normalizer and ignore_merges (" +
+         std::string(nfc ? "NFC" : "no normalizer") + ", ignore_merges " +
+         (ignore_merges ? "true" : "false") + ")");
+  const std::string pre_name = form->name;
 
   const Tokenizer tokenizer = Tokenizer::from_json_string(tokenizer_json, source);
   if (tokenizer.vocab_size() > vocab_rows)

@@ -12,13 +12,21 @@
 // Tokenizer::from_json_string loads it with every check it applies to files. What GGUF does not
 // record is taken from Hugging Face's defaults for these tokenizers: control tokens match the
 // raw text (normalized: false), user-defined ones the normalized text (normalized: true), and the
-// pre-tokenizer names map to pipelines as follows:
-//   "gpt-2"        no normalizer, ByteLevel with GPT-2's regex (GPT-2)
-//   "olmo", "mpt"  NFC, then the same ByteLevel (the GPT-NeoX-20B tokenizer of Mamba, Pythia,
-//                  OLMo and MPT; llama.cpp's converter names it after OLMo)
-// llama.cpp itself applies no NFC step for either name; Hugging Face's tokenizer.json for these
-// models does, and it is the reference the engine follows. SentencePiece ("llama") and other
-// tokenizer models are refused with a message.
+// pre-tokenizer names map to pipelines as follows (BPE's ignore_merges as llama.cpp sets it for
+// the name):
+//   "gpt-2"                 no normalizer, ByteLevel with GPT-2's regex (GPT-2)
+//   "olmo", "mpt"           NFC, then the same ByteLevel (the GPT-NeoX-20B tokenizer of Mamba,
+//                           Pythia, OLMo and MPT; llama.cpp's converter names it after OLMo)
+//   "llama-bpe", "llama3",  no normalizer, Split on Llama-3's regex (Isolated), ByteLevel without
+//   "llama-v3"              a regex; ignore_merges
+//   "dbrx", "smaug-bpe"     the same without ignore_merges (Granite-4.0's files say "dbrx")
+//   "tekken"                Split on Mistral's Tekken regex, ByteLevel; ignore_merges (the
+//                           131072-token tokenizer of Mistral NeMo; Nemotron-H's looks the same)
+// llama.cpp itself applies no NFC step for "olmo" and "mpt"; Hugging Face's tokenizer.json for
+// these models does, and it is the reference the engine follows. Writing picks the first name of
+// the table whose pipeline a tokenizer.json has. SentencePiece ("llama") and other tokenizer
+// models and pre-tokenizers are refused with a message. tokenizer.ggml.add_bos_token is written
+// false and not read: the engine adds no BOS token for a folder's tokenizer.json either.
 #pragma once
 
 #include <cstdint>

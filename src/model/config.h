@@ -28,7 +28,7 @@ namespace mb {
 
 // The kinds of blocks a model is built from (model/blocks/); Custom is a block made outside the
 // config and added with Model::append_block.
-enum class BlockKind { Mamba1Mixer, Mamba2Mixer, Mamba3Mixer, Attention, Mlp, Custom };
+enum class BlockKind { Mamba1Mixer, Mamba2Mixer, Mamba3Mixer, Attention, Mlp, Moe, Custom };
 
 // Where a block's tensors are in the checkpoint: a tensor `t` of the block is named
 // prefix + module + t, and its pre-norm prefix + norm ("backbone.layers.3." "mixer." for the

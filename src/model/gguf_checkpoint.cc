@@ -1,6 +1,7 @@
 #include "model/gguf_checkpoint.h"
 
 #include <algorithm>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -8,6 +9,7 @@
 
 #include "core/error.h"
 #include "model/blocks/mamba_schema.h"
+#include "model/gguf_hybrid.h"
 #include "model/gguf_tensor_names.h"
 
 namespace mb {
@@ -117,6 +119,67 @@ bool split_layer_name(const std::string& name, int64_t& layer, std::string& suff
   return true;
 }
 
+// The tensor set of a file with the bytes the reader had to reorder (q and k rows), which it
+// keeps alive beside the mapping.
+struct HeldTensors {
+  std::deque<std::vector<uint8_t>> bytes;
+  TensorSet set;
+};
+
+// The embedding's rows: the one vocabulary size of a GGUF file, which the token list must match.
+int64_t embedding_rows(const GgufFile& file) {
+  const std::string where = "'" + file.path() + "'";
+  const std::string embedding_name = model_tensors().head[kEmbedding].gguf;
+  const GgufTensorInfo* embedding = file.find_tensor(embedding_name);
+  if (embedding == nullptr) throw Error(where + " is missing tensor '" + embedding_name + "'");
+  // A vocabulary of one row is stored as {embedding_length} (trailing unit dims are dropped).
+  const std::vector<int64_t> embedding_dims = without_trailing_ones(embedding->ne);
+  if (embedding_dims.size() > 2 || embedding->element_count() < 1)
+    throw Error(where + ": tensor '" + embedding_name + "' has dims " + embedding->dims_string() +
+                "; expected {embedding_length, vocabulary}");
+  const int64_t vocab_rows = embedding_dims.size() == 2 ? embedding_dims[1] : 1;
+  if (const GgufValue* tokens = file.find("tokenizer.ggml.tokens");
+      tokens != nullptr && static_cast<int64_t>(tokens->size()) != vocab_rows)
+    throw Error(where + ": " + embedding_name + " has " + std::to_string(vocab_rows) +
+                " rows but tokenizer.ggml.tokens lists " + std::to_string(tokens->size()) + " tokens");
+  return vocab_rows;
+}
+
+// The spec a file's tensor belongs to, and which half of it for SplitHalves (0 otherwise).
+std::pair<const TensorSpec*, int> find_spec(const std::vector<TensorSpec>& specs, const GgufTensorInfo& info,
+                                            const ModelConfig& c, const std::string& where,
+                                            const std::string& arch) {
+  int64_t layer = -1;
+  std::string suffix;
+  if (split_layer_name(info.name, layer, suffix) && layer >= c.n_layer)
+    throw Error(where + ": tensor '" + info.name + "' belongs to a layer outside the " +
+                std::to_string(c.n_layer) + " of block_count");
+  for (const TensorSpec& spec : specs) {
+    if (spec.gguf == info.name) return {&spec, 0};
+    if (!spec.gguf_second.empty() && spec.gguf_second == info.name) return {&spec, 1};
+  }
+  std::string kind;
+  if (layer >= 0 && c.family != ModelFamily::Mamba) {
+    const char k = c.hybrid.pattern[static_cast<size_t>(layer)];
+    kind = std::string(" (layer ") + std::to_string(layer) + " is " +
+           (k == kMambaLayer       ? "a Mamba-2"
+            : k == kAttentionLayer ? "an attention"
+                                   : "an MLP") +
+           " layer by its metadata)";
+  }
+  throw Error(where + ": tensor '" + info.name + "' is not part of a " + arch + " model" + kind);
+}
+
+void check_dims(const TensorSpec& spec, const GgufTensorInfo& info, const ModelConfig& c,
+                const std::string& where) {
+  const std::vector<int64_t> expected = gguf_dims(spec, c);
+  if (without_trailing_ones(info.ne) == without_trailing_ones(expected)) return;
+  GgufTensorInfo want;
+  want.ne = expected;
+  throw Error(where + ": tensor '" + info.name + "' has dims " + info.dims_string() +
+              " but the metadata implies " + want.dims_string());
+}
+
 }  // namespace
 
 bool is_gguf_file(const std::string& path) {
@@ -135,64 +198,59 @@ GgufCheckpoint open_gguf_checkpoint(const std::string& path) {
 GgufCheckpoint open_gguf_checkpoint(const GgufFile& file) {
   const std::string where = "'" + file.path() + "'";
   const std::string arch = file.string_value("general.architecture");
-  if (arch != "mamba" && arch != "mamba2")
-    throw Error(where + ": architecture '" + arch + "' is not supported (expected mamba or mamba2)");
-  const std::string embedding_name = model_tensors().head[kEmbedding].gguf;
-  const GgufTensorInfo* embedding = file.find_tensor(embedding_name);
-  if (embedding == nullptr) throw Error(where + " is missing tensor '" + embedding_name + "'");
-  // A vocabulary of one row is stored as {embedding_length} (trailing unit dims are dropped).
-  const std::vector<int64_t> embedding_dims = without_trailing_ones(embedding->ne);
-  if (embedding_dims.size() > 2 || embedding->element_count() < 1)
-    throw Error(where + ": tensor '" + embedding_name + "' has dims " + embedding->dims_string() +
-                "; expected {embedding_length, vocabulary}");
-  const int64_t vocab_rows = embedding_dims.size() == 2 ? embedding_dims[1] : 1;
-  if (const GgufValue* tokens = file.find("tokenizer.ggml.tokens");
-      tokens != nullptr && static_cast<int64_t>(tokens->size()) != vocab_rows)
-    throw Error(where + ": " + embedding_name + " has " + std::to_string(vocab_rows) +
-                " rows but tokenizer.ggml.tokens lists " + std::to_string(tokens->size()) + " tokens");
-
+  const bool hybrid = arch == kGgufGraniteHybrid || arch == kGgufNemotronH;
+  if (arch != "mamba" && arch != "mamba2" && !hybrid)
+    throw Error(where + ": architecture '" + arch +
+                "' is not supported (expected mamba, mamba2, granitehybrid or nemotron_h)");
+  const int64_t vocab_rows = embedding_rows(file);
   GgufCheckpoint checkpoint;
-  checkpoint.config = parse_model_config(hf_config_json(file, arch, vocab_rows), where);
+  checkpoint.config = parse_model_config(
+      hybrid ? gguf_hybrid_config_json(file, arch, vocab_rows) : hf_config_json(file, arch, vocab_rows),
+      where);
+  if (hybrid) apply_gguf_hybrid_overrides(file, arch, checkpoint.config);
   const ModelConfig& c = checkpoint.config;
   const std::vector<TensorSpec> specs = gguf_tensor_specs(c);
 
+  auto held = std::make_shared<HeldTensors>();
   std::vector<StoredTensor> stored;
   std::set<std::string> present;
   for (const GgufTensorInfo& info : file.tensors()) {
-    int64_t layer = -1;
-    std::string suffix = info.name;
-    const bool in_layer = split_layer_name(info.name, layer, suffix);
-    if (in_layer && layer >= c.n_layer)
-      throw Error(where + ": tensor '" + info.name + "' belongs to a layer outside the " +
-                  std::to_string(c.n_layer) + " of block_count");
-    const auto spec =
-        std::find_if(specs.begin(), specs.end(), [&](const TensorSpec& s) { return s.gguf == info.name; });
-    if (spec == specs.end())
-      throw Error(where + ": tensor '" + info.name + "' is not part of a " + arch + " model");
-    const std::vector<int64_t> expected = gguf_dims(*spec, c);
-    if (without_trailing_ones(info.ne) != without_trailing_ones(expected)) {
-      GgufTensorInfo want;
-      want.ne = expected;
-      throw Error(where + ": tensor '" + info.name + "' has dims " + info.dims_string() +
-                  " but the metadata implies " + want.dims_string());
-    }
+    const auto [spec, half] = find_spec(specs, info, c, where, arch);
+    check_dims(*spec, info, c, where);
+    const std::optional<DType> dtype = gguf_engine_dtype(info.type);
+    if (!dtype)
+      throw Error(where + ": tensor '" + info.name + "' is stored as " + ggml_type_info(info.type)->name +
+                  ", which the engine does not compute with (F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K are)");
     StoredTensor tensor;
-    // GGUF holds A = -exp(A_log), which is bound under its own name (weight_schema.h).
+    // GGUF holds A = -exp(A_log), which is bound under its own name (weight_schema.h), and each
+    // half of a split matrix under its half's name.
     tensor.name = spec->gguf_negexp_name.empty() ? spec->name : spec->gguf_negexp_name;
-    tensor.dtype_string = ggml_type_info(info.type)->name;
-    tensor.dtype = gguf_engine_dtype(info.type);
     tensor.shape = spec->shape;
+    if (spec->gguf_form == GgufForm::SplitHalves) {
+      tensor.name = gguf_half_name(spec->name, half);
+      tensor.shape[tensor.shape.size() >= 2 ? tensor.shape.size() - 2 : 0] /= 2;
+    }
+    tensor.dtype_string = ggml_type_info(info.type)->name;
+    tensor.dtype = dtype;
     tensor.data = info.data;
     tensor.byte_size = info.byte_size;
     tensor.file = file.path();
+    if (spec->gguf_form == GgufForm::HeadPairsInterleaved) {
+      // Back to the Hugging Face order, so the dot products over a head run as the folder's do.
+      const int64_t rows = spec->shape[0];
+      held->bytes.push_back(reorder_head_rows(info.data, info.byte_size / static_cast<size_t>(rows), rows,
+                                              c.hybrid.attention.head_dim, false));
+      tensor.data = held->bytes.back().data();
+    }
     present.insert(info.name);
     stored.push_back(std::move(tensor));
   }
   // Every tensor the config calls for must be there, named as llama.cpp names it.
   for (const TensorSpec& spec : specs)
-    if (!present.count(spec.gguf)) throw Error(where + " is missing tensor '" + spec.gguf + "'");
-  checkpoint.tensors =
-      std::make_shared<const TensorSet>(TensorSet::from_tensors(file.mapping(), std::move(stored)));
+    for (const std::string& name : {spec.gguf, spec.gguf_second})
+      if (!name.empty() && !present.count(name)) throw Error(where + " is missing tensor '" + name + "'");
+  held->set = TensorSet::from_tensors(file.mapping(), std::move(stored));
+  checkpoint.tensors = std::shared_ptr<const TensorSet>(held, &held->set);
   return checkpoint;
 }
 

@@ -3,18 +3,26 @@
 // Storage per tensor, as llama.cpp's convert_hf_to_gguf.py and llama-quantize choose it:
 // - f32 always: 1-D tensors, "*_norm.weight", ssm_conv1d.weight, and every tensor whose name
 //   does not end in ".weight" (ssm_a, ssm_d, biases);
-// - the file type otherwise (token_embd, output, ssm_in, ssm_x, ssm_dt, ssm_out).
-// Q4_K_M follows llama.cpp's rule for Q4_K_M, simplified to what a Mamba model has: Q6_K for the
-// LM head (output.weight, or token_embd.weight when tied) and for ssm_out.weight in the layers
-// llama.cpp's use_more_bits picks for its ffn_down and attn_v (the first and last eighth and
-// every third in between), Q4_K elsewhere. A matrix whose rows are not a multiple of the block
-// falls back as the engine's load-time quantization does (storable_dtype in ops/quant_matmul.h:
-// Q8_0 when rows are a multiple of 32, else BF16; llama.cpp's quantizer falls back to other
-// types), so a quantized file holds exactly the weights of its folder loaded with --dtype.
+// - the file type otherwise (token_embd, output, ssm_in, ssm_x, ssm_dt, ssm_out, attn_q/k/v/
+//   output, ffn_gate/up/down).
+// Q4_K_M follows llama-quantize's choices (llama_tensor_get_type_impl) for what these models
+// have: Q6_K for the LM head (output.weight, or token_embd.weight when tied; Q8_0 when its rows
+// are not whole Q6_K blocks), for attn_v.weight where use_more_bits(i, n) holds over the n attn_v
+// tensors and for ffn_down.weight where it holds for the i-th ffn_down tensor over block_count
+// (so a Nemotron-H file counts its MLP layers, not their layer numbers); Q4_K elsewhere. A
+// matrix whose rows are not a multiple of the block falls back as the engine's load-time
+// quantization does (storable_dtype in ops/quant_matmul.h: Q8_0 when rows are a multiple of 32,
+// else BF16; llama-quantize falls back to Q5_0 and F16, which the engine does not compute with),
+// so a quantized file holds exactly the weights of its folder loaded with --dtype.
+// A tensor already stored in the type chosen for it (re-writing a GGUF file) keeps its bytes.
+#include <omp.h>
+
 #include <cmath>
+#include <cstring>
 
 #include "core/error.h"
 #include "model/gguf_checkpoint.h"
+#include "model/gguf_hybrid.h"
 #include "model/gguf_tensor_names.h"
 #include "model/weight_binder.h"
 #include "ops/quant.h"
@@ -49,14 +57,25 @@ uint32_t file_type_id(GgufFileType type) {
 }
 
 // llama.cpp's use_more_bits(i_layer, n_layers).
-bool use_more_bits(int64_t layer, int64_t n_layer) {
-  return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
+bool use_more_bits(int64_t i, int64_t n) {
+  return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+// What llama-quantize's Q4_K_M rule needs to know across tensors: the attn_v tensors of the file
+// and how many of them and of the ffn_down tensors it has seen. (In files with experts it takes
+// an ffn_down tensor's layer from its name instead.)
+struct QuantCounters {
+  int64_t n_attn_v = 0, i_attn_v = 0, i_ffn_down = 0;
+};
+
+bool contains(const std::string& name, const char* part) {
+  return name.find(part) != std::string::npos;
 }
 
 // The ggml type of a tensor: f32 for every tensor but the matrices (norms, biases, A, D and the
 // conv weight), the file type for matrices (see the top of the file).
-uint32_t storage_type(const TensorSpec& spec, const std::vector<int64_t>& ne, GgufFileType type,
-                      int64_t layer, int64_t n_layer, bool head) {
+uint32_t storage_type(const TensorSpec& spec, const std::string& name, const std::vector<int64_t>& ne,
+                      GgufFileType type, int64_t n_layer, bool head, QuantCounters& counters) {
   if (ne.size() <= 1 || spec.role != TensorRole::Matrix) return kGgmlF32;
   uint32_t chosen = kGgmlF32;
   switch (type) {
@@ -72,40 +91,35 @@ uint32_t storage_type(const TensorSpec& spec, const std::vector<int64_t>& ne, Gg
     case GgufFileType::Q4_0:
       chosen = kGgmlQ4_0;
       break;
-    case GgufFileType::Q4_K_M: {
-      const bool more_bits = spec.residual_output && use_more_bits(layer, n_layer);
-      chosen = head || more_bits ? kGgmlQ6_K : kGgmlQ4_K;
+    case GgufFileType::Q4_K_M:
+      chosen = kGgmlQ4_K;
+      if (head) {
+        chosen = ne[0] % dtype_block_weights(DType::Q6_K) == 0 ? kGgmlQ6_K : kGgmlQ8_0;
+      } else if (contains(name, "attn_v.weight")) {
+        if (use_more_bits(counters.i_attn_v, counters.n_attn_v)) chosen = kGgmlQ6_K;
+        ++counters.i_attn_v;
+      } else if (contains(name, "ffn_down")) {
+        if (use_more_bits(counters.i_ffn_down, n_layer)) chosen = kGgmlQ6_K;
+        ++counters.i_ffn_down;
+      }
       break;
-    }
   }
   return gguf_ggml_type(storable_dtype(*gguf_engine_dtype(chosen), ne[0]));
 }
 
-// The values of a stored tensor as f32 (quantized ones dequantized as GGML does).
-std::vector<float> widen(const StoredTensor& tensor) {
-  if (!tensor.dtype)
-    throw Error("tensor '" + tensor.name + "' is stored as " + tensor.dtype_string +
-                ", which cannot be converted (only F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K can)");
-  std::vector<float> values(static_cast<size_t>(tensor.element_count()));
-  dequantize_row(*tensor.dtype, tensor.data, static_cast<int64_t>(values.size()), values.data());
-  return values;
-}
-
-// `values` ([rows, row_length] row-major) in ggml type `type`, quantized row by row.
+// `values` ([rows, row_length] row-major) in ggml type `type`, quantized row by row (on every
+// core: the bytes do not depend on the thread count).
 std::vector<uint8_t> encode(const std::vector<float>& values, uint32_t type, int64_t row_length) {
   const DType dtype = *gguf_engine_dtype(type);
   if (!dtype_is_quantized(dtype)) return encode_f32(values, dtype);
   const int64_t rows = static_cast<int64_t>(values.size()) / row_length;
-  const size_t row_bytes = dtype_row_bytes(dtype, row_length);
-  std::vector<uint8_t> bytes(static_cast<size_t>(rows) * row_bytes);
-  for (int64_t r = 0; r < rows; ++r)
-    quantize_row(dtype, values.data() + r * row_length, row_length, bytes.data() + r * row_bytes);
+  std::vector<uint8_t> bytes(static_cast<size_t>(rows) * dtype_row_bytes(dtype, row_length));
+  quantize_rows(ComputeContext{omp_get_max_threads()}, values.data(), DType::F32, rows, row_length, dtype,
+                bytes.data());
   return bytes;
 }
 
 void check_exportable(const ModelConfig& c, const TensorSet& tensors) {
-  if (c.family != ModelFamily::Mamba)
-    throw Error("hybrid models (Granite-4.0-H, Nemotron-H) cannot be written as GGUF yet");
   if (c.arch == Architecture::Mamba3)
     throw Error("Mamba-3 models cannot be written as GGUF (llama.cpp has no mamba3)");
   if (tensors.find(model_tensor_specs(c, true, 0).head[kInputProj].name) != nullptr)
@@ -115,6 +129,99 @@ void check_exportable(const ModelConfig& c, const TensorSet& tensors) {
     if (c.ssm.dt_limit_min != 0.0 || std::isfinite(c.ssm.dt_limit_max))
       throw Error("Mamba-2 models with a dt limit cannot be written as GGUF (llama.cpp has no key for it)");
   }
+  if (c.family != ModelFamily::Mamba && c.ssm.use_bias)
+    throw Error("hybrid models with Mamba in_proj/out_proj biases cannot be written as GGUF (llama.cpp's " +
+                gguf_architecture(c) + " has no ssm_in or ssm_out bias)");
+}
+
+// A GGUF tensor's content in the dtype its source holds it: `bytes`, rows of ne[0] elements.
+struct Content {
+  std::vector<uint8_t> bytes;
+  DType dtype;
+};
+
+const StoredTensor& find_tensor(const TensorSet& tensors, const std::string& name) {
+  const StoredTensor* tensor = tensors.find(name);
+  if (tensor == nullptr) throw Error("the model has no tensor '" + name + "'");
+  if (!tensor->dtype)
+    throw Error("tensor '" + name + "' is stored as " + tensor->dtype_string +
+                ", which cannot be converted (only F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K can)");
+  return *tensor;
+}
+
+void check_shape(const StoredTensor& tensor, const std::vector<int64_t>& shape) {
+  if (tensor.shape != shape)
+    throw Error("tensor '" + tensor.name + "' has shape " + tensor.shape_string() + "; GGUF needs " +
+                shape_string(shape));
+}
+
+// Half `half` of a SplitHalves spec's tensor: from the fused tensor of a folder (each leading
+// index's rows [half * R, (half + 1) * R)), or the half a GGUF checkpoint holds.
+Content split_half(const TensorSet& tensors, const TensorSpec& spec, int half) {
+  const size_t split = spec.shape.size() >= 2 ? spec.shape.size() - 2 : 0;
+  std::vector<int64_t> half_shape = spec.shape;
+  half_shape[split] /= 2;
+  if (tensors.find(spec.name) == nullptr) {
+    const StoredTensor& tensor = find_tensor(tensors, gguf_half_name(spec.name, half));
+    check_shape(tensor, half_shape);
+    return {std::vector<uint8_t>(tensor.data, tensor.data + tensor.byte_size), *tensor.dtype};
+  }
+  const StoredTensor& fused = find_tensor(tensors, spec.name);
+  check_shape(fused, spec.shape);
+  int64_t outer = 1;
+  for (size_t i = 0; i < split; ++i) outer *= spec.shape[i];
+  const size_t half_bytes = fused.byte_size / static_cast<size_t>(2 * outer);
+  Content content{std::vector<uint8_t>(static_cast<size_t>(outer) * half_bytes), *fused.dtype};
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(content.bytes.data() + o * half_bytes, fused.data + (2 * o + half) * half_bytes, half_bytes);
+  return content;
+}
+
+// The content of the GGUF tensor `half` of `spec` (0 unless SplitHalves), in llama.cpp's layout.
+Content gguf_content(const TensorSet& tensors, const TensorSpec& spec, int half, const std::string& source,
+                     const ModelConfig& c) {
+  if (spec.gguf_form == GgufForm::SplitHalves) return split_half(tensors, spec, half);
+  const StoredTensor& tensor = find_tensor(tensors, source);
+  check_shape(tensor, spec.shape);
+  Content content{std::vector<uint8_t>(tensor.data, tensor.data + tensor.byte_size), *tensor.dtype};
+  if (spec.gguf_form == GgufForm::HeadPairsInterleaved) {
+    const int64_t rows = spec.shape[0];
+    content.bytes = reorder_head_rows(content.bytes.data(), content.bytes.size() / static_cast<size_t>(rows),
+                                      rows, c.hybrid.attention.head_dim, true);
+  }
+  return content;
+}
+
+std::vector<float> widen(const Content& content) {
+  // Rows of whole blocks: the bytes are one long run of elements (or blocks).
+  const int64_t count = dtype_is_quantized(content.dtype)
+                            ? static_cast<int64_t>(content.bytes.size() / dtype_block_bytes(content.dtype)) *
+                                  dtype_block_weights(content.dtype)
+                            : static_cast<int64_t>(content.bytes.size() / dtype_size(content.dtype));
+  std::vector<float> values(static_cast<size_t>(count));
+  dequantize_row(content.dtype, content.bytes.data(), count, values.data());
+  return values;
+}
+
+void set_mamba_metadata(GgufWriter& writer, const ModelConfig& c) {
+  const bool mamba2 = c.arch == Architecture::Mamba2;
+  const std::string arch = gguf_architecture(c);
+  const auto u32 = [](int64_t value) { return GgufValue::u32(static_cast<uint32_t>(value)); };
+  // The same keys, and the same placeholder values, as convert_hf_to_gguf.py's Mamba models.
+  writer.set(arch + ".context_length", u32(1 << 20));
+  writer.set(arch + ".embedding_length", u32(c.d_model));
+  writer.set(arch + ".feed_forward_length", u32(0));
+  writer.set(arch + ".attention.head_count", u32(0));
+  writer.set(arch + ".block_count", u32(c.n_layer));
+  writer.set(arch + ".ssm.conv_kernel", u32(c.ssm.d_conv));
+  writer.set(arch + ".ssm.inner_size", u32(c.ssm.d_inner));
+  writer.set(arch + ".ssm.state_size", u32(c.ssm.d_state));
+  writer.set(arch + ".ssm.time_step_rank", u32(mamba2 ? c.ssm.n_heads() : c.ssm.dt_rank));
+  if (mamba2) writer.set(arch + ".ssm.group_count", u32(c.ssm.ngroups));
+  writer.set(arch + ".attention.layer_norm_rms_epsilon", GgufValue::f32(c.norm_eps));
+  if (!mamba2) writer.set(arch + ".ssm.dt_b_c_rms", GgufValue::boolean(c.ssm.mixer_rms_norm));
+  if (c.ssm.mixer_rms_norm && static_cast<float>(c.ssm.mixer_rms_eps) != c.norm_eps)
+    writer.set(kGgufMixerRmsEpsKey, GgufValue::f32(static_cast<float>(c.ssm.mixer_rms_eps)));
 }
 
 }  // namespace
@@ -134,31 +241,6 @@ GgufFileType parse_gguf_file_type(const std::string& name) {
 void write_gguf_checkpoint(const std::string& path, const ModelConfig& c, const TensorSet& tensors,
                            const GgufExportOptions& options) {
   check_exportable(c, tensors);
-  const bool mamba2 = c.arch == Architecture::Mamba2;
-  const std::string arch = mamba2 ? "mamba2" : "mamba";
-  GgufWriter writer;
-  writer.set("general.architecture", GgufValue::string(arch));
-  if (!options.name.empty()) writer.set("general.name", GgufValue::string(options.name));
-  const auto u32 = [](int64_t value) { return GgufValue::u32(static_cast<uint32_t>(value)); };
-  // The same keys, and the same placeholder values, as convert_hf_to_gguf.py's Mamba models.
-  writer.set(arch + ".context_length", u32(1 << 20));
-  writer.set(arch + ".embedding_length", u32(c.d_model));
-  writer.set(arch + ".feed_forward_length", u32(0));
-  writer.set(arch + ".attention.head_count", u32(0));
-  writer.set(arch + ".block_count", u32(c.n_layer));
-  writer.set(arch + ".ssm.conv_kernel", u32(c.ssm.d_conv));
-  writer.set(arch + ".ssm.inner_size", u32(c.ssm.d_inner));
-  writer.set(arch + ".ssm.state_size", u32(c.ssm.d_state));
-  writer.set(arch + ".ssm.time_step_rank", u32(mamba2 ? c.ssm.n_heads() : c.ssm.dt_rank));
-  if (mamba2) writer.set(arch + ".ssm.group_count", u32(c.ssm.ngroups));
-  writer.set(arch + ".attention.layer_norm_rms_epsilon", GgufValue::f32(c.norm_eps));
-  if (!mamba2) writer.set(arch + ".ssm.dt_b_c_rms", GgufValue::boolean(c.ssm.mixer_rms_norm));
-  if (c.ssm.mixer_rms_norm && static_cast<float>(c.ssm.mixer_rms_eps) != c.norm_eps)
-    writer.set(kGgufMixerRmsEpsKey, GgufValue::f32(static_cast<float>(c.ssm.mixer_rms_eps)));
-  writer.set("general.file_type", u32(file_type_id(options.type)));
-  if (quantized(options.type)) writer.set("general.quantization_version", u32(2));
-  for (const auto& [key, value] : options.extra_metadata) writer.set(key, value);
-
   const ModelTensors own = model_tensor_specs(c, true, 0);
   const TensorSpec& embedding_spec = own.head[kEmbedding];
   const std::string embedding_name =
@@ -169,28 +251,54 @@ void write_gguf_checkpoint(const std::string& path, const ModelConfig& c, const 
   // GGUF has one vocabulary size: the embedding's rows, which the LM head must share.
   ModelConfig shaped = c;
   shaped.vocab_rows = embedding->shape[0];
-  for (const TensorSpec& spec : gguf_tensor_specs(shaped)) {
+
+  GgufWriter writer;
+  writer.set("general.architecture", GgufValue::string(gguf_architecture(c)));
+  if (!options.name.empty()) writer.set("general.name", GgufValue::string(options.name));
+  if (c.family == ModelFamily::Mamba)
+    set_mamba_metadata(writer, c);
+  else
+    set_gguf_hybrid_metadata(writer, c, shaped.vocab_rows);
+  writer.set("general.file_type", GgufValue::u32(file_type_id(options.type)));
+  if (quantized(options.type)) writer.set("general.quantization_version", GgufValue::u32(2));
+  for (const auto& [key, value] : options.extra_metadata) writer.set(key, value);
+
+  if (options.progress != nullptr) {
+    uint64_t total = 0;
+    for (const auto& [name, tensor] : tensors.tensors()) total += tensor.byte_size;
+    options.progress->start("", total, ProgressUnit::Bytes);
+  }
+  const std::vector<TensorSpec> specs = gguf_tensor_specs(shaped);
+  QuantCounters counters;
+  for (const TensorSpec& spec : specs) counters.n_attn_v += contains(spec.gguf, "attn_v.weight");
+  for (const TensorSpec& spec : specs) {
     std::string source = spec.name == embedding_spec.name ? embedding_name : spec.name;
     // Hugging Face folders hold A_log; files opened by open_gguf_checkpoint hold A.
     const bool from_log = !spec.gguf_negexp_name.empty() && tensors.find(spec.gguf_negexp_name) == nullptr;
     if (!spec.gguf_negexp_name.empty() && !from_log) source = spec.gguf_negexp_name;
-    const StoredTensor* tensor = tensors.find(source);
-    if (tensor == nullptr) throw Error("the model has no tensor '" + source + "'");
-    if (tensor->shape != spec.shape)
-      throw Error("tensor '" + source + "' has shape " + tensor->shape_string() + "; GGUF needs " +
-                  shape_string(spec.shape));
-    std::vector<float> values = widen(*tensor);
-    // llama.cpp's converter stores A = -exp(A_log); computed in double, rounded once.
-    if (from_log)
-      for (float& v : values) v = static_cast<float>(-std::exp(static_cast<double>(v)));
-    const std::vector<int64_t> ne = gguf_dims(spec, shaped);
-    const int64_t layer = spec.gguf.rfind("blk.", 0) == 0 ? std::stoll(spec.gguf.substr(4)) : 0;
     // The LM head: the untied one, or the embedding it is tied to.
     const bool head =
         spec.name == own.tail[kLmHead].name || (c.tie_embeddings && spec.name == embedding_spec.name);
-    const uint32_t type = storage_type(spec, ne, options.type, layer, c.n_layer, head);
-    writer.add_tensor(spec.gguf, ne, type, encode(values, type, ne[0]));
+    const std::vector<int64_t> ne = gguf_dims(spec, shaped);
+    const int halves = spec.gguf_form == GgufForm::SplitHalves ? 2 : 1;
+    for (int half = 0; half < halves; ++half) {
+      const std::string& name = half == 0 ? spec.gguf : spec.gguf_second;
+      Content content = gguf_content(tensors, spec, half, source, shaped);
+      const uint32_t type = storage_type(spec, name, ne, options.type, c.n_layer, head, counters);
+      if (!from_log && gguf_ggml_type(content.dtype) == type) {
+        writer.add_tensor(name, ne, type, std::move(content.bytes));
+        continue;
+      }
+      std::vector<float> values = widen(content);
+      // llama.cpp's converter stores A = -exp(A_log); computed in double, rounded once.
+      if (from_log)
+        for (float& v : values) v = static_cast<float>(-std::exp(static_cast<double>(v)));
+      writer.add_tensor(name, ne, type, encode(values, type, ne[0]));
+    }
+    if (options.progress != nullptr)
+      if (const StoredTensor* tensor = tensors.find(source)) options.progress->advance(tensor->byte_size);
   }
+  if (options.progress != nullptr) options.progress->start("writing " + path, 0, ProgressUnit::Bytes);
   writer.write(path);
 }
 

@@ -63,10 +63,43 @@ std::vector<float> draw(const TensorSpec& spec, SeededRandom& rng) {
   return {};
 }
 
-// Every wanted tensor of `specs`, drawn from `rng` in order.
-void generate(const std::vector<TensorSpec>& specs, SeededRandom& rng, std::vector<GeneratedTensor>& out) {
-  for (const TensorSpec& spec : specs)
-    if (spec.wanted) out.push_back({spec, draw(spec, rng)});
+// Every wanted tensor of `specs`, drawn from `rng` in order; `progress` (may be null) counts their
+// f32 bytes. Experts stored one tensor per expert are drawn as their stacked tensor, then written
+// as each expert's slice.
+void generate(const std::vector<TensorSpec>& specs, SeededRandom& rng, std::vector<GeneratedTensor>& out,
+              ProgressLine* progress) {
+  for (const TensorSpec& spec : specs) {
+    if (!spec.wanted) continue;
+    std::vector<float> values = draw(spec, rng);
+    if (progress != nullptr) progress->advance(values.size() * sizeof(float));
+    if (spec.role != TensorRole::Experts || spec.expert_name.empty()) {
+      out.push_back({spec, std::move(values)});
+      continue;
+    }
+    const int64_t experts = spec.shape[0], rows = spec.shape[1], cols = spec.shape[2];
+    for (int64_t e = 0; e < experts; ++e) {
+      TensorSpec one = spec;
+      one.name = expert_tensor_name(spec.expert_name, e);
+      one.shape = {rows, cols};
+      one.role = TensorRole::Matrix;
+      const auto first = values.begin() + e * rows * cols;
+      out.push_back({std::move(one), std::vector<float>(first, first + rows * cols)});
+    }
+  }
+}
+
+// The f32 bytes of every wanted tensor of `lists`.
+uint64_t wanted_bytes(std::initializer_list<const std::vector<TensorSpec>*> lists) {
+  uint64_t bytes = 0;
+  for (const std::vector<TensorSpec>* specs : lists) {
+    for (const TensorSpec& spec : *specs) {
+      if (!spec.wanted) continue;
+      uint64_t count = sizeof(float);
+      for (int64_t extent : spec.shape) count *= static_cast<uint64_t>(extent);
+      bytes += count;
+    }
+  }
+  return bytes;
 }
 
 // Writes the weights into `dir`; returns the names of the files written.
@@ -186,7 +219,10 @@ double make_model_value_count(const ModelConfig& c, int64_t input_dim) {
       inner * (3 * d + 3 * static_cast<double>(c.ssm.d_state) + static_cast<double>(c.ssm.d_conv) +
                2 * static_cast<double>(c.ssm.dt_rank)) +
       d;
-  return rows * d * (c.tie_embeddings ? 1 : 2) + static_cast<double>(c.n_layer) * per_layer +
+  // A mixture of experts' layers hold E experts of up to three width x d matrices each.
+  const double experts =
+      static_cast<double>(c.hybrid.moe.n_experts) * 3 * static_cast<double>(c.hybrid.moe.width) * d;
+  return rows * d * (c.tie_embeddings ? 1 : 2) + static_cast<double>(c.n_layer) * (per_layer + experts) +
          static_cast<double>(input_dim) * d;
 }
 
@@ -232,18 +268,22 @@ void make_model(const std::string& out_dir, const MakeModelOptions& options) {
   SeededRandom rng(options.seed);
   std::vector<GeneratedTensor> tensors;
   const ModelTensors own = model_tensor_specs(c, hf_names, options.input_dim);
-  generate(own.head, rng, tensors);
   std::vector<TensorSpec> layers;
   for (const BlockSpec& block : c.blocks())
     for (TensorSpec& spec : block_tensor_specs(c, block)) layers.push_back(std::move(spec));
+  ProgressLine* progress = options.progress;
+  if (progress != nullptr)
+    progress->start("drawing", wanted_bytes({&own.head, &layers, &own.tail}), ProgressUnit::Bytes);
+  generate(own.head, rng, tensors, progress);
   if (c.arch == Architecture::Mamba1) {
-    generate(layers, rng, tensors);
+    generate(layers, rng, tensors, progress);
   } else {
     SeededRandom layer_rng(rng.next());
-    generate(layers, layer_rng, tensors);
+    generate(layers, layer_rng, tensors, progress);
   }
-  generate(own.tail, rng, tensors);
+  generate(own.tail, rng, tensors, progress);
 
+  if (progress != nullptr) progress->start("writing " + out_dir, 0, ProgressUnit::Bytes);
   remove_stale_weights(out_dir,
                        write_shards(out_dir, tensors, options.dtype, options.shards, options.format));
   // A byte-level tokenizer needs 256 byte tokens plus the end-of-text token.

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "core/progress.h"
 #include "model/config.h"
 
 namespace mb {
@@ -26,6 +27,7 @@ struct MakeModelOptions {
   ConfigForm form = ConfigForm::HuggingFace;
   bool write_tokenizer = true;  // a small byte-level tokenizer.json (when vocab >= 257)
   CheckpointFormat format = CheckpointFormat::Safetensors;  // TorchBin needs shards == 1
+  ProgressLine* progress = nullptr;                         // when set, told how far drawing and writing are
 };
 
 // Preset configs: "tiny" (d_model 64, 2 layers, vocab 512), "130m" and "370m" (the shapes of

@@ -95,6 +95,9 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   }
   std::unique_ptr<Model> model(new Model());
   model->bind(config, std::move(tensors), options);
+  model->binder_->report_progress_to(nullptr);  // options.progress may not outlive this call
+  if (options.progress != nullptr && options.device.kind != DeviceKind::Cpu)
+    options.progress->start("uploading to " + options.device.text(), 0, ProgressUnit::Bytes);
   model->set_device(options.device);
   if (options.device.kind != DeviceKind::Cpu && !options.keep_host_weights) {
     model->binder_->release_packed_matrices();
@@ -109,6 +112,7 @@ void Model::bind(const ModelConfig& config, std::shared_ptr<const TensorSet> ten
   tensors_ = std::move(tensors);
   binder_ = std::make_shared<WeightBinder>(*tensors_, options.weight_dtype);
   WeightBinder& binder = *binder_;
+  binder.report_progress_to(options.progress);
   check_layer_indices(*tensors_, config.n_layer);
   // Bias presence a config leaves to the checkpoint is read from the first layer's tensors.
   const BlockSpec first_layer{BlockKind::Mamba1Mixer, 0, {layer_prefix(0)}};

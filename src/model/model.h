@@ -24,6 +24,7 @@
 #include "backends/backend.h"
 #include "core/dtype.h"
 #include "core/profile.h"
+#include "core/progress.h"
 #include "core/threading.h"
 #include "model/config.h"
 #include "model/device.h"
@@ -139,6 +140,9 @@ struct LoadOptions {
   // set_device can move the model to the CPU or another device later. Off by default: forward
   // reads the device's copy, and the host copy would double the model's memory.
   bool keep_host_weights = false;
+  // When set, the load reports the checkpoint's bytes to it as its tensors are bound (the CLI
+  // shows it as a progress line on a terminal); it must outlive the call.
+  ProgressLine* progress = nullptr;
 };
 
 class Model {

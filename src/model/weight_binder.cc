@@ -1,8 +1,11 @@
 #include "model/weight_binder.h"
 
+#include <omp.h>
+
 #include <cstring>
 
 #include "core/error.h"
+#include "model/weight_schema.h"
 #include "ops/matmul.h"
 #include "ops/quant.h"
 #include "ops/quant_matmul.h"
@@ -58,21 +61,115 @@ void check_layer_indices(const TensorSet& tensors, int64_t n_layer) {
   }
 }
 
-WeightMatrix WeightBinder::matrix(const std::string& name, int64_t rows, int64_t cols) {
-  const StoredTensor& tensor = require(name, {rows, cols});
-  const DType target = storable_dtype(matrix_dtype_.value_or(*tensor.dtype), cols);
-  packed_matrices_.push_back(pack_weights(tensor.data, *tensor.dtype, rows, cols, target));
+WeightMatrix WeightBinder::pack(const StoredTensor& tensor, const uint8_t* data, int64_t rows, int64_t cols,
+                                DType target) {
+  packed_matrices_.push_back(pack_weights(data, *tensor.dtype, rows, cols, target));
   packed_matrix_bytes_ += packed_matrices_.back().size();
-  tensors_.release_pages(tensor);
   return {packed_matrices_.back().data(), target, rows, cols};
+}
+
+bool WeightBinder::has_halves(const std::string& name) const {
+  return !has(name) && has(gguf_half_name(name, 0)) && has(gguf_half_name(name, 1));
+}
+
+DType WeightBinder::join_halves(const std::string& name, const std::vector<int64_t>& shape,
+                                std::vector<uint8_t>& bytes) {
+  // The halves split the second-to-last dim (the only one of a vector); leading dims (experts)
+  // are whole.
+  const size_t split = shape.size() >= 2 ? shape.size() - 2 : 0;
+  std::vector<int64_t> half_shape = shape;
+  half_shape[split] /= 2;
+  if (half_shape[split] * 2 != shape[split])
+    throw Error("tensor '" + name + "' has an odd extent " + std::to_string(shape[split]) +
+                " to split in halves");
+  const StoredTensor* halves[2] = {&require(gguf_half_name(name, 0), half_shape),
+                                   &require(gguf_half_name(name, 1), half_shape)};
+  const DType dtype = *halves[0]->dtype == *halves[1]->dtype ? *halves[0]->dtype : DType::F32;
+  int64_t outer = 1;
+  for (size_t i = 0; i < split; ++i) outer *= shape[i];
+  const int64_t cols = split + 1 < shape.size() ? shape.back() : 1;
+  const int64_t half_rows = half_shape[split];
+  const size_t half_bytes = static_cast<size_t>(half_rows) * dtype_row_bytes(dtype, cols);
+  bytes.resize(2 * static_cast<size_t>(outer) * half_bytes);
+  std::vector<float> row;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int h = 0; h < 2; ++h) {
+      const StoredTensor& source = *halves[h];
+      uint8_t* out = bytes.data() + (2 * o + h) * half_bytes;
+      const size_t source_bytes = static_cast<size_t>(half_rows) * dtype_row_bytes(*source.dtype, cols);
+      const uint8_t* in = source.data + o * source_bytes;
+      if (*source.dtype == dtype) {
+        std::memcpy(out, in, half_bytes);
+        continue;
+      }
+      row.resize(static_cast<size_t>(half_rows * cols));
+      dequantize_row(*source.dtype, in, half_rows * cols, row.data());
+      std::memcpy(out, row.data(), half_bytes);
+    }
+  for (const StoredTensor* half : halves) finished(*half);
+  return dtype;
+}
+
+WeightMatrix WeightBinder::matrix(const std::string& name, int64_t rows, int64_t cols) {
+  if (has_halves(name)) {
+    std::vector<uint8_t> joined;
+    const DType dtype = join_halves(name, {rows, cols}, joined);
+    const DType target = storable_dtype(matrix_dtype_.value_or(dtype), cols);
+    packed_matrices_.push_back(pack_weights(joined.data(), dtype, rows, cols, target));
+    packed_matrix_bytes_ += packed_matrices_.back().size();
+    return {packed_matrices_.back().data(), target, rows, cols};
+  }
+  const StoredTensor& tensor = require(name, {rows, cols});
+  const WeightMatrix w =
+      pack(tensor, tensor.data, rows, cols, storable_dtype(matrix_dtype_.value_or(*tensor.dtype), cols));
+  finished(tensor);
+  return w;
+}
+
+WeightMatrix WeightBinder::matrix(const std::string& name, int64_t rows, int64_t cols, DType dtype) {
+  const StoredTensor& tensor = require(name, {rows, cols});
+  const WeightMatrix w = pack(tensor, tensor.data, rows, cols, dtype);
+  finished(tensor);
+  return w;
+}
+
+std::vector<WeightMatrix> WeightBinder::experts(const std::string& name, const std::string& expert_name,
+                                                int64_t experts, int64_t rows, int64_t cols) {
+  std::vector<WeightMatrix> out;
+  if (!expert_name.empty() && (has(expert_tensor_name(expert_name, 0)) || !has(name))) {
+    for (int64_t e = 0; e < experts; ++e)
+      out.push_back(matrix(expert_tensor_name(expert_name, e), rows, cols));
+    return out;
+  }
+  const StoredTensor& tensor = require(name, {experts, rows, cols});
+  const DType target = storable_dtype(matrix_dtype_.value_or(*tensor.dtype), cols);
+  const size_t expert_bytes = static_cast<size_t>(rows) * dtype_row_bytes(*tensor.dtype, cols);
+  for (int64_t e = 0; e < experts; ++e)
+    out.push_back(pack(tensor, tensor.data + e * expert_bytes, rows, cols, target));
+  finished(tensor);
+  return out;
 }
 
 WeightMatrix WeightBinder::packed_rows(const StoredTensor& tensor, int64_t rows) {
   const DType target = storable_dtype(matrix_dtype_.value_or(*tensor.dtype), tensor.shape[1]);
   packed_matrices_.push_back(pack_weights(tensor.data, *tensor.dtype, rows, tensor.shape[1], target));
   packed_matrix_bytes_ += packed_matrices_.back().size();
-  tensors_.release_pages(tensor);
+  finished(tensor);
   return {packed_matrices_.back().data(), target, rows, tensor.shape[1]};
+}
+
+void WeightBinder::report_progress_to(ProgressLine* progress) {
+  progress_ = progress;
+  if (progress_ == nullptr) return;
+  uint64_t total = 0;
+  for (const auto& [name, tensor] : tensors_.tensors()) total += tensor.byte_size;
+  progress_->start("", total, ProgressUnit::Bytes);
+}
+
+void WeightBinder::finished(const StoredTensor& tensor) {
+  tensors_.release_pages(tensor);
+  // A tensor bound twice (the tied LM head packs the embedding's rows) counts once.
+  if (progress_ != nullptr && reported_.insert(tensor.name).second) progress_->advance(tensor.byte_size);
 }
 
 size_t WeightBinder::resident_packed_bytes() const {
@@ -92,11 +189,20 @@ const StoredTensor& WeightBinder::tensor_rows_in(const std::string& name,
 }
 
 const float* WeightBinder::f32(const std::string& name, const std::vector<int64_t>& shape) {
+  if (has_halves(name)) {
+    std::vector<uint8_t> joined;
+    const DType dtype = join_halves(name, shape, joined);
+    int64_t count = 1;
+    for (int64_t extent : shape) count *= extent;
+    std::vector<float> values(static_cast<size_t>(count));
+    dequantize_row(dtype, joined.data(), count, values.data());
+    return keep(std::move(values));
+  }
   const StoredTensor& tensor = require(name, shape);
   const size_t count = static_cast<size_t>(tensor.element_count());
   std::vector<float> values(count);
   dequantize_row(*tensor.dtype, tensor.data, static_cast<int64_t>(count), values.data());
-  tensors_.release_pages(tensor);
+  finished(tensor);
   return keep(std::move(values));
 }
 
@@ -105,20 +211,12 @@ const StoredTensor& WeightBinder::quantized_rows(const StoredTensor& tensor) {
   const int64_t rows = tensor.shape[0], cols = tensor.shape[1];
   const DType target = storable_dtype(*matrix_dtype_, cols);
   if (!dtype_is_quantized(target) || target == *tensor.dtype) return tensor;
-  const size_t source_row = dtype_row_bytes(*tensor.dtype, cols), target_row = dtype_row_bytes(target, cols);
+  const size_t target_row = dtype_row_bytes(target, cols);
   std::vector<uint8_t> bytes(static_cast<size_t>(rows) * target_row);
-  // Independent rows: a parallel loop writes the same bytes.
-#pragma omp parallel
-  {
-    std::vector<float> row(static_cast<size_t>(cols));
-#pragma omp for schedule(static)
-    for (int64_t n = 0; n < rows; ++n) {
-      dequantize_row(*tensor.dtype, tensor.data + n * source_row, cols, row.data());
-      quantize_row(target, row.data(), cols, bytes.data() + n * target_row);
-    }
-  }
+  quantize_rows(ComputeContext{omp_get_max_threads()}, tensor.data, *tensor.dtype, rows, cols, target,
+                bytes.data());
   owned_bytes_.push_back(std::move(bytes));
-  tensors_.release_pages(tensor);
+  finished(tensor);
   StoredTensor copy = tensor;
   copy.dtype = target;
   copy.dtype_string = std::string(dtype_name(target));

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/progress.h"
 #include "io/safetensors.h"
 #include "ops/matmul.h"
 
@@ -28,7 +29,18 @@ class WeightBinder {
   // The first of `names` the checkpoint holds, or the first name when none is present.
   std::string first_present(std::initializer_list<std::string> names) const;
 
+  // A checkpoint read from a GGUF file may hold a tensor as its two halves (gguf_half_name, for
+  // Granite's fused [gate; up] matrix): matrix() and f32() then join them, the halves' rows one
+  // after the other (per leading index, for a 3-D tensor), in their stored dtype when the two
+  // share it, else in f32 (exactly their values). A joined matrix exists only while it is packed.
   WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols);
+  // The same, packed in `dtype` whatever the requested matrix dtype (a MoE router, in f32).
+  WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols, DType dtype);
+  // `experts` matrices of [rows, cols], each packed on its own: one 2-D tensor per expert, named
+  // expert_name with "{e}" for its index, where expert_name is given and the checkpoint holds
+  // expert 0's; else the stacked 3-D tensor `name` [experts, rows, cols].
+  std::vector<WeightMatrix> experts(const std::string& name, const std::string& expert_name, int64_t experts,
+                                    int64_t rows, int64_t cols);
   // The stored [rows, cols] tensor, whose row count may be any of `allowed_rows`.
   const StoredTensor& tensor_rows_in(const std::string& name, const std::vector<int64_t>& allowed_rows,
                                      int64_t cols);
@@ -54,9 +66,20 @@ class WeightBinder {
   void release_packed_matrices() { packed_matrices_.clear(); }
   // Bytes of packed matrices still held in host memory.
   size_t resident_packed_bytes() const;
+  // Reports the bytes of the checkpoint's tensors as each is bound (packed, quantized, copied) to
+  // `progress` (nullptr: stops reporting; it must outlive the reporting).
+  void report_progress_to(ProgressLine* progress);
 
  private:
   const StoredTensor& require(const std::string& name, const std::vector<int64_t>& shape);
+  // Drops the pages of a tensor that has been copied, and reports it.
+  void finished(const StoredTensor& tensor);
+  // Packs [rows, cols] of `tensor`'s dtype starting at `data` in `target`.
+  WeightMatrix pack(const StoredTensor& tensor, const uint8_t* data, int64_t rows, int64_t cols,
+                    DType target);
+  bool has_halves(const std::string& name) const;
+  // The two halves of `name`, joined into `bytes`; returns their dtype (F32 when they differ).
+  DType join_halves(const std::string& name, const std::vector<int64_t>& shape, std::vector<uint8_t>& bytes);
 
   const TensorSet& tensors_;
   std::optional<DType> matrix_dtype_;
@@ -66,6 +89,8 @@ class WeightBinder {
   std::deque<StoredTensor> owned_tensors_;
   std::set<std::string> used_;
   size_t packed_matrix_bytes_ = 0;
+  ProgressLine* progress_ = nullptr;
+  std::set<std::string> reported_;  // the tensors already counted in progress_
 };
 
 std::string shape_string(const std::vector<int64_t>& shape);

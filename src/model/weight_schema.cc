@@ -8,6 +8,7 @@
 #include "model/blocks/mamba2_block.h"
 #include "model/blocks/mamba3_block.h"
 #include "model/blocks/mlp_block.h"
+#include "model/blocks/moe_block.h"
 #include "model/weight_binder.h"
 
 namespace mb {
@@ -18,6 +19,17 @@ std::string layer_prefix(int64_t layer) {
 
 std::string gguf_layer_prefix(int64_t layer) {
   return "blk." + std::to_string(layer) + ".";
+}
+
+std::string expert_tensor_name(const std::string& expert_name, int64_t expert) {
+  std::string name = expert_name;
+  const size_t at = name.find("{e}");
+  MB_CHECK(at != std::string::npos);
+  return name.replace(at, 3, std::to_string(expert));
+}
+
+std::string gguf_half_name(const std::string& name, int half) {
+  return name + (half == 0 ? " (first half)" : " (second half)");
 }
 
 namespace {
@@ -46,7 +58,11 @@ Weight bind_one(WeightBinder& binder, const TensorSpec& spec) {
   }
   switch (spec.role) {
     case TensorRole::Matrix:
-      w.host_matrix = binder.matrix(name, shape[0], shape[1]);
+      w.host_matrix = spec.keep_f32 ? binder.matrix(name, shape[0], shape[1], DType::F32)
+                                    : binder.matrix(name, shape[0], shape[1]);
+      break;
+    case TensorRole::Experts:
+      w.host_experts = binder.experts(name, spec.expert_name, shape[0], shape[1], shape[2]);
       break;
     case TensorRole::Vector:
       w.host_values = binder.f32(name, shape);
@@ -73,7 +89,12 @@ void upload_weights(const Backend& backend, std::vector<Weight>& weights,
                     std::vector<std::unique_ptr<Storage>>& store) {
   for (Weight& w : weights) {
     w.matrix = {};
+    w.experts.clear();
     w.values = {};
+    for (const WeightMatrix& expert : w.host_experts) {
+      store.push_back(backend.upload_matrix(expert));
+      w.experts.push_back({store.back().get(), expert.dtype, expert.rows, expert.cols});
+    }
     if (w.host_matrix.data != nullptr) {
       store.push_back(backend.upload_matrix(w.host_matrix));
       w.matrix = {store.back().get(), w.host_matrix.dtype, w.host_matrix.rows, w.host_matrix.cols};
@@ -130,6 +151,8 @@ std::vector<TensorSpec> block_tensor_specs(const ModelConfig& config, const Bloc
       return AttentionBlock::schema(config, block);
     case BlockKind::Mlp:
       return MlpBlock::schema(config, block);
+    case BlockKind::Moe:
+      return MoeBlock::schema(config, block);
     case BlockKind::Custom:
       break;
   }

@@ -1,3 +1,5 @@
+#include <omp.h>
+
 #include <cstring>
 #include <vector>
 
@@ -25,11 +27,14 @@ std::vector<uint8_t> pack_weights(const void* source, DType source_dtype, int64_
     const size_t source_row = dtype_row_bytes(source_dtype, cols);
     const auto* src = static_cast<const uint8_t*>(source);
     if (source_dtype == target_dtype) return pack_quantized(source, target_dtype, rows, cols);
-    // Through f32, one row at a time: quantize (or round) a float row, or widen a quantized one.
     const size_t target_row = dtype_row_bytes(target_dtype, cols);
     std::vector<uint8_t> converted(static_cast<size_t>(rows) * target_row);
-    // Rows are independent, so quantizing them in parallel (the K-quant search is slow) gives
-    // the same bytes.
+    if (dtype_is_quantized(target_dtype)) {
+      quantize_rows(ComputeContext{omp_get_max_threads()}, source, source_dtype, rows, cols, target_dtype,
+                    converted.data());
+      return pack_quantized(converted.data(), target_dtype, rows, cols);
+    }
+    // A quantized source widened to a float dtype, through f32 one row at a time.
 #pragma omp parallel
     {
       std::vector<float> row(static_cast<size_t>(cols));
@@ -39,7 +44,6 @@ std::vector<uint8_t> pack_weights(const void* source, DType source_dtype, int64_
         quantize_row(target_dtype, row.data(), cols, converted.data() + n * target_row);
       }
     }
-    if (dtype_is_quantized(target_dtype)) return pack_quantized(converted.data(), target_dtype, rows, cols);
     return pack_weights(converted.data(), target_dtype, rows, cols, target_dtype);
   }
   const int64_t panels = (rows + kPanelWidth - 1) / kPanelWidth;

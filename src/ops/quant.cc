@@ -4,8 +4,10 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
+#include "ops/cpu/vec16.h"
 
 namespace mb {
 namespace {
@@ -332,7 +334,52 @@ void for_each_block_in(const void* in, int64_t n, float* y, Fn per_block) {
 
 }  // namespace
 
-void quantize_row(DType type, const float* x, int64_t n, void* out) {
+void quantize_block_reference(DType type, const float* x, void* out) {
+  quantize_row_reference(type, x, dtype_block_weights(type), out);
+}
+
+void quantize_row(DType type, const float* x, int64_t n, void* out, Isa isa) {
+  const cpu::QuantKernels& kernels = cpu::kernels_for(isa).quant;  // throws for an ISA this CPU lacks
+  if (!dtype_is_quantized(type)) return quantize_row_reference(type, x, n, out);
+  dtype_row_bytes(type, n);  // throws unless n is a whole number of blocks
+  kernels.quantize_weights(type, x, n / dtype_block_weights(type), static_cast<uint8_t*>(out));
+}
+
+void quantize_rows(const ComputeContext& ctx, const void* source, DType source_dtype, int64_t rows,
+                   int64_t cols, DType target, void* out) {
+  if (!dtype_is_quantized(target))
+    throw Error("quantize_rows: " + std::string(dtype_name(target)) + " is not a quantized dtype");
+  check_thread_count(ctx.n_threads);
+  const size_t source_row = dtype_row_bytes(source_dtype, cols), target_row = dtype_row_bytes(target, cols);
+  if (rows <= 0) return;
+  const auto* src = static_cast<const uint8_t*>(source);
+  auto* dst = static_cast<uint8_t*>(out);
+  // Chunks of rows (about 8192 values) rather than single rows: a chunk's blocks are quantized as
+  // one run, so the Q4_K search fills its sixteen lanes even where a row holds an odd number of
+  // blocks. The chunking depends on cols only, and every block's bytes on its own values only.
+  const int64_t chunk_rows = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, cols));
+  const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
+  const int n_threads = static_cast<int>(std::min<int64_t>(ctx.n_threads, chunks));
+#pragma omp parallel num_threads(n_threads) if (n_threads > 1)
+  {
+    std::vector<float> values;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      const int64_t first = chunk * chunk_rows, count = std::min(chunk_rows, rows - first);
+      const uint8_t* rows_bytes = src + first * source_row;
+      const float* x = reinterpret_cast<const float*>(rows_bytes);
+      // f32 rows are read in place where they are aligned (a mapped file's usually are).
+      if (source_dtype != DType::F32 || reinterpret_cast<uintptr_t>(rows_bytes) % alignof(float) != 0) {
+        values.resize(static_cast<size_t>(count * cols));
+        dequantize_row(source_dtype, rows_bytes, count * cols, values.data());
+        x = values.data();
+      }
+      quantize_row(target, x, count * cols, dst + first * target_row, ctx.isa);
+    }
+  }
+}
+
+void quantize_row_reference(DType type, const float* x, int64_t n, void* out) {
   dtype_row_bytes(type, n);  // throws unless n is a whole number of blocks
   switch (type) {
     case DType::F32:

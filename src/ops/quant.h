@@ -26,16 +26,20 @@
 // the same order, each rounded once (this project builds with -ffp-contract=off, like GGML's
 // reference code on x86-64, whose base library is built without FMA instructions).
 //
-// quantize_row follows GGML's reference quantizers (quantize_row_*_ref), the ones llama.cpp's
-// `quantize` uses when no importance matrix is given, operation for operation, so it writes the
-// same bytes: Q8_0 and Q4_0 are a max-abs scale and rounding; Q4_K searches a scale and min per
-// sub-block (make_qkx2_quants) and Q6_K a scale per sub-block (make_qx_quants), then quantize
-// the sub-block scales to 6 or 8 bits and requantize the weights against them.
+// quantize_row_reference follows GGML's reference quantizers (quantize_row_*_ref), the ones
+// llama.cpp's `quantize` uses when no importance matrix is given, operation for operation, so it
+// writes the same bytes: Q8_0 and Q4_0 are a max-abs scale and rounding; Q4_K searches a scale
+// and min per sub-block (make_qkx2_quants) and Q6_K a scale per sub-block (make_qx_quants), then
+// quantize the sub-block scales to 6 or 8 bits and requantize the weights against them.
+// quantize_row writes the same bytes with the vector kernels of an instruction set
+// (src/ops/cpu/quantize_kernels.inc): the searches run sixteen sub-blocks at once, one per lane,
+// each lane doing the reference's operations in the reference's order.
 #pragma once
 
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "core/threading.h"
 
 namespace mb {
 
@@ -68,8 +72,26 @@ static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(Block
 
 // Quantizes n floats (n a multiple of dtype_block_weights(type); throws mb::Error otherwise)
 // into dtype_row_bytes(type, n) bytes at `out`. Float dtypes are stored as their elements (bf16
-// and f16 rounded to nearest even). `out` may be unaligned.
-void quantize_row(DType type, const float* x, int64_t n, void* out);
+// and f16 rounded to nearest even). `out` may be unaligned. Blocks are independent, so rows
+// stored one after another may be quantized as one long row. `isa` picks the kernels (a speed
+// choice only: every instruction set writes the bytes of quantize_row_reference; throws
+// mb::Error for one this CPU lacks).
+void quantize_row(DType type, const float* x, int64_t n, void* out, Isa isa = best_isa());
+
+// `rows` rows of `cols` values stored in `source_dtype` (any dtype; quantized rows are
+// dequantized first), one after another, quantized into the quantized dtype `target` at `out`
+// (rows * dtype_row_bytes(target, cols) bytes), with ctx's instruction set and threads: each
+// thread takes whole chunks of rows, so the bytes are those of quantize_row_reference row by row
+// for every thread count.
+void quantize_rows(const ComputeContext& ctx, const void* source, DType source_dtype, int64_t rows,
+                   int64_t cols, DType target, void* out);
+
+// The same bytes from the plain reference code: the definition the kernels are tested against.
+void quantize_row_reference(DType type, const float* x, int64_t n, void* out);
+
+// One block of the quantized dtype `type` by the reference code (the kernels' way out for a block
+// holding a NaN or an infinity, whose bytes they leave to the definition).
+void quantize_block_reference(DType type, const float* x, void* out);
 
 // The inverse: n floats from a row stored in `type` (any dtype; `blocks` may be unaligned).
 void dequantize_row(DType type, const void* blocks, int64_t n, float* out);

@@ -87,7 +87,7 @@ struct LevelSlot {
 LevelSlot tile_level_slot(DType type, int lane, int k) {
   const int64_t base = tile_levels_offset(type);
   if (type == DType::Q8_0) return {base + 64 * (k / 4) + 4 * lane + k % 4, 0};
-  const int half = static_cast<int>(dtype_block_weights(type)) / 2;
+  const int half = type == DType::Q4_K || type == DType::Q6_K ? 128 : 16;  // half the block's weights
   const int kk = k % half;
   return {base + 64 * (kk / 4) + 4 * lane + kk % 4, k >= half ? 4 : 0};
 }
@@ -122,15 +122,38 @@ void copy_scales(DType type, uint8_t* tile, int lane, uint8_t* block, bool into_
   }
 }
 
-void block_into_tile(DType type, const uint8_t* block, uint8_t* tile, int lane) {
-  copy_scales(type, tile, lane, const_cast<uint8_t*>(block), true);
-  for (int k = 0; k < dtype_block_weights(type); ++k) {
-    const int level = block_level(type, block, k);
-    const LevelSlot slot = tile_level_slot(type, lane, k);
-    tile[slot.byte] |= static_cast<uint8_t>((type == DType::Q6_K ? level & 15 : level) << slot.shift);
-    if (type == DType::Q6_K) {
+// A template on the format, so that the per-weight switches of block_level and tile_level_slot
+// fold away: packing at load visits every weight of the model.
+template <DType kType>
+void block_into_tile(const uint8_t* block, uint8_t* tile, int lane) {
+  copy_scales(kType, tile, lane, const_cast<uint8_t*>(block), true);
+  constexpr int kWeights = kType == DType::Q4_K || kType == DType::Q6_K ? 256 : 32;
+  for (int k = 0; k < kWeights; ++k) {
+    const int level = block_level(kType, block, k);
+    const LevelSlot slot = tile_level_slot(kType, lane, k);
+    tile[slot.byte] |= static_cast<uint8_t>((kType == DType::Q6_K ? level & 15 : level) << slot.shift);
+    if (kType == DType::Q6_K) {
       const LevelSlot high = tile_high_bits(lane, k);
       tile[high.byte] |= static_cast<uint8_t>((level >> 4) << high.shift);
+    }
+  }
+}
+
+// Packs rows [first, first + count) (within one panel) of `source` into `packed`.
+template <DType kType>
+void pack_panel_rows(const uint8_t* source, size_t row_bytes, int64_t per_row, int64_t first, int64_t count,
+                     uint8_t* packed) {
+  constexpr size_t kBlockBytes = kType == DType::Q8_0   ? sizeof(BlockQ8_0)
+                                 : kType == DType::Q4_0 ? sizeof(BlockQ4_0)
+                                 : kType == DType::Q4_K ? sizeof(BlockQ4_K)
+                                                        : sizeof(BlockQ6_K);
+  constexpr size_t kTileBytes = kQuantPanel * kBlockBytes;
+  for (int64_t n = first; n < first + count; ++n) {
+    const int64_t panel = n / kQuantPanel;
+    const int lane = static_cast<int>(n % kQuantPanel);
+    for (int64_t b = 0; b < per_row; ++b) {
+      uint8_t* tile = packed + static_cast<size_t>(panel * per_row + b) * kTileBytes;
+      block_into_tile<kType>(source + n * row_bytes + b * kBlockBytes, tile, lane);
     }
   }
 }
@@ -167,17 +190,28 @@ std::vector<uint8_t> pack_quantized(const void* blocks, DType type, int64_t rows
     throw Error("pack_quantized: " + std::string(dtype_name(type)) + " is not quantized");
   const size_t row_bytes = dtype_row_bytes(type, cols);
   const int64_t per_row = cols / dtype_block_weights(type);
-  const size_t block_bytes = dtype_block_bytes(type);
-  const size_t tile_bytes = kQuantPanel * block_bytes;
+  const size_t tile_bytes = kQuantPanel * dtype_block_bytes(type);
   const int64_t panels = (rows + kQuantPanel - 1) / kQuantPanel;
   std::vector<uint8_t> packed(static_cast<size_t>(panels * per_row) * tile_bytes, 0);
   const auto* source = static_cast<const uint8_t*>(blocks);
-  for (int64_t n = 0; n < rows; ++n) {
-    const int64_t panel = n / kQuantPanel;
-    const int lane = static_cast<int>(n % kQuantPanel);
-    for (int64_t b = 0; b < per_row; ++b) {
-      uint8_t* tile = packed.data() + static_cast<size_t>(panel * per_row + b) * tile_bytes;
-      block_into_tile(type, source + n * row_bytes + b * block_bytes, tile, lane);
+  // Panels are disjoint tiles, so they are packed in parallel (a byte copy: any order gives the
+  // same bytes).
+#pragma omp parallel for schedule(static)
+  for (int64_t panel = 0; panel < panels; ++panel) {
+    const int64_t first = panel * kQuantPanel, count = std::min(kQuantPanel, rows - first);
+    switch (type) {
+      case DType::Q8_0:
+        pack_panel_rows<DType::Q8_0>(source, row_bytes, per_row, first, count, packed.data());
+        break;
+      case DType::Q4_0:
+        pack_panel_rows<DType::Q4_0>(source, row_bytes, per_row, first, count, packed.data());
+        break;
+      case DType::Q4_K:
+        pack_panel_rows<DType::Q4_K>(source, row_bytes, per_row, first, count, packed.data());
+        break;
+      default:
+        pack_panel_rows<DType::Q6_K>(source, row_bytes, per_row, first, count, packed.data());
+        break;
     }
   }
   return packed;

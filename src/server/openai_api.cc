@@ -203,44 +203,6 @@ void read_completion_prompt(const json& body, ApiRequest& request, const ApiDefa
   }
 }
 
-std::string message_content(const json& message, size_t index) {
-  const std::string where = "messages[" + std::to_string(index) + "].content";
-  const auto it = message.find("content");
-  if (it == message.end() || it->is_null()) return "";
-  if (it->is_string()) return it->get<std::string>();
-  if (!it->is_array())
-    throw invalid_request(where + " must be a string or a list of text parts, got " + json_excerpt(*it));
-  // The content-parts form: text parts are joined; images and audio are not for this server.
-  std::string text;
-  for (const json& part : *it) {
-    const auto type = part.is_object() ? part.find("type") : part.end();
-    const auto part_text = part.is_object() ? part.find("text") : part.end();
-    if (type == part.end() || *type != "text" || part_text == part.end() || !part_text->is_string())
-      throw invalid_request(where + ": only {\"type\": \"text\", \"text\": ...} parts are supported, got " +
-                            json_excerpt(part));
-    text += part_text->get<std::string>();
-  }
-  return text;
-}
-
-void read_messages(const json& body, ApiRequest& request, const ApiDefaults& defaults) {
-  const json* messages = field(body, "messages");
-  if (!messages) throw invalid_request("messages is required");
-  if (!messages->is_array()) throw wrong_type("messages", "a list of messages", *messages);
-  if (messages->empty()) throw invalid_request("messages must not be empty");
-  if (messages->size() > defaults.max_messages)
-    throw invalid_request("messages holds " + std::to_string(messages->size()) + " messages, more than " +
-                          std::to_string(defaults.max_messages));
-  for (size_t i = 0; i < messages->size(); ++i) {
-    const json& message = (*messages)[i];
-    if (!message.is_object()) throw wrong_type("messages[i]", "an object", message);
-    const auto role = message.find("role");
-    if (role == message.end() || !role->is_string() || role->get_ref<const std::string&>().empty())
-      throw invalid_request("messages[" + std::to_string(i) + "].role must be a non-empty string");
-    request.messages.push_back({role->get<std::string>(), message_content(message, i)});
-  }
-}
-
 void read_logprobs(ApiKind kind, const json& body, ApiRequest& request) {
   if (kind == ApiKind::Completion) {
     if (auto n = integer_field(body, "logprobs", 0, kMaxProbs)) {
@@ -268,9 +230,9 @@ void read_logprobs(ApiKind kind, const json& body, ApiRequest& request) {
 
 }  // namespace
 
-ApiRequest parse_api_request(ApiKind kind, const json& body, const ApiDefaults& defaults,
+ApiRequest parse_api_request(ApiKind kind, std::string_view body_text, const ApiDefaults& defaults,
                              uint64_t seed_if_absent) {
-  if (!body.is_object()) throw invalid_request("the request body must be a JSON object");
+  const json body = parse_request_body(body_text);
   ApiRequest request;
   request.kind = kind;
   if (const json* model = field(body, "model")) {
@@ -280,7 +242,7 @@ ApiRequest parse_api_request(ApiKind kind, const json& body, const ApiDefaults& 
   if (kind == ApiKind::Completion)
     read_completion_prompt(body, request, defaults);
   else
-    read_messages(body, request, defaults);
+    request.chat = read_chat_variables(body_text, body, defaults.max_messages);
   refuse_unsupported(body);
   read_sampling(body, request.serve.sampling, seed_if_absent);
   read_stop(body, request.serve.stop, defaults.max_stop_strings);
@@ -301,13 +263,15 @@ ApiRequest parse_api_request(ApiKind kind, const json& body, const ApiDefaults& 
   return request;
 }
 
-void resolve_prompt(ApiRequest& request, const Tokenizer& tokenizer, const ChatTemplate& chat_template,
-                    const ChatRenderOptions& render_options, const ApiDefaults& defaults) {
+void resolve_prompt(ApiRequest& request, const Tokenizer& tokenizer, const ServedChatTemplate& chat,
+                    const ApiDefaults& defaults) {
   std::vector<int32_t>& prompt = request.serve.prompt;
   if (request.kind == ApiKind::Chat) {
+    ChatRenderOptions options = chat.render_options;
+    options.add_generation_prompt = true;
     std::string text;
     try {
-      text = chat_template.render(request.messages, render_options);
+      text = chat.chat_template.render_json(request.chat.to_json(chat.reading), options);
     } catch (const Error& e) {
       throw invalid_request(
           std::string("the model's chat template cannot render these messages: ") + e.what(),
@@ -354,6 +318,7 @@ ServedChatTemplate load_served_chat_template(const std::string& model_path) {
       served.error = e.what();
     }
   }
+  if (served.error.empty()) served.reading = probe_template(served.chat_template, served.render_options);
   return served;
 }
 
@@ -362,8 +327,8 @@ ApiRequest prepare_api_request(ApiKind kind, std::string_view body, const Tokeni
                                uint64_t seed_if_absent, const std::string& model_id) {
   if (kind == ApiKind::Chat && !chat.error.empty())
     throw invalid_request("the model's chat template cannot be used: " + chat.error, "chat_template_error");
-  ApiRequest request = parse_api_request(kind, parse_request_body(body), defaults, seed_if_absent);
-  resolve_prompt(request, tokenizer, chat.chat_template, chat.render_options, defaults);
+  ApiRequest request = parse_api_request(kind, body, defaults, seed_if_absent);
+  resolve_prompt(request, tokenizer, chat, defaults);
   if (request.model.empty()) request.model = model_id;
   return request;
 }

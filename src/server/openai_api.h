@@ -3,7 +3,9 @@
 // events. Nothing here touches a socket, so every rule is unit-tested directly.
 //
 // Requests follow OpenAI's /v1/completions and /v1/chat/completions, plus llama.cpp's sampling
-// fields (top_k, min_p, repeat_penalty, repeat_last_n, n_probs). Fields this server does not know
+// fields (top_k, min_p, repeat_penalty, repeat_last_n, n_probs) and chat_template_kwargs; a chat
+// request's messages, tools and template keyword arguments reach the chat template as given
+// (server/chat_request.h). Fields this server does not know
 // are ignored, as OpenAI does (clients send vendor extensions freely); known fields are checked
 // for type and range, and a request this server cannot honour exactly (n > 1, echo, best_of > 1,
 // non-zero presence or frequency penalties, logit_bias) is refused rather than answered
@@ -20,6 +22,7 @@
 #include "chat/chat_template.h"
 #include "core/error.h"
 #include "engine/scheduler.h"
+#include "server/chat_request.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mb::server {
@@ -69,7 +72,7 @@ struct ApiRequest {
   std::string model;                       // echoed back; any value is accepted (the server serves one model)
   std::optional<std::string> prompt_text;  // completions with a string prompt
   std::vector<int32_t> prompt_ids;         // completions with a token-id prompt
-  std::vector<ChatMessage> messages;       // chat
+  ChatVariables chat;                      // chat: what the template is given
   ServeRequest serve;                      // everything but serve.prompt
   bool max_tokens_given = false;
   bool stream = false;
@@ -80,25 +83,29 @@ struct ApiRequest {
 
 // A served checkpoint's chat template: its own (find_chat_template), else the documented plain
 // format. `error` says why its own cannot be parsed: chat requests then get a 400 naming it, while
-// completions keep working.
+// completions keep working. `reading` is how the template reads list contents and tool-call
+// arguments (probe_template), which decides the form they are given in.
 struct ServedChatTemplate {
   ChatTemplate chat_template = ChatTemplate::plain();
   ChatRenderOptions render_options;
   std::string error;
+  TemplateReading reading;
 };
 ServedChatTemplate load_served_chat_template(const std::string& model_path);
 
-// Parses and validates a body of the given kind. `seed_if_absent` is used when the request has
-// no seed (the server draws it). Throws ApiError (400) naming the field and the problem.
-ApiRequest parse_api_request(ApiKind kind, const nlohmann::json& body, const ApiDefaults& defaults,
+// Parses (parse_request_body) and validates a body of the given kind. `seed_if_absent` is used
+// when the request has no seed (the server draws it). Throws ApiError (400) naming the field and
+// the problem.
+ApiRequest parse_api_request(ApiKind kind, std::string_view body, const ApiDefaults& defaults,
                              uint64_t seed_if_absent);
 
 // Renders and tokenizes the prompt into request.serve.prompt and settles max_tokens against the
 // context: an empty prompt, ids outside the vocabulary or a prompt that leaves no room under -c
 // are a 400, a template that cannot render the messages is a 400 naming the template's problem,
-// and max_tokens is cut to the room left under -c. `chat_template` is used for chat requests.
-void resolve_prompt(ApiRequest& request, const Tokenizer& tokenizer, const ChatTemplate& chat_template,
-                    const ChatRenderOptions& render_options, const ApiDefaults& defaults);
+// and max_tokens is cut to the room left under -c. Chat requests are rendered with `chat` and the
+// generation prompt, through ChatTemplate::render_json.
+void resolve_prompt(ApiRequest& request, const Tokenizer& tokenizer, const ServedChatTemplate& chat,
+                    const ApiDefaults& defaults);
 
 // What every generation request goes through before it is queued, for the server and the Python
 // package alike: the chat template's error (a 400 chat_template_error for chat requests), then

@@ -64,4 +64,24 @@ inline ModelConfig nemotron_config(const std::string& pattern = "M-*M-*", int64_
   return c;
 }
 
+// Granite-4.0-H with mixture-of-experts layers (H-Tiny's form): every layer's shared SwiGLU MLP
+// plus `experts` routed SwiGLU experts of `width`, `top_k` chosen by their logits. d_model 40 and
+// the widths are multiples of neither 16 nor 64.
+inline ModelConfig granite_moe_config(const std::string& pattern = "*MM*", int64_t experts = 7,
+                                      int64_t top_k = 2, int64_t width = 20, int64_t d_model = 40) {
+  ModelConfig c = granite_config(pattern, d_model);
+  c.hybrid.mlp.width = 36;
+  c.hybrid.moe = {experts, top_k, width, 0, MoeScoring::SoftmaxTopK, false, 1.0};
+  return c;
+}
+
+// Nemotron-H with 'E' layers (Nemotron-3-Nano's form): sigmoid routing steered by a correction
+// bias, the chosen weights renormalized and scaled by 2.5, ReLU^2 experts and a shared expert.
+inline ModelConfig nemotron_moe_config(const std::string& pattern = "ME*E-M", int64_t experts = 9,
+                                       int64_t top_k = 3, int64_t width = 24, int64_t d_model = 40) {
+  ModelConfig c = nemotron_config(pattern, d_model);
+  c.hybrid.moe = {experts, top_k, width, 44, MoeScoring::SigmoidBias, true, 2.5};
+  return c;
+}
+
 }  // namespace mb::test

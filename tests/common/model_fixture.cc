@@ -5,6 +5,8 @@
 #include <random>
 
 #include "common/test_util.h"
+#include "io/safetensors.h"
+#include "ops/quant.h"
 
 namespace mb::test {
 
@@ -14,6 +16,21 @@ std::string write_model(const MakeModelOptions& options, const std::string& tag)
   copy.write_tokenizer = false;
   make_model(dir, copy);
   return dir;
+}
+
+void edit_tensors(const std::string& dir,
+                  const std::function<void(const std::string& name, std::vector<float>& values)>& edit) {
+  SafetensorsWriter writer;
+  {
+    const TensorSet tensors = TensorSet::open_file(dir + "/model.safetensors");
+    for (const auto& [name, tensor] : tensors.tensors()) {
+      std::vector<float> values(static_cast<size_t>(tensor.element_count()));
+      dequantize_row(*tensor.dtype, tensor.data, tensor.element_count(), values.data());
+      edit(name, values);
+      writer.add_f32(name, tensor.shape, values, *tensor.dtype);
+    }
+  }
+  writer.write(dir + "/model.safetensors");
 }
 
 std::vector<int32_t> random_tokens(size_t count, int64_t vocab, uint64_t seed) {

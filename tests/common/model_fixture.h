@@ -29,6 +29,11 @@ inline ModelConfig small_config(int64_t d_model = 32, int64_t n_layer = 2, int64
 // Writes a checkpoint for `options` into a fresh temp dir and returns the dir.
 std::string write_model(const MakeModelOptions& options, const std::string& tag);
 
+// Rewrites the model.safetensors of `dir` with every tensor passed through `edit` (as f32 values,
+// stored back in the tensor's dtype).
+void edit_tensors(const std::string& dir,
+                  const std::function<void(const std::string& name, std::vector<float>& values)>& edit);
+
 // Random token ids in [0, vocab).
 std::vector<int32_t> random_tokens(size_t count, int64_t vocab, uint64_t seed);
 

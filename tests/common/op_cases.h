@@ -64,5 +64,6 @@ void add_conv_scan_cases(std::vector<OpCase>& cases);
 void add_ssd_scan_cases(std::vector<OpCase>& cases);
 void add_row_op_cases(std::vector<OpCase>& cases);
 void add_hybrid_cases(std::vector<OpCase>& cases);
+void add_moe_cases(std::vector<OpCase>& cases);
 
 }  // namespace mb::test

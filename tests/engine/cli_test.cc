@@ -316,6 +316,57 @@ TEST(Cli, GgufFilesWorkWithEveryCommand) {
   }
 }
 
+TEST(Cli, HybridGgufFilesWorkWithEveryCommand) {
+  const std::string dir = test::make_temp_dir("cli_hybrid_gguf");
+  // Granite made directly as a Q4_K_M file (rows of 256: Q4_K and Q6_K matrices), Nemotron-H as a
+  // folder then quantized, both with the byte-level tokenizer make-model writes.
+  const std::string granite = dir + "/granite.gguf", nemotron = dir + "/nemotron";
+  const Output made = run_cli("make-model --arch granite-hybrid --format gguf --dtype q4_k_m --out " +
+                              granite + " --d-model 256 --n-layer 4 --vocab 301 --seed 5");
+  ASSERT_EQ(made.status, 0) << made.err;
+  ASSERT_EQ(run_cli("make-model --arch nemotron-h --out " + nemotron +
+                    " --d-model 64 --n-layer 3 --vocab 301 "
+                    "--head-dim 24 --seed 6")
+                .status,
+            0);
+  for (const std::string type : {"f32", "q8_0"}) {
+    const Output q =
+        run_cli("quantize " + nemotron + " " + dir + "/nemotron_" + type + ".gguf --type " + type);
+    ASSERT_EQ(q.status, 0) << q.err;
+  }
+  const std::string tokens = " --tokens 5,6,7,8,9 --all-positions --out ";
+  ASSERT_EQ(run_cli("logits -m " + nemotron + tokens + dir + "/folder.npy").status, 0);
+  ASSERT_EQ(run_cli("logits -m " + dir + "/nemotron_f32.gguf" + tokens + dir + "/f32.npy").status, 0);
+  std::vector<int64_t> shape;
+  const auto from_folder = read_npy_f32(dir + "/folder.npy", shape);
+  const auto from_gguf = read_npy_f32(dir + "/f32.npy", shape);
+  EXPECT_EQ(shape, (std::vector<int64_t>{5, 301}));
+  // A is stored rounded to f32 (see model/gguf_checkpoint.h): within rounding of the folder.
+  EXPECT_LE(test::max_abs_diff(from_gguf, from_folder), 1e-5 * test::max_abs(from_folder));
+
+  for (const std::string model : {granite, dir + "/nemotron_q8_0.gguf"}) {
+    SCOPED_TRACE(model);
+    const std::string m = " -m " + model + " ";
+    ASSERT_EQ(run_cli("logits" + m + tokens + dir + "/p.npy").status, 0);
+    ASSERT_EQ(run_cli("logits" + m + tokens + dir + "/s.npy --mode step").status, 0);
+    EXPECT_TRUE(test::same_bits(read_npy_f32(dir + "/p.npy", shape), read_npy_f32(dir + "/s.npy", shape)));
+    const Output ids = run_cli("tokenize" + m + "-p 'hello world'");
+    ASSERT_EQ(ids.status, 0) << ids.err;
+    EXPECT_EQ(ids.out, run_cli("tokenize -m " + nemotron + " -p 'hello world'").out);
+    const Output generated = run_cli("generate" + m + "--tokens 1,2,3 -n 6 --ignore-eos");
+    ASSERT_EQ(generated.status, 0) << generated.err;
+    EXPECT_FALSE(generated.out.empty());
+    const Output run = run_cli("run" + m + "-p 'Once upon a time' -n 8 --seed 4 --ignore-eos");
+    ASSERT_EQ(run.status, 0) << run.err;
+    EXPECT_EQ(run.out.rfind("Once upon a time", 0), 0u) << run.out;
+    const Output bench = run_cli("bench" + m + "--prompt-len 8 --gen-len 2 --repeats 1 --json");
+    ASSERT_EQ(bench.status, 0) << bench.err;
+  }
+  // Re-quantizing a file to its own type rewrites it byte for byte.
+  ASSERT_EQ(run_cli("quantize " + granite + " " + dir + "/again.gguf --type q4_k_m").status, 0);
+  EXPECT_EQ(read_text_file(granite), read_text_file(dir + "/again.gguf"));
+}
+
 TEST(Cli, FalconMambaFoldersWorkWithEveryCommand) {
   const std::string dir = test::make_temp_dir("cli_falcon");
   const std::string model = dir + "/falcon";

@@ -1,10 +1,14 @@
 // Hybrid configs as their checkpoints ship them (the goldens' config.json files) parse to the
-// blocks and sizes they describe; configs the engine cannot honour (mixture-of-experts layers,
-// RoPE, other activations, inconsistent layer lists and head counts) are refused with a message
-// naming the key; make-model writes hybrids that load back with the sizes asked for.
+// blocks and sizes they describe, and so do the mixture-of-experts configs of the released models
+// (Granite-4.0-H-Tiny, Nemotron-3-Nano-30B-A3B); configs the engine cannot honour (grouped or
+// latent expert routing, RoPE, other activations, inconsistent layer lists and head counts) are
+// refused with a message naming the key; make-model writes hybrids that load back with the sizes
+// asked for.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "common/hybrid_configs.h"
@@ -13,6 +17,7 @@
 #include "core/error.h"
 #include "core/json_text.h"
 #include "io/mapped_file.h"
+#include "io/safetensors.h"
 #include "model/blocks/block.h"
 
 namespace mb {
@@ -39,7 +44,10 @@ void expect_error(Fn&& fn, const std::vector<std::string>& fragments) {
 std::string kinds(const ModelConfig& c) {
   std::string out;
   for (const BlockSpec& b : c.blocks())
-    out += b.kind == BlockKind::Mamba2Mixer ? 'M' : b.kind == BlockKind::Attention ? '*' : '-';
+    out += b.kind == BlockKind::Mamba2Mixer ? 'M'
+           : b.kind == BlockKind::Attention ? '*'
+           : b.kind == BlockKind::Moe       ? 'E'
+                                            : '-';
   return out;
 }
 
@@ -84,8 +92,14 @@ TEST(HybridConfig, WhatTheEngineCannotRunIsRefusedNamingTheKey) {
     j[key] = value;
     return j;
   };
+  // Experts need to know how many of them a token chooses (the golden config says 0).
   expect_error([&] { parse_model_config(with(granite, "num_local_experts", 8), "g"); },
-               {"num_local_experts", "mixture-of-experts"});
+               {"num_experts_per_tok"});
+  expect_error([&] { parse_model_config(with(granite, "num_local_experts", -1), "g"); },
+               {"num_local_experts"});
+  json granite_moe = with(granite, "num_local_experts", 8);
+  granite_moe["num_experts_per_tok"] = 9;
+  expect_error([&] { parse_model_config(granite_moe, "g"); }, {"num_experts_per_tok = 9", "8 experts"});
   expect_error([&] { parse_model_config(with(granite, "position_embedding_type", "rope"), "g"); },
                {"position_embedding_type", "rope"});
   expect_error(
@@ -102,14 +116,188 @@ TEST(HybridConfig, WhatTheEngineCannotRunIsRefusedNamingTheKey) {
   expect_error([&] { parse_model_config(with(granite, "num_key_value_heads", 3), "g"); },
                {"num_key_value_heads", "3"});
   expect_error([&] { parse_model_config(with(granite, "mamba_d_head", 24), "g"); }, {"mamba_d_head"});
-  expect_error([&] { parse_model_config(with(nemotron, "hybrid_override_pattern", "M-E*"), "n"); },
-               {"layer 2", "mixture-of-experts"});
+  const json nemotron_moe = with(nemotron, "hybrid_override_pattern", "M-E*EM");
+  expect_error([&] { parse_model_config(with(nemotron_moe, "n_group", 2), "n"); }, {"n_group", "topk_group"});
+  expect_error([&] { parse_model_config(with(nemotron_moe, "moe_latent_size", 1024), "n"); },
+               {"moe_latent_size"});
+  expect_error([&] { parse_model_config(with(nemotron_moe, "n_shared_experts", 2), "n"); },
+               {"n_shared_experts"});
+  expect_error([&] { parse_model_config(with(nemotron_moe, "num_experts_per_tok", 9), "n"); },
+               {"num_experts_per_tok"});
+  // Without an E layer the expert keys are not read.
+  EXPECT_NO_THROW(parse_model_config(with(nemotron, "moe_latent_size", 1024), "n"));
   expect_error([&] { parse_model_config(with(nemotron, "hybrid_override_pattern", "M-x"), "n"); }, {"'x'"});
   expect_error([&] { parse_model_config(with(nemotron, "num_hidden_layers", 7), "n"); },
                {"num_hidden_layers", "6 layers"});
   expect_error([&] { parse_model_config(with(nemotron, "mlp_hidden_act", "gelu"), "n"); },
                {"mlp_hidden_act"});
   expect_error([&] { parse_model_config(with(nemotron, "mamba_num_heads", 5), "n"); }, {"group count"});
+}
+
+// Nemotron-3-Nano-30B-A3B's config.json (the keys of ../shared/specs/hybrids.md section 3.2).
+json nemotron_3_nano_30b() {
+  return json::parse(R"({
+    "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h",
+    "hidden_size": 2688, "num_hidden_layers": 52, "vocab_size": 131072, "tie_word_embeddings": false,
+    "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+    "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128,
+    "rope_theta": 10000, "partial_rotary_factor": 1.0,
+    "mamba_num_heads": 64, "mamba_head_dim": 64, "n_groups": 8, "ssm_state_size": 128, "conv_kernel": 4,
+    "expand": 2, "chunk_size": 128, "use_conv_bias": true, "mamba_proj_bias": false, "mamba_hidden_act": "silu",
+    "mamba_ssm_cache_dtype": "float32", "time_step_min": 0.001, "time_step_max": 0.1,
+    "time_step_limit": [0.0, 1e30],
+    "n_routed_experts": 128, "num_experts_per_tok": 6, "moe_intermediate_size": 1856,
+    "n_shared_experts": 1, "moe_shared_expert_intermediate_size": 3712, "norm_topk_prob": true,
+    "routed_scaling_factor": 2.5, "n_group": 1, "topk_group": 1,
+    "intermediate_size": 1856, "mlp_hidden_act": "relu2", "mlp_bias": false, "attention_bias": false,
+    "layer_norm_epsilon": 1e-05, "norm_eps": 1e-05, "residual_in_fp32": false,
+    "max_position_embeddings": 262144})");
+}
+
+// Granite-4.0-H-Tiny's config.json (section 2.2; the multipliers are marked uncertain there).
+json granite_h_tiny() {
+  return json::parse(R"({
+    "architectures": ["GraniteMoeHybridForCausalLM"], "model_type": "granitemoehybrid",
+    "hidden_size": 1536, "num_hidden_layers": 40, "num_attention_heads": 12, "num_key_value_heads": 4,
+    "layer_types": ["mamba", "mamba", "mamba", "mamba", "mamba", "attention", "mamba", "mamba", "mamba",
+                    "mamba", "mamba", "mamba", "mamba", "mamba", "mamba", "attention", "mamba", "mamba",
+                    "mamba", "mamba", "mamba", "mamba", "mamba", "mamba", "mamba", "attention", "mamba",
+                    "mamba", "mamba", "mamba", "mamba", "mamba", "mamba", "mamba", "mamba", "attention",
+                    "mamba", "mamba", "mamba", "mamba"],
+    "position_embedding_type": "nope", "mamba_n_heads": 48, "mamba_d_head": 64, "mamba_d_state": 128,
+    "mamba_n_groups": 1, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_conv_bias": true,
+    "mamba_proj_bias": false, "mamba_chunk_size": 256,
+    "num_local_experts": 64, "num_experts_per_tok": 6, "intermediate_size": 512,
+    "shared_intermediate_size": 1024, "embedding_multiplier": 12, "residual_multiplier": 0.22,
+    "attention_multiplier": 0.0078125, "logits_scaling": 6, "rms_norm_eps": 1e-5, "hidden_act": "silu",
+    "tie_word_embeddings": true, "vocab_size": 100352, "max_position_embeddings": 131072,
+    "router_aux_loss_coef": 0.0, "rope_theta": 10000})");
+}
+
+TEST(HybridConfig, TheReleasedMixtureOfExpertsConfigsParse) {
+  const ModelConfig n = parse_model_config(nemotron_3_nano_30b(), "nemotron-3-nano-30b");
+  EXPECT_EQ(n.n_layer, 52);
+  EXPECT_EQ(std::count(n.hybrid.pattern.begin(), n.hybrid.pattern.end(), 'E'), 23);
+  EXPECT_EQ(kinds(n).substr(0, 6), "MEMEM*");
+  EXPECT_EQ(n.hybrid.moe.n_experts, 128);
+  EXPECT_EQ(n.hybrid.moe.top_k, 6);
+  EXPECT_EQ(n.hybrid.moe.width, 1856);
+  EXPECT_EQ(n.hybrid.moe.shared_width, 3712);
+  EXPECT_EQ(n.hybrid.moe.scoring, MoeScoring::SigmoidBias);
+  EXPECT_TRUE(n.hybrid.moe.normalize);
+  EXPECT_DOUBLE_EQ(n.hybrid.moe.scale, 2.5);
+  EXPECT_EQ(n.ssm.d_inner, 4096);
+  EXPECT_EQ(n.blocks()[1].tensor("experts.{e}.up_proj.weight"),
+            "backbone.layers.1.mixer.experts.{e}.up_proj.weight");
+  // num_local_experts is transformers' other name for n_routed_experts.
+  json aliased = nemotron_3_nano_30b();
+  aliased.erase("n_routed_experts");
+  aliased["num_local_experts"] = 64;
+  EXPECT_EQ(parse_model_config(aliased, "aliased").hybrid.moe.n_experts, 64);
+
+  const ModelConfig g = parse_model_config(granite_h_tiny(), "granite-4.0-h-tiny");
+  EXPECT_EQ(g.n_layer, 40);
+  EXPECT_EQ(g.blocks().size(), 80u);  // each layer's mixer, then its shared MLP and experts
+  EXPECT_EQ(g.blocks()[1].kind, BlockKind::Moe);
+  EXPECT_EQ(g.blocks()[1].tensor("router.layer.weight"),
+            "model.layers.0.block_sparse_moe.router.layer.weight");
+  EXPECT_EQ(g.blocks()[1].norm(), "model.layers.0.post_attention_layernorm.weight");
+  EXPECT_EQ(g.hybrid.moe.n_experts, 64);
+  EXPECT_EQ(g.hybrid.moe.top_k, 6);
+  EXPECT_EQ(g.hybrid.moe.width, 512);
+  EXPECT_EQ(g.hybrid.mlp.width, 1024);
+  EXPECT_EQ(g.hybrid.moe.scoring, MoeScoring::SoftmaxTopK);
+  EXPECT_FALSE(g.hybrid.moe.normalize);
+}
+
+TEST(HybridConfig, MakeModelWritesMixtureOfExpertsConfigsAsTransformersReadsThem) {
+  for (const ModelConfig& config :
+       {test::granite_moe_config("M*", 5, 2, 20), test::nemotron_moe_config("ME*E")}) {
+    const nlohmann::json hf = model_config_to_hf_json(config);
+    const ModelConfig back = parse_model_config(hf, "written");
+    EXPECT_EQ(back.hybrid.moe.n_experts, config.hybrid.moe.n_experts);
+    EXPECT_EQ(back.hybrid.moe.top_k, config.hybrid.moe.top_k);
+    EXPECT_EQ(back.hybrid.moe.width, config.hybrid.moe.width);
+    EXPECT_EQ(back.hybrid.moe.scoring, config.hybrid.moe.scoring);
+    if (config.family == ModelFamily::GraniteHybrid) {
+      EXPECT_EQ(hf["num_local_experts"], 5);
+      EXPECT_EQ(hf["intermediate_size"], 20);  // each expert's; the shared MLP is shared_intermediate_size
+      EXPECT_EQ(hf["shared_intermediate_size"], config.hybrid.mlp.width);
+    } else {
+      EXPECT_EQ(hf["n_routed_experts"], 9);
+      EXPECT_EQ(hf["moe_intermediate_size"], 24);
+      EXPECT_EQ(hf["moe_shared_expert_intermediate_size"], 44);
+      EXPECT_EQ(hf["n_shared_experts"], 1);
+      EXPECT_EQ(hf["norm_topk_prob"], true);
+      EXPECT_DOUBLE_EQ(hf["routed_scaling_factor"].get<double>(), 2.5);
+      EXPECT_EQ(back.hybrid.moe.shared_width, 44);
+    }
+    // The folder loads: Nemotron-H's experts as one tensor per expert, Granite's stacked.
+    MakeModelOptions o;
+    o.config = config;
+    o.seed = 6;
+    const std::string dir = test::write_model(o, "moe_cfg");
+    const TensorSet tensors = TensorSet::open_dir(dir);
+    if (config.family == ModelFamily::NemotronH) {
+      EXPECT_NE(tensors.find("backbone.layers.1.mixer.experts.8.down_proj.weight"), nullptr);
+      EXPECT_NE(tensors.find("backbone.layers.1.mixer.gate.e_score_correction_bias"), nullptr);
+      EXPECT_EQ(tensors.find("backbone.layers.1.mixer.experts.up_proj"), nullptr);
+    } else {
+      ASSERT_NE(tensors.find("model.layers.1.block_sparse_moe.input_linear.weight"), nullptr);
+      EXPECT_EQ(tensors.find("model.layers.1.block_sparse_moe.input_linear.weight")->shape,
+                (std::vector<int64_t>{5, 40, 40}));
+    }
+    EXPECT_NO_THROW(Model::load(dir));
+  }
+}
+
+TEST(HybridConfig, MixtureOfExpertsCheckpointsWithMissingOrMisshapenExpertsAreRefused) {
+  MakeModelOptions o;
+  o.config = test::nemotron_moe_config("E");
+  o.seed = 7;
+  const std::string dir = test::write_model(o, "moe_missing");
+  // Nemotron-H's experts may also come stacked, as transformers saves its own 3-D parameters.
+  {
+    const TensorSet tensors = TensorSet::open_dir(dir);
+    SafetensorsWriter writer;
+    std::vector<float> stacked_up;
+    for (const auto& [name, t] : tensors.tensors()) {
+      std::vector<float> values(static_cast<size_t>(t.element_count()));
+      std::memcpy(values.data(), t.data, values.size() * sizeof(float));
+      if (name.find(".experts.") != std::string::npos && name.ends_with("up_proj.weight")) continue;
+      writer.add_f32(name, t.shape, values, DType::F32);
+    }
+    for (int64_t e = 0; e < 9; ++e) {
+      const StoredTensor* t =
+          tensors.find("backbone.layers.0.mixer.experts." + std::to_string(e) + ".up_proj.weight");
+      const auto* f = reinterpret_cast<const float*>(t->data);
+      stacked_up.insert(stacked_up.end(), f, f + t->element_count());
+    }
+    writer.add_f32("backbone.layers.0.mixer.experts.up_proj", {9, 24, 40}, stacked_up, DType::F32);
+    const std::string stacked = test::make_temp_dir("moe_stacked");
+    writer.write(stacked + "/model.safetensors");
+    std::filesystem::copy_file(dir + "/config.json", stacked + "/config.json");
+    const auto a = Model::load(dir), b = Model::load(stacked);
+    const auto tokens = test::random_tokens(9, a->config().vocab_size, 3);
+    const ComputeContext ctx{1, best_isa()};
+    SequenceState a_state = a->new_state(), b_state = b->new_state();
+    EXPECT_TRUE(test::same_bits(test::prefill(*a, ctx, tokens, a_state, {OutputKind::LogitsAll, 0}),
+                                test::prefill(*b, ctx, tokens, b_state, {OutputKind::LogitsAll, 0})));
+  }
+  {
+    const TensorSet tensors = TensorSet::open_dir(dir);
+    SafetensorsWriter writer;
+    for (const auto& [name, t] : tensors.tensors()) {
+      if (name == "backbone.layers.0.mixer.experts.4.down_proj.weight") continue;
+      std::vector<float> values(static_cast<size_t>(t.element_count()));
+      std::memcpy(values.data(), t.data, values.size() * sizeof(float));
+      writer.add_f32(name, t.shape, values, DType::F32);
+    }
+    const std::string missing = test::make_temp_dir("moe_missing_expert");
+    writer.write(missing + "/model.safetensors");
+    std::filesystem::copy_file(dir + "/config.json", missing + "/config.json");
+    expect_error([&] { Model::load(missing); }, {"backbone.layers.0.mixer.experts.4.down_proj.weight"});
+  }
 }
 
 TEST(HybridConfig, MakeModelWritesHybridsThatLoadWithTheSizesAskedFor) {

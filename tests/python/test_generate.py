@@ -1,7 +1,9 @@
 """The Python package's generation: generate, create_completion and create_chat_completion,
 whole and streamed, their OpenAI response shapes, the prefix cache, errors and Ctrl-C."""
 
+import json
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -67,6 +69,36 @@ def test_chat_completion_whole_streamed_and_cached(lm):
     follow_up = messages + [message, {"role": "user", "content": "And then?"}]
     second = lm.create_chat_completion(follow_up, max_tokens=4, temperature=0)
     assert second["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
+
+
+def test_chat_completion_gives_the_template_tools_tool_calls_and_keyword_arguments(models, tmp_path):
+    # A template that prints what it is given, in a copy of the checkpoint.
+    folder = tmp_path / "templated"
+    shutil.copytree(models["lm"], folder)
+    (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": (
+        "{{ tools | tojson }}|{% for m in messages %}{{ m | tojson }};{% endfor %}{{ enable_thinking }}"
+        "{% if add_generation_prompt %}>{% endif %}")}))
+    model = mambacpp.Model(str(folder), threads=1)
+    tools = [{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}]
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Weather?"}]},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "9 \u00b0C"}]
+    # What transformers renders: Python's json.dumps is its tojson; this template prints a list
+    # content's JSON, so it is given the text instead.
+    given = [dict(messages[0], content="Weather?")] + messages[1:]
+    expected = (json.dumps(tools, ensure_ascii=False) + "|"
+                + "".join(json.dumps(m, ensure_ascii=False) + ";" for m in given) + "False>")
+    # The prompt is the expected text's tokens: it resumes in full from the state that text left.
+    prompt_tokens = model.create_completion(expected, max_tokens=1)["usage"]["prompt_tokens"]
+    reply = model.create_chat_completion(messages, tools=tools, chat_template_kwargs={"enable_thinking": False},
+                                         max_tokens=2)
+    assert reply["usage"]["prompt_tokens"] == prompt_tokens
+    assert reply["usage"]["prompt_tokens_details"]["cached_tokens"] == prompt_tokens
+    with pytest.raises(mambacpp.Error, match="is an image"):
+        model.create_chat_completion([{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}])
+    with pytest.raises(mambacpp.Error, match="cannot show tools"):
+        mambacpp.Model(models["lm"], threads=1).create_chat_completion(messages, tools=tools, max_tokens=2)
 
 
 def test_bad_requests_raise_errors(lm):

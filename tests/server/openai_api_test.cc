@@ -28,14 +28,14 @@ const Tokenizer& tokenizer() {
 }
 
 ApiRequest parse(ApiKind kind, const std::string& body, const ApiDefaults& defaults = {}) {
-  return parse_api_request(kind, parse_request_body(body), defaults, 1234);
+  return parse_api_request(kind, body, defaults, 1234);
 }
 
 // The status and message of the ApiError that `body` provokes ("" when it parses).
 std::pair<int, std::string> failure(ApiKind kind, const std::string& body, const ApiDefaults& defaults = {}) {
   try {
     ApiRequest request = parse(kind, body, defaults);
-    resolve_prompt(request, tokenizer(), ChatTemplate::plain(), {}, defaults);
+    resolve_prompt(request, tokenizer(), ServedChatTemplate{}, defaults);
   } catch (const ApiError& e) {
     return {e.status, e.what()};
   }
@@ -88,7 +88,7 @@ TEST(OpenAiApi, WrongTypesAreNamed) {
   expect_400(chat, R"({"messages": [{"role": "user", "content": 5}]})",
              "messages[0].content must be a string");
   expect_400(chat, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
-             "only {\"type\": \"text\"");
+             "messages[0].content[0] is an image");
   expect_400(chat, R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": 1})",
              "logprobs must be true or false");
   expect_400(chat, R"({"prompt": "hi"})", "messages is required");
@@ -177,26 +177,26 @@ TEST(OpenAiApi, PromptsAreTokenizedAndCheckedAgainstTheContext) {
   defaults.max_context = 64;
   defaults.vocab_size = 400;
   ApiRequest r = parse(ApiKind::Completion, R"({"prompt": "Hello world"})", defaults);
-  resolve_prompt(r, tokenizer(), ChatTemplate::plain(), {}, defaults);
+  resolve_prompt(r, tokenizer(), ServedChatTemplate{}, defaults);
   EXPECT_EQ(r.serve.prompt, tokenizer().encode("Hello world"));
   EXPECT_EQ(r.serve.max_tokens, 16);  // OpenAI's completion default
 
   // max_tokens is cut to the room the context leaves.
   ApiRequest cut = parse(ApiKind::Completion, R"({"prompt": [1, 2, 3, 4], "max_tokens": 100})", defaults);
-  resolve_prompt(cut, tokenizer(), ChatTemplate::plain(), {}, defaults);
+  resolve_prompt(cut, tokenizer(), ServedChatTemplate{}, defaults);
   EXPECT_EQ(cut.serve.max_tokens, 60);
 
-  // Chat: the plain format, and max_tokens up to the context by default.
+  // Chat: the plain format (text parts joined with "\n"), and max_tokens up to the context by default.
   ApiRequest chat = parse(ApiKind::Chat,
                           R"({"messages": [{"role": "system", "content": "Be brief."},
                                           {"role": "user", "content": [{"type": "text", "text": "Hi"},
                                                                        {"type": "text", "text": "!"}]}]})",
                           defaults);
-  resolve_prompt(chat, tokenizer(), ChatTemplate::plain(), {}, defaults);
-  EXPECT_EQ(chat.serve.prompt, tokenizer().encode("system: Be brief.\nuser: Hi!\nassistant:"));
+  resolve_prompt(chat, tokenizer(), ServedChatTemplate{}, defaults);
+  EXPECT_EQ(chat.serve.prompt, tokenizer().encode("system: Be brief.\nuser: Hi\n!\nassistant:"));
   EXPECT_EQ(chat.serve.max_tokens, 64 - static_cast<int>(chat.serve.prompt.size()));
   ApiRequest unbounded = parse(ApiKind::Chat, R"({"messages": [{"role": "user", "content": "x"}]})");
-  resolve_prompt(unbounded, tokenizer(), ChatTemplate::plain(), {}, {});
+  resolve_prompt(unbounded, tokenizer(), ServedChatTemplate{}, {});
   EXPECT_EQ(unbounded.serve.max_tokens, ApiDefaults{}.chat_max_tokens_without_context);
 
   const ApiKind c = ApiKind::Completion;
@@ -253,7 +253,9 @@ TEST(OpenAiApi, AChatTemplateThatCannotRenderIsA400NamingTheTemplate) {
   ApiRequest chat = parse(ApiKind::Chat, R"({"messages": [{"role": "user", "content": "x"}]})");
   const ChatTemplate failing = ChatTemplate::parse("{{ raise_exception('System role not supported') }}");
   try {
-    resolve_prompt(chat, tokenizer(), failing, {}, {});
+    ServedChatTemplate served;
+    served.chat_template = failing;
+    resolve_prompt(chat, tokenizer(), served, {});
     FAIL() << "rendered";
   } catch (const ApiError& e) {
     EXPECT_EQ(e.status, 400);

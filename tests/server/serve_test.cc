@@ -481,30 +481,44 @@ TEST(Serve, AChatTemplateThatCannotRenderIsA400) {
   EXPECT_EQ(server.terminate(), 0);
 }
 
+std::string read_chat_template_file(const std::string& name) {
+  std::ifstream in(std::string(MB_TEST_DATA_DIR) + "/chat_templates/" + name, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 // A Granite-4.0-H folder (random weights, the real layout) with the template IBM publishes in its
-// tokenizer_config.json: /v1/chat/completions prefills Hugging Face's render of the messages (the
-// golden of tests/data/chat_templates), not the plain format.
-TEST(Serve, AGraniteHybridFolderIsServedWithItsPublishedChatTemplate) {
-  const std::string dir = test::make_temp_dir("serve_granite_hybrid") + "/model";
+// tokenizer_config.json.
+std::string granite_hybrid_folder(const std::string& name) {
+  const std::string dir = test::make_temp_dir(name) + "/model";
   const std::string make = std::string(MB_CLI_PATH) + " make-model --arch granite-hybrid --out " + dir +
                            " --d-model 32 --n-layer 4 --vocab 301 --seed 5 >/dev/null 2>&1";
-  ASSERT_EQ(std::system(make.c_str()), 0);
-  const auto read = [](const std::string& name) {
-    std::ifstream in(std::string(MB_TEST_DATA_DIR) + "/chat_templates/" + name, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
-  };
+  EXPECT_EQ(std::system(make.c_str()), 0);
   const json config = {{"bos_token", "<|end_of_text|>"},
                        {"eos_token", "<|end_of_text|>"},
-                       {"chat_template", read("granite-4.0.jinja")}};
+                       {"chat_template", read_chat_template_file("granite-4.0.jinja")}};
   std::ofstream(dir + "/tokenizer_config.json") << config.dump();
-  const json goldens = json::parse(read("goldens.json"));
-  json golden;
-  for (const json& c : goldens["cases"])
-    if (c["template"] == "granite-4.0.jinja" && c["conversation"] == "system_and_user" &&
+  return dir;
+}
+
+// The Granite-4.0 golden of tests/data/chat_templates for `conversation`, with the generation
+// prompt, its keys in their order.
+nlohmann::ordered_json granite_golden(const std::string& conversation) {
+  const auto goldens = nlohmann::ordered_json::parse(read_chat_template_file("goldens.json"));
+  for (const auto& c : goldens["cases"])
+    if (c["template"] == "granite-4.0.jinja" && c["conversation"] == conversation &&
         c["add_generation_prompt"].get<bool>())
-      golden = c;
+      return c;
+  ADD_FAILURE() << conversation;
+  return {};
+}
+
+// /v1/chat/completions prefills Hugging Face's render of the messages (the golden), not the plain
+// format.
+TEST(Serve, AGraniteHybridFolderIsServedWithItsPublishedChatTemplate) {
+  const std::string dir = granite_hybrid_folder("serve_granite_hybrid");
+  const json golden = granite_golden("system_and_user");
   ASSERT_TRUE(golden.is_object());
   ServerProcess server(dir, "-t 1");
   ASSERT_GT(server.port(), 0);
@@ -518,6 +532,43 @@ TEST(Serve, AGraniteHybridFolderIsServedWithItsPublishedChatTemplate) {
   EXPECT_EQ(reply["usage"]["prompt_tokens"], count_tokens(golden["expected"]));
   EXPECT_NE(reply["usage"]["prompt_tokens"],
             count_tokens("system: You are a concise assistant.\nuser: Name three primes.\nassistant:"));
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+// A request with tools, an assistant's tool calls and their results prefills exactly the golden's
+// text: sent first as a completion prompt, its state is cached, and the chat request then resumes
+// from it in full, which only the same tokens can do. The model's tool call comes back as text.
+TEST(Serve, ARequestWithToolsPrefillsWhatTransformersRenders) {
+  const std::string dir = granite_hybrid_folder("serve_granite_tools");
+  const nlohmann::ordered_json golden = granite_golden("tools_and_tool_results");
+  ASSERT_TRUE(golden.is_object());
+  ASSERT_TRUE(golden["variables"].contains("tools"));
+  ServerProcess server(dir, "-t 1");
+  ASSERT_GT(server.port(), 0);
+  httplib::Client client = client_for(server);
+  const json completion =
+      post_json(client, "/v1/completions", {{"prompt", golden["expected"]}, {"max_tokens", 1}});
+  const int64_t prompt_tokens = completion["usage"]["prompt_tokens"];
+  nlohmann::ordered_json request = {{"messages", golden["variables"]["messages"]},
+                                    {"tools", golden["variables"]["tools"]},
+                                    {"tool_choice", "auto"},
+                                    {"max_tokens", 2},
+                                    {"ignore_eos", true}};
+  const auto res = client.Post("/v1/chat/completions", request.dump(), "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json reply = json::parse(res->body);
+  EXPECT_EQ(reply["usage"]["prompt_tokens"], prompt_tokens);
+  EXPECT_EQ(reply["usage"]["prompt_tokens_details"]["cached_tokens"], prompt_tokens);
+  EXPECT_TRUE(reply["choices"][0]["message"]["content"].is_string());
+  EXPECT_FALSE(reply["choices"][0]["message"].contains("tool_calls"));
+  // The same request with its keys sorted (tools printed in another order) is another prompt.
+  const json sorted = post_json(client, "/v1/chat/completions", json::parse(request.dump()));
+  EXPECT_LT(sorted["usage"]["prompt_tokens_details"]["cached_tokens"], sorted["usage"]["prompt_tokens"]);
+  expect_error(client.Post("/v1/chat/completions",
+                           R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+                           "application/json"),
+               400, "is an image");
   EXPECT_EQ(server.terminate(), 0);
 }
 

@@ -3,6 +3,10 @@
 // tokenizer.json does, and malformed or unsupported tokenizer metadata is refused by name.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
 #include "core/error.h"
 #include "engine/gguf_tokenizer.h"
 #include "io/gguf.h"
@@ -36,7 +40,9 @@ TEST_P(GgufTokenizerGolden, EncodesAndDecodesTheCorpusLikeTheTokenizerJson) {
   const auto metadata = gguf_tokenizer_metadata(fixture_json(GetParam()), rows, 0, GetParam());
   const GgufFile file(write_metadata_file(metadata, "gguf_tok_" + GetParam()));
   EXPECT_EQ(file.find("tokenizer.ggml.tokens")->size(), static_cast<size_t>(rows));
-  EXPECT_EQ(*file.string_if_present("tokenizer.ggml.pre"), GetParam() == "gpt2" ? "gpt-2" : "olmo");
+  const std::map<std::string, std::string> pre = {
+      {"gpt2", "gpt-2"}, {"gpt-neox-20b", "olmo"}, {"llama3", "llama-bpe"}};
+  EXPECT_EQ(*file.string_if_present("tokenizer.ggml.pre"), pre.at(GetParam()));
   const Tokenizer tokenizer = gguf_tokenizer(file);
   EXPECT_EQ(tokenizer.vocab_size(), reference.vocab_size());
   const auto& cases = test::goldens_for(GetParam()).at("cases");
@@ -62,7 +68,7 @@ TEST_P(GgufTokenizerGolden, EncodesAndDecodesTheCorpusLikeTheTokenizerJson) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, GgufTokenizerGolden, ::testing::Values("gpt-neox-20b", "gpt2"),
+INSTANTIATE_TEST_SUITE_P(Fixtures, GgufTokenizerGolden, ::testing::Values("gpt-neox-20b", "gpt2", "llama3"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& ch : name)
@@ -128,11 +134,63 @@ TEST(GgufTokenizer, UnsupportedOrMalformedMetadataIsRefusedByName) {
 }
 
 TEST(GgufTokenizer, TokenizersGgufCannotDescribeAreNotWritten) {
-  for (const char* name : {"llama2", "llama3", "qwen3"}) {
+  for (const char* name : {"llama2", "qwen3", "gpt4o", "deepseek-v3"}) {
     EXPECT_THROW(gguf_tokenizer_metadata(fixture_json(name), 200000, std::nullopt, name), Error) << name;
   }
   EXPECT_THROW(gguf_tokenizer_metadata(fixture_json("gpt2"), 1000, std::nullopt, "gpt2"),
                Error);  // too few rows
+}
+
+// The GPT-2 fixture's vocabulary and merges behind a Split on `regex` followed by ByteLevel
+// without a regex: the pipeline of llama.cpp's Llama-3-regex and Tekken pre-tokenizer names.
+std::string split_form(std::string_view regex, bool ignore_merges) {
+  nlohmann::json root = nlohmann::json::parse(fixture_json("gpt2"));
+  const nlohmann::json split = {{"type", "Split"},
+                                {"pattern", {{"Regex", std::string(regex)}}},
+                                {"behavior", "Isolated"},
+                                {"invert", false}};
+  const nlohmann::json byte_level = {
+      {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}};
+  root["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {split, byte_level}}};
+  root["model"]["ignore_merges"] = ignore_merges;
+  return root.dump();
+}
+
+// Mistral's Tekken regex as its tokenizer.json spells it (quoted in llama.cpp's llama-vocab.cpp).
+constexpr std::string_view kTekken =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kLlama3 =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+TEST(GgufTokenizer, SplitPreTokenizersTravelUnderLlamaCppsNames) {
+  // Granite-4.0's files say "dbrx" (Llama-3's regex, no ignore_merges); Nemotron-H's tokenizer
+  // is Tekken's.
+  const std::vector<std::tuple<std::string_view, bool, std::string>> forms = {
+      {kLlama3, true, "llama-bpe"}, {kLlama3, false, "dbrx"}, {kTekken, true, "tekken"}};
+  for (const auto& [regex, ignore_merges, name] : forms) {
+    SCOPED_TRACE(name);
+    const std::string json = split_form(regex, ignore_merges);
+    const Tokenizer reference = Tokenizer::from_json_string(json, name);
+    const GgufFile file(
+        write_metadata_file(gguf_tokenizer_metadata(json, 50264, 50256, name), "gguf_tok_split_" + name));
+    EXPECT_EQ(*file.string_if_present("tokenizer.ggml.pre"), name);
+    const Tokenizer tokenizer = gguf_tokenizer(file);
+    size_t failures = 0;
+    for (const auto& text : test::golden_corpus())
+      if (tokenizer.encode(text.bytes) != reference.encode(text.bytes) && failures++ < 3)
+        ADD_FAILURE() << "case '" << text.name << "' tokenizes differently";
+    // The written metadata reads back into the same pipeline: writing it again names it the same.
+    const nlohmann::json back = nlohmann::json::parse(gguf_tokenizer_json(file));
+    EXPECT_EQ(back["model"]["ignore_merges"], ignore_merges);
+    EXPECT_EQ(back["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"], std::string(regex));
+  }
+  // Tekken's regex without ignore_merges is no pre-tokenizer llama.cpp knows.
+  try {
+    gguf_tokenizer_metadata(split_form(kTekken, false), 50264, std::nullopt, "tekken-like");
+    ADD_FAILURE() << "written";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no llama.cpp pre-tokenizer"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

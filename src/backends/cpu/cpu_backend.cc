@@ -12,6 +12,7 @@
 #include "ops/mamba2_scan.h"
 #include "ops/mamba3_scan.h"
 #include "ops/matmul.h"
+#include "ops/moe.h"
 #include "ops/quant.h"
 #include "ops/rms_norm.h"
 #include "ops/selective_scan.h"
@@ -60,6 +61,7 @@ class CpuStream final : public Stream {
   std::vector<Mamba2ScanSequence> mamba2;
   std::vector<Mamba3ScanSequence> mamba3;
   std::vector<AttentionSequence> attention;
+  std::vector<WeightMatrix> moe_up, moe_down;  // the experts' host matrices
 
  private:
   struct Slot {
@@ -376,6 +378,30 @@ void CpuBackend::scale(Stream& stream, const ScaleOp& op) const {
   const ComputeContext& ctx = cpu(stream).ctx;
   ScopedPhase timer(ctx.profile, op.phase);
   mb::scale_rows(ctx, {data(op.x), op.x.ld, op.rows, op.cols, op.scale, op.accumulate, data(op.y), op.y.ld});
+}
+
+void CpuBackend::moe(Stream& stream, const MoeOp& op) const {
+  CpuStream& s = cpu(stream);
+  const size_t experts = op.up.size();
+  MB_CHECK(op.down.size() == experts);
+  s.moe_up.resize(experts);
+  s.moe_down.resize(experts);
+  for (size_t e = 0; e < experts; ++e) {
+    s.moe_up[e] = host_matrix(op.up[e]);
+    s.moe_down[e] = host_matrix(op.down[e]);
+  }
+  const MoeWeights weights{host_matrix(op.router), data(op.correction_bias), s.moe_up, s.moe_down};
+  const MoeScratch scratch{data(op.logits), op.logits.ld, data(op.routes), op.routes.ld,
+                           data(op.rows),   op.rows.ld,   data(op.hidden), op.hidden.ld,
+                           data(op.out),    op.out.ld,    data(op.acc),    op.acc.ld};
+  const MoeArgs args{data(op.x), op.x.ld, op.m, data(op.y), op.y.ld, op.accumulate};
+  // The router and the routing are timed as their phase, the experts and sums as the op's.
+  {
+    ScopedPhase timer(s.ctx.profile, op.router_phase);
+    moe_router(s.ctx, op.params, weights, args, scratch);
+  }
+  ScopedPhase timer(s.ctx.profile, op.phase);
+  moe_experts(s.ctx, op.params, weights, args, scratch);
 }
 
 }  // namespace mb

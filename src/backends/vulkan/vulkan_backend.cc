@@ -339,6 +339,8 @@ std::string VulkanBackend::why_unsupported(const OpQuery& query) const {
     case OpKind::Scale:
       return "the Vulkan backend does not run the hybrid models' attention and MLP blocks yet; run this one "
              "with --device cpu";
+    case OpKind::Moe:
+      return "the Vulkan backend does not run mixture-of-experts layers yet; run this one with --device cpu";
     case OpKind::RmsNorm:
     case OpKind::Argmax:
     case OpKind::AppendRows:
@@ -645,6 +647,10 @@ void VulkanBackend::glu(Stream&, const GluOp&) const {
 
 void VulkanBackend::scale(Stream&, const ScaleOp&) const {
   throw Error(why_unsupported({OpKind::Scale}));
+}
+
+void VulkanBackend::moe(Stream&, const MoeOp&) const {
+  throw Error(why_unsupported({OpKind::Moe}));
 }
 
 void VulkanBackend::gated_rms_norm(Stream& stream, const GatedRmsNormOp& op) const {

@@ -52,16 +52,19 @@ std::vector<TensorSpec> AttentionBlock::schema(const ModelConfig& c, const Block
   const double out_bound =
       std::sqrt(3.0 / static_cast<double>(qw)) / std::sqrt(static_cast<double>(c.n_layer));
   TensorSpec norm{.name = block.norm(), .shape = {d}, .gguf = block.gguf(block.names.gguf_norm)};
-  TensorSpec o = projection(block, "o_proj", d, qw, out_bound, "attn_output");
-  o.residual_output = true;
+  // llama.cpp's converter reorders the rows of each q and k head as for RoPE (GgufForm).
+  const auto interleaved = [](TensorSpec s) {
+    s.gguf_form = GgufForm::HeadPairsInterleaved;
+    return s;
+  };
   return {norm,
-          projection(block, "q_proj", qw, d, in_bound, "attn_q"),
-          bias(block, "q_proj", qw, b, "attn_q"),
-          projection(block, "k_proj", kvw, d, in_bound, "attn_k"),
-          bias(block, "k_proj", kvw, b, "attn_k"),
+          interleaved(projection(block, "q_proj", qw, d, in_bound, "attn_q")),
+          interleaved(bias(block, "q_proj", qw, b, "attn_q")),
+          interleaved(projection(block, "k_proj", kvw, d, in_bound, "attn_k")),
+          interleaved(bias(block, "k_proj", kvw, b, "attn_k")),
           projection(block, "v_proj", kvw, d, in_bound, "attn_v"),
           bias(block, "v_proj", kvw, b, "attn_v"),
-          o,
+          projection(block, "o_proj", d, qw, out_bound, "attn_output"),
           bias(block, "o_proj", d, b, "attn_output")};
 }
 

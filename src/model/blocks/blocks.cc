@@ -6,6 +6,7 @@
 #include "model/blocks/mamba2_block.h"
 #include "model/blocks/mamba3_block.h"
 #include "model/blocks/mlp_block.h"
+#include "model/blocks/moe_block.h"
 #include "model/weight_binder.h"
 
 namespace mb {
@@ -22,6 +23,8 @@ std::unique_ptr<Block> make_block(const ModelConfig& config, const BlockSpec& sp
       return std::make_unique<AttentionBlock>(config, spec, binder);
     case BlockKind::Mlp:
       return std::make_unique<MlpBlock>(config, spec, binder);
+    case BlockKind::Moe:
+      return std::make_unique<MoeBlock>(config, spec, binder);
     case BlockKind::Custom:
       break;
   }

@@ -31,16 +31,56 @@ bool bool_alias(const ConfigReader& reader, std::initializer_list<const char*> k
   return key != nullptr ? reader.boolean_or(key, fallback) : fallback;
 }
 
-// A count that may be 0 (experts): refused when positive, as no MoE block exists yet.
-void refuse_experts(const ConfigReader& reader, const char* key) {
-  if (!reader.has(key)) return;
+// A count that may be 0 (Granite's experts), 0 when absent.
+int64_t non_negative_int(const ConfigReader& reader, const char* key, int64_t max_value) {
+  if (!reader.has(key)) return 0;
   const json& value = reader.at(key);
-  if (!value.is_number_integer() || value.get<int64_t>() < 0)
-    throw Error(reader.where() + ": '" + key + "' must be a non-negative integer, got " +
-                json_excerpt(value));
-  if (value.get<int64_t>() > 0)
-    throw Error(reader.where() + ": '" + key + "' = " + std::to_string(value.get<int64_t>()) +
-                ": mixture-of-experts layers are not supported yet (only the dense models run)");
+  if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > max_value)
+    throw Error(reader.where() + ": '" + key + "' must be an integer from 0 to " + std::to_string(max_value) +
+                ", got " + json_excerpt(value));
+  return value.get<int64_t>();
+}
+
+constexpr int64_t kMaxExperts = 1 << 16;
+constexpr int64_t kMaxWidth = 1 << 20;
+
+// Granite-4.0-H's experts (GraniteMoeHybridMoE): num_local_experts SwiGLU experts of
+// intermediate_size (the shared MLP is shared_intermediate_size wide), num_experts_per_tok chosen
+// by the top logits and weighted by a softmax over them.
+void parse_granite_moe(const ConfigReader& reader, MoeConfig& e) {
+  e.n_experts = non_negative_int(reader, "num_local_experts", kMaxExperts);
+  if (e.n_experts == 0) return;
+  e.top_k = reader.positive_int("num_experts_per_tok", kMaxExperts);
+  e.width = reader.positive_int("intermediate_size", kMaxWidth);
+  e.scoring = MoeScoring::SoftmaxTopK;
+}
+
+// Nemotron-H's 'E' layers (NemotronHMoE): a sigmoid router whose e_score_correction_bias steers the
+// choice only, the chosen scores renormalized (norm_topk_prob) and scaled by routed_scaling_factor,
+// ReLU^2 experts without a gate, and one shared expert; transformers' defaults where a key is absent.
+void parse_nemotron_moe(const ConfigReader& reader, MoeConfig& e) {
+  e.n_experts = int_alias(reader, {"n_routed_experts", "num_local_experts"}, 8, kMaxExperts);
+  e.top_k = reader.positive_int_or("num_experts_per_tok", 2, kMaxExperts);
+  e.width = reader.positive_int_or("moe_intermediate_size", 7688, kMaxWidth);
+  e.shared_width = reader.positive_int_or("moe_shared_expert_intermediate_size", 7688, kMaxWidth);
+  e.scoring = MoeScoring::SigmoidBias;
+  e.normalize = reader.boolean_or("norm_topk_prob", true);
+  e.scale = reader.positive_number_or("routed_scaling_factor", 1.0);
+  const int64_t shared = reader.positive_int_or("n_shared_experts", 1, kMaxExperts);
+  if (shared != 1)
+    throw Error(reader.where() + ": 'n_shared_experts' = " + std::to_string(shared) +
+                " is not supported (the Nemotron-H models have one shared expert)");
+  // Group-limited routing (DeepSeek-V3's) keeps the experts of the topk_group best of n_group
+  // groups; with every group kept it changes nothing, which is all the released models use.
+  const int64_t groups = reader.positive_int_or("n_group", 1, kMaxExperts);
+  const int64_t kept = reader.positive_int_or("topk_group", 1, kMaxExperts);
+  if (groups > 1 && kept != groups)
+    throw Error(reader.where() + ": 'n_group' = " + std::to_string(groups) + " with 'topk_group' = " +
+                std::to_string(kept) + ": group-limited expert routing is not supported");
+  if (reader.has("moe_latent_size"))
+    throw Error(reader.where() +
+                ": 'moe_latent_size' is set: latent mixture-of-experts projections "
+                "(Nemotron-3-Super) are not supported");
 }
 
 // The sizes every family reads the same way, and attention's heads.
@@ -78,7 +118,7 @@ void parse_granite_hybrid(const ConfigReader& reader, ModelConfig& c) {
   if (position != "nope")
     throw Error(reader.where() + ": position_embedding_type '" + position +
                 "' is not supported (the Granite-4.0-H models use \"nope\")");
-  refuse_experts(reader, "num_local_experts");
+  parse_granite_moe(reader, c.hybrid.moe);
 
   // layer_types: "mamba" or "attention" per layer; all Mamba when absent, as transformers reads it.
   HybridConfig& h = c.hybrid;
@@ -167,10 +207,7 @@ void parse_nemotron_h(const ConfigReader& reader, ModelConfig& c) {
                 " layers");
   for (size_t l = 0; l < h.pattern.size(); ++l) {
     const char kind = h.pattern[l];
-    if (kind == kMoeLayer)
-      throw Error(reader.where() + ": layer " + std::to_string(l) +
-                  " is a mixture-of-experts layer ('E'): not supported yet (only the dense models run)");
-    if (kind != kMambaLayer && kind != kAttentionLayer && kind != kMlpLayer)
+    if (kind != kMambaLayer && kind != kAttentionLayer && kind != kMlpLayer && kind != kMoeLayer)
       throw Error(reader.where() + ": the layer pattern holds '" + std::string(1, kind) + "' at layer " +
                   std::to_string(l) + " (expected M, *, - or E)");
   }
@@ -186,6 +223,8 @@ void parse_nemotron_h(const ConfigReader& reader, ModelConfig& c) {
   if (reader.string_or("mlp_hidden_act", "relu2") != "relu2")
     throw Error(reader.where() + ": mlp_hidden_act '" + reader.string_or("mlp_hidden_act", "") +
                 "' is not supported (expected \"relu2\")");
+  // The expert keys matter only where the pattern has mixture-of-experts layers.
+  if (h.pattern.find(kMoeLayer) != std::string::npos) parse_nemotron_moe(reader, h.moe);
   if (reader.string_or("mamba_hidden_act", "silu") != "silu")
     throw Error(reader.where() + ": mamba_hidden_act '" + reader.string_or("mamba_hidden_act", "") +
                 "' is not supported (expected \"silu\")");
@@ -214,6 +253,16 @@ void validate_hybrid(const ModelConfig& c, const std::string& where) {
   if (!std::isfinite(a.scale)) throw Error(where + ": the attention scale must be finite");
   for (double v : {c.hybrid.embedding_multiplier, c.hybrid.residual_multiplier, c.hybrid.logits_scaling})
     if (!std::isfinite(v)) throw Error(where + ": the multipliers must be finite");
+  const MoeConfig& e = c.hybrid.moe;
+  if (e.n_experts > 0 && (e.top_k < 1 || e.top_k > e.n_experts))
+    throw Error(where + ": num_experts_per_tok = " + std::to_string(e.top_k) + " must be between 1 and the " +
+                std::to_string(e.n_experts) + " experts");
+  if (e.n_experts > 0 && (e.width < 1 || (c.family == ModelFamily::NemotronH && e.shared_width < 1)))
+    throw Error(where + ": the expert widths must be positive");
+  if (!std::isfinite(e.scale)) throw Error(where + ": routed_scaling_factor must be finite");
+  if (c.family == ModelFamily::NemotronH && e.n_experts == 0 &&
+      c.hybrid.pattern.find(kMoeLayer) != std::string::npos)
+    throw Error(where + ": the layer pattern has mixture-of-experts layers ('E') but no experts");
 }
 
 std::vector<BlockSpec> hybrid_blocks(const ModelConfig& c) {
@@ -224,16 +273,22 @@ std::vector<BlockSpec> hybrid_blocks(const ModelConfig& c) {
     const char kind = c.hybrid.pattern[static_cast<size_t>(l)];
     const BlockKind block = kind == kMambaLayer       ? BlockKind::Mamba2Mixer
                             : kind == kAttentionLayer ? BlockKind::Attention
+                            : kind == kMoeLayer       ? BlockKind::Moe
                                                       : BlockKind::Mlp;
     if (!granite) {
       list.push_back({block, l, {prefix}});
       continue;
     }
-    // Granite: input_layernorm -> mixer -> post_attention_layernorm -> shared MLP.
+    // Granite: input_layernorm -> mixer -> post_attention_layernorm -> shared MLP (+ experts).
     list.push_back(
         {block, l, {prefix, kind == kMambaLayer ? "mamba." : "self_attn.", "input_layernorm.weight"}});
-    list.push_back(
-        {BlockKind::Mlp, l, {prefix, "shared_mlp.", "post_attention_layernorm.weight", "ffn_norm.weight"}});
+    if (c.hybrid.moe.n_experts > 0)
+      list.push_back({BlockKind::Moe,
+                      l,
+                      {prefix, "block_sparse_moe.", "post_attention_layernorm.weight", "ffn_norm.weight"}});
+    else
+      list.push_back(
+          {BlockKind::Mlp, l, {prefix, "shared_mlp.", "post_attention_layernorm.weight", "ffn_norm.weight"}});
   }
   return list;
 }
@@ -265,9 +320,10 @@ json hybrid_config_to_hf_json(const ModelConfig& c) {
                {"residual_multiplier", h.residual_multiplier},
                {"logits_scaling", h.logits_scaling},
                {"shared_intermediate_size", h.mlp.width},
-               {"intermediate_size", h.mlp.width},
-               {"num_local_experts", 0},
-               {"num_experts_per_tok", 0},
+               // Each expert's width; the dense models repeat the shared MLP's there.
+               {"intermediate_size", h.moe.n_experts > 0 ? h.moe.width : h.mlp.width},
+               {"num_local_experts", h.moe.n_experts},
+               {"num_experts_per_tok", h.moe.top_k},
                {"hidden_act", "silu"},
                {"mamba_n_heads", m.n_heads()},
                {"mamba_d_head", m.headdim},
@@ -298,6 +354,16 @@ json hybrid_config_to_hf_json(const ModelConfig& c) {
              {"use_conv_bias", m.use_conv_bias},
              {"mamba_proj_bias", m.use_bias},
              {"mamba_hidden_act", "silu"}});
+  if (h.pattern.find(kMoeLayer) != std::string::npos)
+    hf.update({{"n_routed_experts", h.moe.n_experts},
+               {"num_experts_per_tok", h.moe.top_k},
+               {"moe_intermediate_size", h.moe.width},
+               {"moe_shared_expert_intermediate_size", h.moe.shared_width},
+               {"n_shared_experts", 1},
+               {"norm_topk_prob", h.moe.normalize},
+               {"routed_scaling_factor", h.moe.scale},
+               {"n_group", 1},
+               {"topk_group", 1}});
   return hf;
 }
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "ops/ffn.h"
+#include "ops/moe.h"
 
 namespace mb {
 
@@ -33,6 +34,19 @@ struct MlpConfig {
   bool bias = false;
 };
 
+// The mixture-of-experts layers' section: Granite-4.0-H's (every layer's feed-forward block, when
+// num_local_experts > 0: the shared MLP of `mlp` plus routed SwiGLU experts) and Nemotron-H's 'E'
+// layers (routed ReLU^2 experts plus one shared expert of shared_width).
+struct MoeConfig {
+  int64_t n_experts = 0;     // 0: no mixture-of-experts layers
+  int64_t top_k = 0;         // experts per token, 1..n_experts
+  int64_t width = 0;         // each routed expert's intermediate size
+  int64_t shared_width = 0;  // Nemotron-H's shared expert (Granite's shared MLP is mlp.width)
+  MoeScoring scoring = MoeScoring::SoftmaxTopK;
+  bool normalize = false;  // norm_topk_prob
+  double scale = 1.0;      // routed_scaling_factor
+};
+
 // One character per layer, as Nemotron-H's hybrid_override_pattern spells them.
 inline constexpr char kMambaLayer = 'M';
 inline constexpr char kAttentionLayer = '*';
@@ -41,10 +55,12 @@ inline constexpr char kMoeLayer = 'E';
 
 struct HybridConfig {
   // Nemotron-H: one block per layer, of the pattern's kind. Granite-4.0-H: 'M' or '*' for the
-  // layer's mixer, each followed by the layer's shared MLP.
+  // layer's mixer, each followed by the layer's shared MLP (with routed experts when
+  // moe.n_experts > 0).
   std::string pattern;
   AttentionConfig attention;
   MlpConfig mlp;
+  MoeConfig moe;
   // Applied at run time, never folded into (possibly tied) weights: the embedding rows are
   // multiplied by embedding_multiplier, each block's output by residual_multiplier before it is
   // added to the residual stream, and the logits by 1 / logits_scaling.
@@ -55,7 +71,7 @@ struct HybridConfig {
 
 // Hugging Face `model_type` "granitemoehybrid" and "nemotron_h": the whole config (the model-level
 // sizes too), as transformers' configuration classes read it; keys the engine cannot honour
-// (RoPE, mixture-of-experts layers, other activations) are refused naming them.
+// (RoPE, grouped or latent expert routing, other activations) are refused naming them.
 void parse_granite_hybrid(const ConfigReader& reader, ModelConfig& config);
 void parse_nemotron_h(const ConfigReader& reader, ModelConfig& config);
 // Throws mb::Error (prefixed by `where`) for sizes the blocks cannot run.

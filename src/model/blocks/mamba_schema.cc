@@ -91,10 +91,8 @@ TensorSpec gate_norm(const BlockSpec& block, int64_t d_inner, TensorInit init, b
 TensorSpec out_proj(const BlockSpec& block, int64_t d_model, int64_t d_inner, int64_t n_layer) {
   const double bound =
       std::sqrt(3.0 / static_cast<double>(d_inner)) / std::sqrt(static_cast<double>(n_layer));
-  TensorSpec s = spec(block, "out_proj.weight", {d_model, d_inner}, TensorRole::Matrix,
-                      {TensorInit::Uniform, bound}, "ssm_out.weight");
-  s.residual_output = true;
-  return s;
+  return spec(block, "out_proj.weight", {d_model, d_inner}, TensorRole::Matrix, {TensorInit::Uniform, bound},
+              "ssm_out.weight");
 }
 
 TensorSpec out_proj_bias(const BlockSpec& block, int64_t d_model, bool wanted) {

@@ -24,20 +24,32 @@ int64_t up_rows(const MlpConfig& mlp) {
 std::vector<TensorSpec> MlpBlock::schema(const ModelConfig& c, const BlockSpec& block) {
   const MlpConfig& mlp = c.hybrid.mlp;
   const int64_t d = c.d_model, W = mlp.width, rows = up_rows(mlp);
-  // Granite's fused matrix and names, or Nemotron-H's; llama.cpp's files split Granite's in two.
+  // Granite's fused matrix and names, or Nemotron-H's; llama.cpp's files split Granite's in two
+  // (ffn_gate, ffn_up; a file with experts names its shared MLP ffn_*_shexp instead).
   const bool fused = mlp.activation == Activation::SwiGlu;
   const std::string up = fused ? "input_linear" : "up_proj", down = fused ? "output_linear" : "down_proj";
+  const GgufForm up_form = fused ? GgufForm::SplitHalves : GgufForm::Same;
+  const auto gguf_up = [&](const char* suffix) {
+    return block.gguf(std::string(fused ? "ffn_gate" : "ffn_up") + suffix);
+  };
+  const auto gguf_second = [&](const char* suffix) {
+    return fused ? block.gguf(std::string("ffn_up") + suffix) : "";
+  };
   TensorSpec norm{.name = block.norm(), .shape = {d}, .gguf = block.gguf(block.names.gguf_norm)};
   TensorSpec up_w{.name = block.tensor(up + ".weight"),
                   .shape = {rows, d},
                   .role = TensorRole::Matrix,
                   .init = {TensorInit::Uniform, std::sqrt(3.0 / static_cast<double>(d))},
-                  .gguf = fused ? "" : block.gguf("ffn_up.weight")};
+                  .gguf = gguf_up(".weight"),
+                  .gguf_form = up_form,
+                  .gguf_second = gguf_second(".weight")};
   TensorSpec up_b{.name = block.tensor(up + ".bias"),
                   .shape = {rows},
                   .init = {TensorInit::Uniform, 0.1},
                   .wanted = mlp.bias,
-                  .gguf = fused ? "" : block.gguf("ffn_up.bias")};
+                  .gguf = gguf_up(".bias"),
+                  .gguf_form = up_form,
+                  .gguf_second = gguf_second(".bias")};
   // ReLU^2 outputs have a mean square of about 3/2 of their inputs' fourth moment; the bound
   // keeps the branch O(1 / sqrt(n_layer)) for either activation.
   TensorSpec down_w{.name = block.tensor(down + ".weight"),
@@ -45,8 +57,7 @@ std::vector<TensorSpec> MlpBlock::schema(const ModelConfig& c, const BlockSpec& 
                     .role = TensorRole::Matrix,
                     .init = {TensorInit::Uniform, std::sqrt(3.0 / static_cast<double>(W)) /
                                                       std::sqrt(static_cast<double>(c.n_layer))},
-                    .gguf = block.gguf("ffn_down.weight"),
-                    .residual_output = true};
+                    .gguf = block.gguf("ffn_down.weight")};
   TensorSpec down_b{.name = block.tensor(down + ".bias"),
                     .shape = {d},
                     .init = {TensorInit::Uniform, 0.1},

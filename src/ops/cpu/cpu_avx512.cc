@@ -47,6 +47,10 @@ namespace hybrid {
 #include "ops/cpu/hybrid_kernels.inc"
 }  // namespace hybrid
 
+namespace moe {
+#include "ops/cpu/moe_kernels.inc"
+}  // namespace moe
+
 constexpr KernelTable kTable = {
     .matmul = generic::matmul,
     .rms_norm = generic::rms_norm,
@@ -58,6 +62,8 @@ constexpr KernelTable kTable = {
     .attention = hybrid::attention,
     .glu = hybrid::glu,
     .scale_rows = hybrid::scale_rows,
+    .moe_route = moe::moe_route,
+    .moe_accumulate = moe::moe_accumulate,
     .quant = {},
     .exp1 = generic::exp1,
     .silu1 = generic::silu1,

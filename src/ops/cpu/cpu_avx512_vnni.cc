@@ -34,7 +34,13 @@ namespace quant {
 #include "ops/cpu/quant_kernels.inc"
 }  // namespace quant
 
-constexpr QuantKernels kQuantVnni = {.matmul = quant::quant_matmul, .quantize = quant::quantize_row};
+namespace quantize {
+#include "ops/cpu/quantize_kernels.inc"
+}  // namespace quantize
+
+constexpr QuantKernels kQuantVnni = {.matmul = quant::quant_matmul,
+                                     .quantize = quant::quantize_row,
+                                     .quantize_weights = quantize::quantize_weights};
 
 }  // namespace mb::cpu_avx512
 

@@ -37,9 +37,17 @@ namespace hybrid {
 #include "ops/cpu/hybrid_kernels.inc"
 }  // namespace hybrid
 
+namespace moe {
+#include "ops/cpu/moe_kernels.inc"
+}  // namespace moe
+
 namespace quant {
 #include "ops/cpu/quant_kernels.inc"
 }  // namespace quant
+
+namespace quantize {
+#include "ops/cpu/quantize_kernels.inc"
+}  // namespace quantize
 
 constexpr KernelTable kTable = {
     .matmul = generic::matmul,
@@ -52,7 +60,11 @@ constexpr KernelTable kTable = {
     .attention = hybrid::attention,
     .glu = hybrid::glu,
     .scale_rows = hybrid::scale_rows,
-    .quant = {.matmul = quant::quant_matmul, .quantize = quant::quantize_row},
+    .moe_route = moe::moe_route,
+    .moe_accumulate = moe::moe_accumulate,
+    .quant = {.matmul = quant::quant_matmul,
+              .quantize = quant::quantize_row,
+              .quantize_weights = quantize::quantize_weights},
     .exp1 = generic::exp1,
     .silu1 = generic::silu1,
     .softplus1 = generic::softplus1,

@@ -68,6 +68,13 @@ inline I32x16 i32_load_u8(const uint8_t* p) {
   return {_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))),
           _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8)))};
 }
+// The bits of each float lane as an int32 lane, and back (no conversion).
+inline I32x16 f32_bits(Vec16 a) {
+  return {_mm256_castps_si256(a.lo), _mm256_castps_si256(a.hi)};
+}
+inline Vec16 bits_f32(I32x16 a) {
+  return {_mm256_castsi256_ps(a.lo), _mm256_castsi256_ps(a.hi)};
+}
 inline I32x16 i32_and(I32x16 a, I32x16 b) {
   return {_mm256_and_si256(a.lo, b.lo), _mm256_and_si256(a.hi, b.hi)};
 }

@@ -54,6 +54,13 @@ inline void store_i8(int8_t* p, Vec16 integral) {
 inline I32x16 i32_load_u8(const uint8_t* p) {
   return {_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))};
 }
+// The bits of each float lane as an int32 lane, and back (no conversion).
+inline I32x16 f32_bits(Vec16 a) {
+  return {_mm512_castps_si512(a.v)};
+}
+inline Vec16 bits_f32(I32x16 a) {
+  return {_mm512_castsi512_ps(a.v)};
+}
 inline I32x16 i32_and(I32x16 a, I32x16 b) {
   return {_mm512_and_si512(a.v, b.v)};
 }

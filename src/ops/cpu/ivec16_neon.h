@@ -83,6 +83,17 @@ inline I32x16 i32_load_u8(const uint8_t* p) {
   return {{vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(lo))), vreinterpretq_s32_u32(vmovl_high_u16(lo)),
            vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(hi))), vreinterpretq_s32_u32(vmovl_high_u16(hi))}};
 }
+// The bits of each float lane as an int32 lane, and back (no conversion).
+inline I32x16 f32_bits(Vec16 a) {
+  I32x16 r;
+  for (int i = 0; i < 4; ++i) r.q[i] = vreinterpretq_s32_f32(a.q[i]);
+  return r;
+}
+inline Vec16 bits_f32(I32x16 a) {
+  Vec16 r;
+  for (int i = 0; i < 4; ++i) r.q[i] = vreinterpretq_f32_s32(a.q[i]);
+  return r;
+}
 inline I32x16 i32_and(I32x16 a, I32x16 b) {
   for (int i = 0; i < 4; ++i) a.q[i] = vandq_s32(a.q[i], b.q[i]);
   return a;

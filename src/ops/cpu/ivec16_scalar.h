@@ -70,6 +70,17 @@ inline I32x16 i32_load_u8(const uint8_t* p) {
   for (int i = 0; i < 16; ++i) r.v[i] = p[i];
   return r;
 }
+// The bits of each float lane as an int32 lane, and back (no conversion).
+inline I32x16 f32_bits(Vec16 a) {
+  I32x16 r;
+  std::memcpy(r.v, a.v, sizeof r.v);
+  return r;
+}
+inline Vec16 bits_f32(I32x16 a) {
+  Vec16 r;
+  std::memcpy(r.v, a.v, sizeof r.v);
+  return r;
+}
 inline I32x16 i32_and(I32x16 a, I32x16 b) {
   for (int i = 0; i < 16; ++i) a.v[i] &= b.v[i];
   return a;

@@ -24,6 +24,7 @@
 //   I32x16: sixteen int32 lanes; i32_zero, i32_set1, i32_load, i32_add, i32_sub, i32_mul (low 32
 //   bits), i32_to_f32 (round to nearest even);
 //   i32_load_u8 (sixteen bytes widened), i32_and, i32_or, i32_shr<N> (logical), i32_shl<N>;
+//   f32_bits and bits_f32 (a float lane's bits as an int32 lane and back, unchanged);
 //   W64: 64 weight bytes, four per lane; load_w64, w64_low_nibbles, w64_high_nibbles (each
 //   byte's low or high four bits); store_i8 (sixteen integral floats in [-127, 127] as int8);
 //   dot4(acc, w, x4): lane l += sum over i < 4 of w[4l + i] (unsigned) * byte i of x4 (signed),
@@ -50,6 +51,7 @@
 #include "ops/mamba2_scan.h"
 #include "ops/mamba3_scan.h"
 #include "ops/matmul.h"
+#include "ops/moe.h"
 #include "ops/rms_norm.h"
 #include "ops/selective_scan.h"
 
@@ -69,6 +71,9 @@ struct QuantKernels {
   void (*matmul)(const MatmulArgs& args, const QuantActivations& x, int n_threads);
   // quantize_activations of ops/quant_matmul.h, bit for bit.
   void (*quantize)(const float* x, int64_t k, int64_t block, int8_t* q, float* scales, int32_t* sums16);
+  // quantize_row of ops/quant.h for a quantized `type`: n_blocks blocks of weights, the bytes of
+  // quantize_row_reference (quantize_kernels.inc).
+  void (*quantize_weights)(DType type, const float* x, int64_t n_blocks, uint8_t* out);
 };
 
 // Every kernel family of one instruction set.
@@ -86,6 +91,11 @@ struct KernelTable {
                     int n_threads);
   void (*glu)(const GluArgs& args, int n_threads);
   void (*scale_rows)(const ScaleArgs& args, int n_threads);
+  // ops/moe.h's routing of m rows, and one expert's weighted outputs added to its rows' sums.
+  void (*moe_route)(const MoeParams& params, const float* correction_bias, const float* logits,
+                    int64_t ld_logits, int64_t m, float* routes, int64_t ld_routes, int n_threads);
+  void (*moe_accumulate)(const float* out, int64_t ld_out, const int32_t* rows, const float* weights,
+                         int64_t n, int64_t d, float* acc, int64_t ld_acc, int n_threads);
   QuantKernels quant;
   float (*exp1)(float x);
   float (*silu1)(float x);

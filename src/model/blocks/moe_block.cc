@@ -1,0 +1,216 @@
+#include "model/blocks/moe_block.h"
+
+#include <cmath>
+#include <iterator>
+
+#include "model/weight_binder.h"
+
+namespace mb {
+namespace {
+
+enum Phase : int {
+  kNormPhase,
+  kSharedUpPhase,
+  kSharedActivationPhase,
+  kSharedDownPhase,
+  kRouterPhase,
+  kExpertsPhase,
+  kResidualPhase
+};
+constexpr std::string_view kPhaseNames[] = {"rmsnorm",          "shared up gemm", "shared activation",
+                                            "shared down gemm", "moe router",     "moe experts",
+                                            "moe residual"};
+static_assert(std::size(kPhaseNames) == kResidualPhase + 1);
+
+// Scratch buffers, in the order of scratch_widths().
+enum Scratch : size_t { kXn, kSharedRows, kOut, kLogits, kRoutes, kGathered, kHidden, kExpertOut, kSums };
+
+bool granite(const ModelConfig& c) {
+  return c.family == ModelFamily::GraniteHybrid;
+}
+
+MoeParams moe_params(const ModelConfig& c) {
+  const MoeConfig& e = c.hybrid.moe;
+  return {c.d_model,
+          e.n_experts,
+          e.top_k,
+          e.width,
+          granite(c) ? Activation::SwiGlu : Activation::ReluSquared,
+          e.scoring,
+          e.normalize,
+          static_cast<float>(e.scale)};
+}
+
+// The shared MLP's width and activation: Granite's shared_mlp, or Nemotron-H's shared expert.
+int64_t shared_width(const ModelConfig& c) {
+  return granite(c) ? c.hybrid.mlp.width : c.hybrid.moe.shared_width;
+}
+
+int64_t rows_for(Activation activation, int64_t width) {
+  return activation == Activation::SwiGlu ? 2 * width : width;
+}
+
+TensorSpec matrix_spec(std::string name, std::vector<int64_t> shape, double bound, std::string gguf) {
+  TensorSpec s;
+  s.name = std::move(name);
+  s.shape = std::move(shape);
+  s.role = s.shape.size() == 3 ? TensorRole::Experts : TensorRole::Matrix;
+  s.init = {TensorInit::Uniform, bound};
+  s.gguf = std::move(gguf);
+  return s;
+}
+
+TensorSpec bias_spec(std::string name, int64_t rows, bool wanted, std::string gguf) {
+  return {.name = std::move(name),
+          .shape = {rows},
+          .init = {TensorInit::Uniform, 0.1},
+          .wanted = wanted,
+          .gguf = std::move(gguf)};
+}
+
+}  // namespace
+
+std::vector<TensorSpec> MoeBlock::schema(const ModelConfig& c, const BlockSpec& block) {
+  const MoeParams p = moe_params(c);
+  const bool g = granite(c);
+  const int64_t d = c.d_model, E = p.n_experts, S = shared_width(c);
+  const Activation shared_activation = g ? Activation::SwiGlu : Activation::ReluSquared;
+  const bool bias = !g && c.hybrid.mlp.bias;
+  // Unit-variance products for unit-variance inputs; the down products write the residual stream
+  // and are scaled down by sqrt(n_layer), as the MLP's are (mlp_block.cc).
+  const double in_bound = std::sqrt(3.0 / static_cast<double>(d)), depth = std::sqrt(double(c.n_layer));
+  const double shared_down_bound = std::sqrt(3.0 / static_cast<double>(S)) / depth;
+  const double expert_down_bound = std::sqrt(3.0 / static_cast<double>(p.width)) / depth;
+
+  TensorSpec norm{.name = block.norm(), .shape = {d}, .gguf = block.gguf(block.names.gguf_norm)};
+  // Granite names its shared MLP beside block_sparse_moe; Nemotron-H inside the mixer. llama.cpp's
+  // files split Granite's fused gate | up matrices in two (ffn_gate_* and ffn_up_*), so those have
+  // no single GGUF name here.
+  const std::string shared = g ? block.names.prefix + "shared_mlp." : block.tensor("shared_experts.");
+  TensorSpec shared_up =
+      matrix_spec(shared + (g ? "input_linear.weight" : "up_proj.weight"),
+                  {rows_for(shared_activation, S), d}, in_bound, g ? "" : block.gguf("ffn_up_shexp.weight"));
+  TensorSpec shared_down = matrix_spec(shared + (g ? "output_linear.weight" : "down_proj.weight"), {d, S},
+                                       shared_down_bound, block.gguf("ffn_down_shexp.weight"));
+  shared_down.residual_output = true;
+  TensorSpec router = matrix_spec(block.tensor(g ? "router.layer.weight" : "gate.weight"), {E, d}, in_bound,
+                                  block.gguf("ffn_gate_inp.weight"));
+  router.keep_f32 = true;
+  // Nemotron-H's choice bias, kept in f32 as HF keeps it (_keep_in_fp32_modules_strict). Its
+  // spread is of the order of the sigmoid scores' differences, so it changes some choices.
+  TensorSpec correction{.name = block.tensor("gate.e_score_correction_bias"),
+                        .shape = {E},
+                        .init = {TensorInit::Uniform, 0.05},
+                        .wanted = p.scoring == MoeScoring::SigmoidBias,
+                        .keep_f32 = true,
+                        .gguf = block.gguf("exp_probs_b.bias")};
+  // Granite stores each kind of expert matrix stacked ([E, rows, cols]); Nemotron-H's checkpoints
+  // one tensor per expert, and transformers' own saves stacked under the module's parameter name.
+  TensorSpec up = matrix_spec(block.tensor(g ? "input_linear.weight" : "experts.up_proj"),
+                              {E, p.up_rows(), d}, in_bound, g ? "" : block.gguf("ffn_up_exps.weight"));
+  TensorSpec down = matrix_spec(block.tensor(g ? "output_linear.weight" : "experts.down_proj"),
+                                {E, d, p.width}, expert_down_bound, block.gguf("ffn_down_exps.weight"));
+  down.residual_output = true;
+  if (!g) {
+    up.expert_name = block.tensor("experts.{e}.up_proj.weight");
+    down.expert_name = block.tensor("experts.{e}.down_proj.weight");
+  }
+  return {norm,
+          shared_up,
+          bias_spec(shared + "up_proj.bias", rows_for(shared_activation, S), bias,
+                    block.gguf("ffn_up_shexp.bias")),
+          shared_down,
+          bias_spec(shared + "down_proj.bias", d, bias, block.gguf("ffn_down_shexp.bias")),
+          router,
+          correction,
+          up,
+          down};
+}
+
+MoeBlock::MoeBlock(const ModelConfig& c, const BlockSpec& spec, WeightBinder& binder)
+    : Block(BlockKind::Moe, spec),
+      params_(moe_params(c)),
+      shared_width_(shared_width(c)),
+      shared_activation_(granite(c) ? Activation::SwiGlu : Activation::ReluSquared),
+      norm_eps_(c.norm_eps),
+      residual_multiplier_(static_cast<float>(c.hybrid.residual_multiplier)) {
+  weights_ = bind_weights(binder, schema(c, spec));
+}
+
+std::vector<int64_t> MoeBlock::scratch_widths() const {
+  const int64_t d = params_.d_model;
+  return {d,
+          rows_for(shared_activation_, shared_width_),
+          d,
+          params_.n_experts,
+          2 * params_.top_k,
+          d,
+          params_.up_rows(),
+          d,
+          d};
+}
+
+std::span<const std::string_view> MoeBlock::phase_names() const {
+  return kPhaseNames;
+}
+
+std::vector<OpQuery> MoeBlock::ops() const {
+  return {{OpKind::RmsNorm},
+          {OpKind::Matmul, weight(kSharedUp).host_matrix.dtype},
+          {OpKind::Matmul, weight(kSharedDown).host_matrix.dtype},
+          {OpKind::Glu},
+          {OpKind::Moe, weight(kExpertsUp).host_experts.front().dtype},
+          {OpKind::Moe, weight(kExpertsDown).host_experts.front().dtype},
+          {OpKind::Scale}};
+}
+
+void MoeBlock::forward(LayerContext& ctx) const {
+  const Backend& be = ctx.backend;
+  Stream& s = ctx.stream;
+  const int64_t m = ctx.m, d = params_.d_model;
+  const View xn = ctx.scratch[kXn], shared = ctx.scratch[kSharedRows], out = ctx.scratch[kOut];
+  const NormSegment norm{0, d, values(kNorm)};
+  be.rms_norm(s, {ctx.hidden, m, std::span(&norm, 1), norm_eps_, xn, phase(kNormPhase)});  // [m, d]
+  be.matmul(s, {xn,
+                m,
+                matrix(kSharedUp),
+                values(kSharedUpBias),
+                shared,
+                false,
+                false,
+                {},
+                phase(kSharedUpPhase)});  // -> [m, shared up rows]
+  be.glu(s, {shared, m, shared_width_, shared_activation_, shared, phase(kSharedActivationPhase)});
+  be.matmul(s, {shared,
+                m,
+                matrix(kSharedDown),
+                values(kSharedDownBias),
+                out,
+                false,
+                false,
+                {},
+                phase(kSharedDownPhase)});  // -> [m, d]
+  MoeOp moe;
+  moe.params = params_;
+  moe.x = xn;
+  moe.m = m;
+  moe.router = matrix(kRouter);
+  moe.correction_bias = values(kCorrectionBias);
+  moe.up = weight(kExpertsUp).experts;
+  moe.down = weight(kExpertsDown).experts;
+  moe.y = out;  // f = shared + experts
+  moe.accumulate = true;
+  moe.logits = ctx.scratch[kLogits];
+  moe.routes = ctx.scratch[kRoutes];
+  moe.rows = ctx.scratch[kGathered];
+  moe.hidden = ctx.scratch[kHidden];
+  moe.out = ctx.scratch[kExpertOut];
+  moe.acc = ctx.scratch[kSums];
+  moe.router_phase = phase(kRouterPhase);
+  moe.phase = phase(kExpertsPhase);
+  be.moe(s, moe);
+  // h + f * residual_multiplier, as the reference adds a scaled branch (a multiplier of 1 is exact).
+  be.scale(s, {out, m, d, residual_multiplier_, true, ctx.hidden, phase(kResidualPhase)});
+}
+
+}  // namespace mb

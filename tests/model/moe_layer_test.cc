@@ -1,0 +1,232 @@
+// A whole mixture-of-experts layer against a plain double-precision reference written from the
+// checkpoint's own tensors (Granite's stacked input_linear with each expert's gate rows first,
+// Nemotron-H's per-expert up/down tensors and its correction bias): the logits of one-layer models
+// over every position of a prompt, with top-k 1 and 6, more experts than the prompt's rows x top-k
+// (experts no row chooses), expert counts and widths that are multiples of nothing.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/hybrid_configs.h"
+#include "common/model_fixture.h"
+#include "common/test_util.h"
+#include "io/safetensors.h"
+#include "ops/quant.h"
+
+namespace mb {
+namespace {
+
+using Vec = std::vector<double>;
+
+class Tensors {
+ public:
+  explicit Tensors(const std::string& dir) : set_(TensorSet::open_dir(dir)) {}
+  Vec operator()(const std::string& name) const {
+    const StoredTensor* t = set_.find(name);
+    EXPECT_NE(t, nullptr) << name;
+    if (t == nullptr) return {};
+    std::vector<float> values(static_cast<size_t>(t->element_count()));
+    dequantize_row(*t->dtype, t->data, t->element_count(), values.data());
+    return Vec(values.begin(), values.end());
+  }
+
+ private:
+  TensorSet set_;
+};
+
+// y = W x for W [rows, cols] row-major, starting at row `first` of `w`.
+Vec product(const Vec& w, const Vec& x, int64_t rows, int64_t first = 0) {
+  const int64_t cols = static_cast<int64_t>(x.size());
+  Vec y(rows, 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) y[r] += w[(first + r) * cols + c] * x[c];
+  return y;
+}
+
+Vec rms_norm(const Vec& x, const Vec& weight, double eps) {
+  double sum = 0.0;
+  for (double v : x) sum += v * v;
+  const double inv = 1.0 / std::sqrt(sum / static_cast<double>(x.size()) + eps);
+  Vec y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * weight[i];
+  return y;
+}
+
+double silu(double v) {
+  return v / (1.0 + std::exp(-v));
+}
+
+// SwiGLU of a [2 W] product (gate | up), or ReLU^2 of a [W] one.
+Vec activate(const Vec& up, bool swiglu) {
+  const size_t w = swiglu ? up.size() / 2 : up.size();
+  Vec h(w);
+  for (size_t i = 0; i < w; ++i) h[i] = swiglu ? silu(up[i]) * up[w + i] : std::pow(std::max(up[i], 0.0), 2);
+  return h;
+}
+
+// The chosen experts: largest scores first, ties to the lower index.
+std::vector<int64_t> top_k(const Vec& scores, int64_t k) {
+  std::vector<int64_t> order(scores.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return scores[a] > scores[b]; });
+  order.resize(k);
+  return order;
+}
+
+// f = shared(x) + sum_j w_j expert_j(x), as each family's modeling code computes it.
+Vec moe_layer(const ModelConfig& c, const Tensors& t, const std::string& p, const Vec& x) {
+  const bool granite = c.family == ModelFamily::GraniteHybrid;
+  const MoeConfig& e = c.hybrid.moe;
+  const int64_t d = c.d_model, I = e.width;
+  const std::string shared = granite ? p + "shared_mlp." : p + "mixer.shared_experts.";
+  const int64_t S = granite ? c.hybrid.mlp.width : e.shared_width;
+  Vec f = product(t(shared + (granite ? "output_linear.weight" : "down_proj.weight")),
+                  activate(product(t(shared + (granite ? "input_linear.weight" : "up_proj.weight")), x,
+                                   granite ? 2 * S : S),
+                           granite),
+                  d);
+  const Vec logits = product(
+      t(granite ? p + "block_sparse_moe.router.layer.weight" : p + "mixer.gate.weight"), x, e.n_experts);
+  std::vector<int64_t> chosen;
+  Vec weights;
+  if (granite) {  // softmax over the top logits
+    chosen = top_k(logits, e.top_k);
+    double sum = 0.0;
+    for (int64_t j : chosen) sum += std::exp(logits[j] - logits[chosen[0]]);
+    for (int64_t j : chosen) weights.push_back(std::exp(logits[j] - logits[chosen[0]]) / sum);
+  } else {  // sigmoid, chosen with the correction bias, renormalized, scaled
+    const Vec bias = t(p + "mixer.gate.e_score_correction_bias");
+    Vec s(e.n_experts), choice(e.n_experts);
+    for (int64_t i = 0; i < e.n_experts; ++i) {
+      s[i] = 1.0 / (1.0 + std::exp(-logits[i]));
+      choice[i] = s[i] + bias[i];
+    }
+    chosen = top_k(choice, e.top_k);
+    double sum = 0.0;
+    for (int64_t j : chosen) sum += s[j];
+    for (int64_t j : chosen) weights.push_back(s[j] / (sum + 1e-20) * e.scale);
+  }
+  const Vec up_all = granite ? t(p + "block_sparse_moe.input_linear.weight") : Vec{};
+  const Vec down_all = granite ? t(p + "block_sparse_moe.output_linear.weight") : Vec{};
+  for (size_t j = 0; j < chosen.size(); ++j) {
+    const int64_t ex = chosen[j];
+    Vec out;
+    if (granite) {  // expert ex's [2 I, d] rows of the stacked tensor: gate rows first, then up
+      const Vec h = activate(product(up_all, x, 2 * I, ex * 2 * I), true);
+      out = product(down_all, h, d, ex * d);
+    } else {
+      const std::string name = p + "mixer.experts." + std::to_string(ex) + ".";
+      out = product(t(name + "down_proj.weight"), activate(product(t(name + "up_proj.weight"), x, I), false),
+                    d);
+    }
+    for (int64_t i = 0; i < d; ++i) f[i] += weights[j] * out[i];
+  }
+  return f;
+}
+
+// Granite layer 0's attention ("*"): causal over the positions so far, no positional encoding.
+std::vector<Vec> attention(const ModelConfig& c, const Tensors& t, const std::vector<Vec>& xs) {
+  const AttentionConfig& a = c.hybrid.attention;
+  const std::string p = "model.layers.0.self_attn.";
+  const int64_t hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
+  std::vector<Vec> q, k, v, out;
+  for (const Vec& x : xs) {
+    q.push_back(product(t(p + "q_proj.weight"), x, a.n_heads * hd));
+    k.push_back(product(t(p + "k_proj.weight"), x, a.n_kv_heads * hd));
+    v.push_back(product(t(p + "v_proj.weight"), x, a.n_kv_heads * hd));
+  }
+  for (size_t pos = 0; pos < xs.size(); ++pos) {
+    Vec y(a.n_heads * hd, 0.0);
+    for (int64_t h = 0; h < a.n_heads; ++h) {
+      const int64_t kv = (h / group) * hd;
+      Vec s(pos + 1);
+      for (size_t j = 0; j <= pos; ++j) {
+        for (int64_t i = 0; i < hd; ++i) s[j] += q[pos][h * hd + i] * k[j][kv + i];
+        s[j] *= a.scale;
+      }
+      const double peak = *std::max_element(s.begin(), s.end());
+      double sum = 0.0;
+      for (double& w : s) sum += w = std::exp(w - peak);
+      for (size_t j = 0; j <= pos; ++j)
+        for (int64_t i = 0; i < hd; ++i) y[h * hd + i] += s[j] / sum * v[j][kv + i];
+    }
+    out.push_back(product(t(p + "o_proj.weight"), y, c.d_model));
+  }
+  return out;
+}
+
+// The logits of a one-layer model ("E" for Nemotron-H, "*" for Granite) at every position.
+std::vector<float> reference_logits(const ModelConfig& c, const std::string& dir,
+                                    const std::vector<int32_t>& tokens) {
+  const Tensors t(dir);
+  const bool granite = c.family == ModelFamily::GraniteHybrid;
+  const int64_t d = c.d_model, V = c.vocab_size;
+  const Vec embedding = t(granite ? "model.embed_tokens.weight" : "backbone.embeddings.weight");
+  const Vec head = granite ? embedding : t("lm_head.weight");
+  const double eps = c.norm_eps, residual = c.hybrid.residual_multiplier;
+  std::vector<Vec> hs;
+  for (int32_t token : tokens) {
+    Vec h(embedding.begin() + token * d, embedding.begin() + (token + 1) * d);
+    for (double& v : h) v *= c.hybrid.embedding_multiplier;
+    hs.push_back(h);
+  }
+  const std::string p = granite ? "model.layers.0." : "backbone.layers.0.";
+  if (granite) {
+    std::vector<Vec> xs;
+    for (const Vec& h : hs) xs.push_back(rms_norm(h, t(p + "input_layernorm.weight"), eps));
+    const std::vector<Vec> y = attention(c, t, xs);
+    for (size_t i = 0; i < hs.size(); ++i)
+      for (int64_t j = 0; j < d; ++j) hs[i][j] += y[i][j] * residual;
+  }
+  const Vec norm = t(p + (granite ? "post_attention_layernorm.weight" : "norm.weight"));
+  const Vec norm_f = t(granite ? "model.norm.weight" : "backbone.norm_f.weight");
+  std::vector<float> logits;
+  for (Vec& h : hs) {
+    const Vec f = moe_layer(c, t, p, rms_norm(h, norm, eps));
+    for (int64_t j = 0; j < d; ++j) h[j] += f[j] * residual;
+    const Vec out = product(head, rms_norm(h, norm_f, eps), V);
+    for (double v : out) logits.push_back(static_cast<float>(v / c.hybrid.logits_scaling));
+  }
+  return logits;
+}
+
+struct LayerShape {
+  std::string name;
+  ModelConfig config;
+};
+
+// gtest prints a shape as its name.
+void PrintTo(const LayerShape& s, std::ostream* os) {
+  *os << s.name;
+}
+
+class MoeLayer : public ::testing::TestWithParam<LayerShape> {};
+
+TEST_P(MoeLayer, LogitsMatchTheDoubleReference) {
+  MakeModelOptions o;
+  o.config = GetParam().config;
+  o.seed = 41;
+  const std::string dir = test::write_model(o, "moe_layer");
+  const auto model = Model::load(dir);
+  const auto tokens = test::random_tokens(12, model->config().vocab_size, 8);
+  SequenceState state = model->new_state();
+  const auto got =
+      test::prefill(*model, ComputeContext{2, best_isa()}, tokens, state, {OutputKind::LogitsAll, 0});
+  const auto expected = reference_logits(model->config(), dir, tokens);
+  ASSERT_EQ(got.size(), expected.size());
+  const double error = test::max_abs_diff(got, expected) / test::max_abs(expected);
+  EXPECT_LE(error, 1e-5);
+  std::printf("[ moe layer ] %s: max|diff|/max|ref| = %.3g\n", GetParam().name.c_str(), error);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, MoeLayer,
+    ::testing::Values(LayerShape{"granite_top6_of_9", test::granite_moe_config("*", 9, 6, 20)},
+                      LayerShape{"granite_top1_of_16", test::granite_moe_config("*", 16, 1, 12)},
+                      LayerShape{"nemotron_top6_of_7", test::nemotron_moe_config("E", 7, 6, 24)},
+                      LayerShape{"nemotron_top1_of_16", test::nemotron_moe_config("E", 16, 1, 20)}),
+    [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace mb
