@@ -10,7 +10,9 @@
 # Environment:
 #   MB_GPU_CHECK_SMALL=1  the lavapipe smoke test: the tiny preset, T = 64 and 128, few tokens,
 #                         no 370m model, and the "2.7b shape" cut to 512 wide (a CPU device would
-#                         need an hour for the full sizes)
+#                         need an hour for the full sizes); the tiny preset is 64 wide, so its
+#                         --dtype q4_k load falls back to Q8_0 (the table shows the dtype bench
+#                         reports) and only the 512-wide model runs Q4_K
 #   MB_GPU_CHECK_DEVICE   the device flag (default vulkan:0)
 #   MB_GPU_CHECK_SKIP_BUILD=1  use an existing build
 # On a lent machine without the build packages: build here (`cmake -B build-gpu -DMB_VULKAN=ON
@@ -142,6 +144,9 @@ for line in open(sys.argv[1]):
     except ValueError:
         continue
     t, batch, scan = int(t[2:]), int(batch[6:]), scan[5:]
+    # The dtype the matrices took: a K-quant needs widths that are multiples of 256, so the tiny
+    # preset (64 wide) asked for q4_k runs in q8_0, and bench says so.
+    dtype = r.get("dtype", dtype)
     prefill, decode = r["prefill_tok_s"], r["decode_tok_s"]
     us = 1e6 / prefill if prefill > 0 else float("inf")
     target = ""

@@ -188,9 +188,9 @@ TEST_F(VulkanQuantPieces, MatricesCutIntoPiecesGiveTheCpuBits) {
   LoadOptions quantized;
   quantized.weight_dtype = DType::Q4_K;
   auto cpu = Model::load(dir, quantized), cut = Model::load(dir, quantized);
-  setenv("MB_VULKAN_VALIDATION", "1", 1);
   vulkan::ContextOptions context;
   context.device_index = ctx().info().index;
+  context.validation = true;  // under the validation layer where it is installed, as every device test
   auto backend = std::make_shared<vulkan::VulkanBackend>(context, 3 * 16 * sizeof(BlockQ4_K));
   cut->set_backend(backend);
   const auto tokens = test::random_tokens(11, kVocab, 32);
