@@ -1,6 +1,7 @@
 // make-model's mixture-of-experts hybrids end to end: the flags, the config.json transformers
-// reads, prefill and decode steps of the made folder giving the same bits through `logits`, and
-// one-line refusals of inconsistent expert flags.
+// reads, prefill and decode steps of the made folder giving the same bits through `logits`,
+// generate, run and bench on it, and one-line refusals of inconsistent expert flags (serve:
+// tests/server/serve_test.cc).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -55,6 +56,17 @@ TEST(CliMoe, MakeModelWritesMixtureOfExpertsHybridsThatLogitsRunExactly) {
     const auto prefill = read_npy_f32(dir + "/" + name + "_prefill.npy", shape);
     EXPECT_EQ(shape, (std::vector<int64_t>{9, 301}));
     EXPECT_TRUE(test::same_bits(prefill, read_npy_f32(dir + "/" + name + "_steps.npy", shape)));
+    // The other commands a user runs on a checkpoint.
+    const std::string m = " -m " + model + " ";
+    const test::CliOutput generated = run_cli("generate" + m + "--tokens 1,2,3 -n 6 --ignore-eos");
+    ASSERT_EQ(generated.status, 0) << generated.err;
+    EXPECT_FALSE(generated.out.empty());
+    const test::CliOutput run = run_cli("run" + m + "-p 'Once upon a time' -n 8 --seed 4 --ignore-eos");
+    ASSERT_EQ(run.status, 0) << run.err;
+    EXPECT_EQ(run.out.rfind("Once upon a time", 0), 0u) << run.out;
+    const test::CliOutput bench = run_cli("bench" + m + "--prompt-len 8 --gen-len 2 --repeats 1 --json");
+    ASSERT_EQ(bench.status, 0) << bench.err;
+    EXPECT_TRUE(nlohmann::json::parse(bench.out, nullptr, false).is_object()) << bench.out;
   }
 }
 

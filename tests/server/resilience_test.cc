@@ -123,7 +123,10 @@ std::string list_of(const std::string& object, int count) {
 
 // The issue's reproducer: 200k small objects in a 3 MB body got no answer in 120 s, and a core
 // stayed busy after the client left, because parsing was quadratic in the number of objects.
-TEST(ServeResilience, AThreeMegabyteBodyOfSmallObjectsIsAnsweredWithinASecond) {
+// The bounds are wall-clock seconds for a server process, which a loaded two-core runner slows
+// several times over (1.0-2.2 s seen for a 0.3 s answer): 3 s is still 40 times under the
+// quadratic parser's time.
+TEST(ServeResilience, AThreeMegabyteBodyOfSmallObjectsIsAnsweredWithinSeconds) {
   ServerProcess server(server_test_model(), "-t 1");
   ASSERT_GT(server.port(), 0);
   httplib::Client client("127.0.0.1", server.port());
@@ -137,7 +140,7 @@ TEST(ServeResilience, AThreeMegabyteBodyOfSmallObjectsIsAnsweredWithinASecond) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
   EXPECT_NE(res->body.find("more than 131072 arrays and objects"), std::string::npos) << res->body;
-  EXPECT_LT(seconds, test::scaled_seconds(1.0));
+  EXPECT_LT(seconds, test::scaled_seconds(3.0));
   // Within the limit, in a field the API ignores: parsed whole, and the request is served.
   const std::string parsed = R"({"prompt": "hi", "max_tokens": 1, "ignored": )" +
                              list_of(R"({"key":"value","n":123456})", 120000) + "}";
@@ -148,7 +151,7 @@ TEST(ServeResilience, AThreeMegabyteBodyOfSmallObjectsIsAnsweredWithinASecond) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200) << res->body;
   EXPECT_EQ(json::parse(res->body)["usage"]["completion_tokens"], 1);
-  EXPECT_LT(seconds, test::scaled_seconds(1.0));
+  EXPECT_LT(seconds, test::scaled_seconds(3.0));
   EXPECT_EQ(server.terminate(), 0);
 }
 
