@@ -92,7 +92,6 @@ std::vector<TensorSpec> MoeBlock::schema(const ModelConfig& c, const BlockSpec& 
                   {rows_for(shared_activation, S), d}, in_bound, g ? "" : block.gguf("ffn_up_shexp.weight"));
   TensorSpec shared_down = matrix_spec(shared + (g ? "output_linear.weight" : "down_proj.weight"), {d, S},
                                        shared_down_bound, block.gguf("ffn_down_shexp.weight"));
-  shared_down.residual_output = true;
   TensorSpec router = matrix_spec(block.tensor(g ? "router.layer.weight" : "gate.weight"), {E, d}, in_bound,
                                   block.gguf("ffn_gate_inp.weight"));
   router.keep_f32 = true;
@@ -110,7 +109,6 @@ std::vector<TensorSpec> MoeBlock::schema(const ModelConfig& c, const BlockSpec& 
                               {E, p.up_rows(), d}, in_bound, g ? "" : block.gguf("ffn_up_exps.weight"));
   TensorSpec down = matrix_spec(block.tensor(g ? "output_linear.weight" : "experts.down_proj"),
                                 {E, d, p.width}, expert_down_bound, block.gguf("ffn_down_exps.weight"));
-  down.residual_output = true;
   if (!g) {
     up.expert_name = block.tensor("experts.{e}.up_proj.weight");
     down.expert_name = block.tensor("experts.{e}.down_proj.weight");
