@@ -15,9 +15,9 @@
 # (bench/serve_bench.sh, bf16, 2 threads). bench/hybrid_table.py renders the tables.
 #
 #   bench/hybrid_bench.sh [BUILD_DIR] [MODELS_DIR] [OUT_DIR]
-# Environment: MODELS_ONLY=1 (make the checkpoints and stop), DTYPES ("bf16 q4_k"), NAMES
-# ("micro tiny nemo"), ROUNDS (per length, "3,1,1"), FOLLOWUP=0 (skip the served follow-up),
-# MICRO / TINY / NEMO (use these checkpoint folders instead of MODELS_DIR's).
+# Environment: MODELS_ONLY=1 (make the checkpoints and stop), NAMES ("micro tiny nemo"), PLAN
+# (lines "name dtype threads lengths rounds [tag]", default below), FOLLOWUP=0 (skip the served
+# follow-up), MICRO / TINY / NEMO (use these checkpoint folders instead of MODELS_DIR's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -58,21 +58,32 @@ done
 } >"$out/machine.txt"
 "$build/bench/bandwidth_probe" 1024 2 >"$out/bandwidth-start.txt"
 
-for name in $names; do
-  for dtype in ${DTYPES:-bf16 q4_k}; do
-    echo "hybrid_bench: $name $dtype ($(uptime | sed 's/.*load/load/'))" >&2
-    "$build/bench/hybrid_bench" --model "${dir[$name]}" --dtype "$dtype" --threads 1,2 \
-      --lengths 512,2048,8192 --rounds "${ROUNDS:-3,1,1}" --gen-len 16 --step-tokens 16 \
-      >"$out/$name-$dtype.jsonl"
-    uptime >>"$out/load.txt"
-  done
-done
+# What each model and weight type measures: thread counts, lengths and rounds per length (the
+# 2-core machine's hour does not hold every length at both thread counts for every case, so the
+# long prefills run where the table shows them). One hybrid_bench call per line loads the model
+# once; its output goes to NAME-DTYPE[-TAG].jsonl.
+default_plan="micro bf16 1,2 512,2048,8192 3,1,1
+micro q4_k 1,2 512,2048 3,1
+tiny bf16 1,2 512,2048 3,1
+tiny bf16 1 8192 1 long
+tiny q4_k 1,2 512,2048 3,1
+nemo bf16 1,2 512 2 short
+nemo bf16 1 2048,8192 1,1 long
+nemo q4_k 1,2 512 2 short
+nemo q4_k 1 2048 1 long"
+while read -r name dtype threads lengths rounds tag; do
+  case " $names " in *" $name "*) ;; *) continue ;; esac
+  echo "hybrid_bench: $name $dtype threads $threads T $lengths ($(uptime | sed 's/.*load/load/'))" >&2
+  "$build/bench/hybrid_bench" --model "${dir[$name]}" --dtype "$dtype" --threads "$threads" \
+    --lengths "$lengths" --rounds "$rounds" --gen-len 16 --step-tokens 16 >"$out/$name-$dtype${tag:+-$tag}.jsonl"
+  uptime >>"$out/load.txt"
+done <<<"${PLAN:-$default_plan}"
 
 if [ "${FOLLOWUP:-1}" = 1 ]; then
   for name in $names; do
     echo "serve_bench: $name follow-up ($(uptime | sed 's/.*load/load/'))" >&2
     MODEL=${dir[$name]} THREADS=2 SERVE_ARGS="--dtype bf16 --cache-mb 1024" bench/serve_bench.sh "$build" -- \
-      --streams "" --context 2000 --repeats 3 --json | sed -n '/^{/,$p' >"$out/$name-followup.json"
+      --streams "" --context 2000 --repeats "$([ "$name" = nemo ] && echo 2 || echo 3)" --json | sed -n '/^{/,$p' >"$out/$name-followup.json"
   done
 fi
 "$build/bench/bandwidth_probe" 1024 2 >"$out/bandwidth-end.txt"

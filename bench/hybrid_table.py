@@ -33,7 +33,7 @@ def bandwidth(out):
 def load_runs(out):
     runs = {}
     for path in sorted(glob.glob(os.path.join(out, "*-*.jsonl"))):
-        name, dtype = os.path.basename(path)[:-6].split("-", 1)
+        name, dtype = os.path.basename(path)[:-6].split("-")[:2]  # NAME-DTYPE[-TAG].jsonl
         for line in open(path):
             if line.startswith("{"):
                 r = json.loads(line)
