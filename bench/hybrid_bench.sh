@@ -66,10 +66,10 @@ default_plan="micro bf16 1,2 512,2048,8192 3,1,1
 micro q4_k 1,2 512,2048 3,1
 tiny bf16 1,2 512,2048 3,1
 tiny bf16 1 8192 1 long
-tiny q4_k 1,2 512,2048 3,1
-nemo bf16 1,2 512 2 short
+tiny q4_k 1,2 512,2048 2,1
+nemo bf16 1,2 512 1 short
 nemo bf16 1 2048,8192 1,1 long
-nemo q4_k 1,2 512 2 short
+nemo q4_k 1,2 512 1 short
 nemo q4_k 1 2048 1 long"
 while read -r name dtype threads lengths rounds tag; do
   case " $names " in *" $name "*) ;; *) continue ;; esac
