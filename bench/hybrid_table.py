@@ -17,12 +17,9 @@ NAMES = {"micro": "H-Micro (10 of 40 layers)", "tiny": "H-Tiny MoE (10 of 40 lay
 
 
 def bandwidth(out):
-    """Read bandwidth by thread count: the mean of the probe's runs before and after."""
+    """Read bandwidth by thread count: the mean of the probe's runs (bandwidth*.txt, in name order)."""
     found = {}
-    for name in ("bandwidth-start.txt", "bandwidth-end.txt"):
-        path = os.path.join(out, name)
-        if not os.path.exists(path):
-            continue
+    for path in sorted(glob.glob(os.path.join(out, "bandwidth*.txt"))):
         for line in open(path):
             m = re.match(r"threads (\d+): read bandwidth ([\d.]+) GB/s", line)
             if m:
@@ -58,7 +55,7 @@ def main():
     dtypes = sorted({k[1] for k in runs})
     threads = sorted({k[2] for k in runs})
     lengths = sorted({k[3] for k in runs})
-    print("Read bandwidth (bandwidth_probe 1024 2, before / after): " +
+    print("Read bandwidth (bandwidth_probe 1024 2, each run): " +
           "; ".join(f"{t} thread{'s' if t > 1 else ''} {' / '.join(f'{v:.2f}' for v in probes[t])} GB/s"
                     for t in sorted(probes)))
     print()
@@ -71,6 +68,8 @@ def main():
     for n in models:
         for d in dtypes:
             for t in threads:
+                if not any(k[:3] == (n, d, t) for k in runs):
+                    continue
                 cells = []
                 for T in lengths:
                     rows = runs.get((n, d, t, T), [])
