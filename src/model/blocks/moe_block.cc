@@ -170,6 +170,14 @@ std::vector<OpQuery> MoeBlock::ops() const {
           {OpKind::Scale}};
 }
 
+size_t MoeBlock::step_matrix_bytes() const {
+  size_t bytes = 0;
+  for (const Weight& w : weights_) bytes += packed_bytes(w.host_matrix);
+  for (const Tensor experts : {kExpertsUp, kExpertsDown})
+    bytes += static_cast<size_t>(params_.top_k) * packed_bytes(weight(experts).host_experts.front());
+  return bytes;
+}
+
 void MoeBlock::forward(LayerContext& ctx) const {
   const Backend& be = ctx.backend;
   Stream& s = ctx.stream;
