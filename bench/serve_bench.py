@@ -8,7 +8,8 @@ server and runs this):
      cached (the conversation's turn was just served, so its state is in the prefix cache) and
      cold (the same conversation with a different first line, so nothing is cached).
 
-Usage: serve_bench.py --port P [--streams 1,4,8,16] [--tokens 128] [--context 2000] [--repeats 3] [--json]"""
+Usage: serve_bench.py --port P [--streams 1,4,8,16] [--tokens 128] [--context 2000] [--repeats 3] [--json]
+(--streams "" skips the throughput runs.)"""
 
 import argparse
 import http.client
@@ -161,7 +162,8 @@ def main():
     client = Client(args.port)
     client.post("/v1/completions", {"prompt": "warm up", "max_tokens": 4})
     results = {"throughput": [], "follow_up": None}
-    for streams in [int(s) for s in args.streams.split(",")]:
+    # --streams "" measures the follow-up turn alone.
+    for streams in [int(s) for s in args.streams.split(",") if s]:
         row = throughput(client, streams, args.tokens)
         results["throughput"].append(row)
         if not args.json:

@@ -6,7 +6,8 @@
 #
 #   bench/serve_bench.sh [BUILD_DIR] [-- serve_bench.py options]
 #   e.g. bench/serve_bench.sh build -- --tokens 64 --json
-# Environment: MODEL (checkpoint folder), THREADS (-t, default 0 = all cores), PRESET (130m).
+# Environment: MODEL (checkpoint folder), THREADS (-t, default 0 = all cores), PRESET (130m),
+# SERVE_ARGS (more `serve` options, e.g. "--dtype q4_k --cache-mb 1024").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -20,7 +21,7 @@ if [ ! -f "$model/config.json" ]; then
 fi
 log=$(mktemp -d)/serve.log
 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE} "$cli" serve -m "$model" --host 127.0.0.1 --port 0 \
-  -np 16 -t "${THREADS:-0}" --max-queue 64 >"$log" 2>&1 &
+  -np 16 -t "${THREADS:-0}" --max-queue 64 ${SERVE_ARGS:-} >"$log" 2>&1 &
 server=$!
 trap 'kill "$server" 2>/dev/null || true' EXIT
 port=""

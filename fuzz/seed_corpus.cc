@@ -290,42 +290,52 @@ void chat_template_seeds(const fs::path& out, const fs::path& data_dir) {
 
 // Tiny hybrids as f32 GGUF files: Granite-4.0-H (granitehybrid: an attention and a Mamba-2
 // layer, each with its shared MLP; per-layer head_count_kv) and Nemotron-H (nemotron_h: Mamba-2,
-// attention and MLP layers; per-layer head_count_kv and feed_forward_length).
+// attention and MLP layers; per-layer head_count_kv and feed_forward_length), each also with
+// experts (granitehybrid's ffn_*_exps and *_shexp beside every layer; nemotron_h_moe's E layer of
+// stacked experts, a shared expert and the router's exp_probs_b).
 void hybrid_gguf_seeds(const fs::path& out, const fs::path& scratch) {
-  for (const bool granite : {true, false}) {
-    mb::ModelConfig c;
-    c.family = granite ? mb::ModelFamily::GraniteHybrid : mb::ModelFamily::NemotronH;
-    c.arch = mb::Architecture::Mamba2;
-    c.d_model = 16;
-    c.vocab_size = 64;
-    c.tie_embeddings = granite;
-    c.ssm.d_state = 4;
-    c.ssm.d_conv = 4;
-    c.ssm.expand = 2;
-    c.ssm.d_inner = 32;
-    c.ssm.headdim = 8;
-    c.ssm.ngroups = granite ? 1 : 2;
-    c.ssm.chunk_size = 8;
-    mb::HybridConfig& h = c.hybrid;
-    h.pattern = granite ? "*M" : "M*-";
-    c.n_layer = static_cast<int64_t>(h.pattern.size());
-    h.attention = {2, 1, 8, granite ? 0.125 : 1.0 / std::sqrt(8.0), false};
-    h.mlp = {16, granite ? mb::Activation::SwiGlu : mb::Activation::ReluSquared, false};
-    if (granite) {
-      h.embedding_multiplier = 12.0;
-      h.residual_multiplier = 0.25;
-      h.logits_scaling = 4.0;
+  for (const bool granite : {true, false})
+    for (const bool experts : {false, true}) {
+      mb::ModelConfig c;
+      c.family = granite ? mb::ModelFamily::GraniteHybrid : mb::ModelFamily::NemotronH;
+      c.arch = mb::Architecture::Mamba2;
+      c.d_model = 16;
+      c.vocab_size = 64;
+      c.tie_embeddings = granite;
+      c.ssm.d_state = 4;
+      c.ssm.d_conv = 4;
+      c.ssm.expand = 2;
+      c.ssm.d_inner = 32;
+      c.ssm.headdim = 8;
+      c.ssm.ngroups = granite ? 1 : 2;
+      c.ssm.chunk_size = 8;
+      mb::HybridConfig& h = c.hybrid;
+      h.pattern = granite ? "*M" : experts ? "M*E" : "M*-";
+      c.n_layer = static_cast<int64_t>(h.pattern.size());
+      h.attention = {2, 1, 8, granite ? 0.125 : 1.0 / std::sqrt(8.0), false};
+      h.mlp = {16, granite ? mb::Activation::SwiGlu : mb::Activation::ReluSquared, false};
+      if (granite) {
+        h.embedding_multiplier = 12.0;
+        h.residual_multiplier = 0.25;
+        h.logits_scaling = 4.0;
+      }
+      // Three experts of 8, two chosen; Nemotron-H's shared expert 16 wide (Granite's is its MLP).
+      if (experts)
+        h.moe = granite ? mb::MoeConfig{3, 2, 8, 0, mb::MoeScoring::SoftmaxTopK, false, 1.0}
+                        : mb::MoeConfig{3, 2, 8, 16, mb::MoeScoring::SigmoidBias, true, 2.5};
+      const std::string name = std::string(granite   ? "granitehybrid"
+                                           : experts ? "nemotron_h_moe"
+                                                     : "nemotron_h") +
+                               (granite && experts ? "_experts" : "");
+      const fs::path model = scratch / ("gguf_" + name);
+      mb::MakeModelOptions options;
+      options.config = c;
+      options.write_tokenizer = false;
+      mb::make_model(model.string(), options);
+      const fs::path file = scratch / (name + "_f32.gguf");
+      mb::convert_to_gguf(model.string(), file.string(), mb::GgufFileType::F32);
+      write_bytes(out / file.filename(), read_bytes(file.string()));
     }
-    const std::string name = granite ? "granitehybrid" : "nemotron_h";
-    const fs::path model = scratch / ("gguf_" + name);
-    mb::MakeModelOptions options;
-    options.config = c;
-    options.write_tokenizer = false;
-    mb::make_model(model.string(), options);
-    const fs::path file = scratch / (name + "_f32.gguf");
-    mb::convert_to_gguf(model.string(), file.string(), mb::GgufFileType::F32);
-    write_bytes(out / file.filename(), read_bytes(file.string()));
-  }
 }
 
 // A tiny model as GGUF in f32 and bf16 (no tokenizer), the tiny hybrids, and a tensorless file

@@ -28,6 +28,8 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--chunk", args->options.chunk, "Prefill chunk (0 = whole prompt)")->capture_default_str();
   cmd->add_option("--repeats", args->options.repeats, "Timed repeats (medians reported)")
       ->capture_default_str();
+  cmd->add_option("--warmups", args->options.warmups, "Untimed runs before the timed repeats")
+      ->capture_default_str();
   cmd->add_option("--step-tokens", args->options.step_tokens,
                   "Prompt tokens fed through the step loop (default min(prompt-len, 128))");
   cmd->add_option("--scan", args->scan, "Mamba-2/Mamba-3 prefill form: sequential | chunked | auto")
@@ -51,6 +53,7 @@ void add_bench(CLI::App& app) {
     check_flag_range("--gen-len", o.gen_len, 1, kMaxLength);
     check_flag_range("--batch", o.batch, 1, 4096);
     check_flag_range("--repeats", o.repeats, 1, 1000);
+    check_flag_range("--warmups", o.warmups, 0, 1000);
     check_flag_range("--chunk", o.chunk, 0, INT64_MAX, "0 = the whole prompt");
     check_flag_range("--step-tokens", o.step_tokens, 0, INT64_MAX, "0 = min(prompt-len, 128)");
     check_flag_range("--ssd-chunk", o.ssd_chunk, 0, kMaxSsdChunk, "0 = the config's chunk_size");
@@ -79,6 +82,12 @@ void add_bench(CLI::App& app) {
                           {"prefill_speedup_vs_step", r.prefill_speedup},
                           {"load_s", load_s},
                           {"weight_bytes_per_token", model->matrix_bytes()},
+                          {"step_matrix_bytes", r.step_matrix_bytes},
+                          {"kv_bytes_per_position", r.kv_bytes_per_position},
+                          {"fixed_state_bytes", r.fixed_state_bytes},
+                          {"decode_read_bytes_per_token", r.decode_read_bytes},
+                          {"decode_read_gb_s", r.decode_read_bytes * r.decode_tok_s / 1e9},
+                          {"warmups", args->options.warmups},
                           {"batch", args->options.batch},
                           {"state_floats_per_sequence", model->state_floats()},
                           {"state_layout", model->state_layout().describe()},
@@ -111,10 +120,18 @@ void add_bench(CLI::App& app) {
                                                                   {"share", seconds / total}};
       }
       out["prefill_phases"] = phases;
+      nlohmann::json blocks = nlohmann::json::object();
+      for (const auto& [kind, share] : r.prefill_block_shares) blocks[kind] = share;
+      out["prefill_block_shares"] = blocks;
+      out["prefill_attention_core_share"] = r.prefill_attention_core_share;
       if (!args->json) {
         for (const auto& [name, value] : phases.items())
           std::printf("  %-30s %9.2f ms  %5.1f%%\n", name.c_str(), value["ms"].get<double>(),
                       100 * value["share"].get<double>());
+        std::printf("  by block:");
+        for (const auto& [kind, share] : r.prefill_block_shares)
+          std::printf(" %s %.1f%%", kind.c_str(), 100 * share);
+        std::printf(" (attention core %.1f%%)\n", 100 * r.prefill_attention_core_share);
       }
     }
     if (args->json) {
@@ -122,9 +139,10 @@ void add_bench(CLI::App& app) {
     } else {
       std::printf(
           "prefill %.1f tok/s | decode %.2f tok/s | step-loop prefill %.2f tok/s | speedup %.1fx | "
-          "%s weights %.1f MB streamed per token | load %.2f s\n",
+          "%s weights %.1f MB, %.1f MB read per decode step (%.2f GB/s) | load %.2f s\n",
           r.prefill_tok_s, r.decode_tok_s, r.step_prefill_tok_s, r.prefill_speedup,
-          std::string(dtype_name(model->matrix_dtype())).c_str(), model->matrix_bytes() / 1e6, load_s);
+          std::string(dtype_name(model->matrix_dtype())).c_str(), model->matrix_bytes() / 1e6,
+          r.decode_read_bytes / 1e6, r.decode_read_bytes * r.decode_tok_s / 1e9, load_s);
     }
   });
 }

@@ -186,7 +186,8 @@ void add_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-body", args->max_body, "Largest request body in bytes (larger: 413)")
       ->capture_default_str();
-  cmd->add_option("--dtype", args->dtype, "Weight storage: f32 | bf16 | f16 (default: as stored)");
+  cmd->add_option("--dtype", args->dtype,
+                  "Weight storage: f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q6_k (default: as stored)");
   add_device_option(cmd, args->device);
   cmd->add_option("-a,--alias", args->alias,
                   "Model name reported by /v1/models (default: the folder's name)");

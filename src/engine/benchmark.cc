@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/error.h"
+#include "model/blocks/block.h"
 
 namespace mb {
 namespace {
@@ -26,6 +30,55 @@ int32_t argmax(const std::vector<float>& logits) {
   return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
+const char* block_kind_name(BlockKind kind) {
+  switch (kind) {
+    case BlockKind::Mamba1Mixer:
+      return "mamba1";
+    case BlockKind::Mamba2Mixer:
+      return "mamba2";
+    case BlockKind::Mamba3Mixer:
+      return "mamba3";
+    case BlockKind::Attention:
+      return "attention";
+    case BlockKind::Mlp:
+      return "mlp";
+    case BlockKind::Moe:
+      return "moe";
+    case BlockKind::Custom:
+      break;
+  }
+  return "custom";
+}
+
+// Splits the profiled prefill time by the kind of block whose phase it is. Blocks of one kind
+// share their phase ids (Model::add_block), so each id is counted once.
+void block_shares(const Model& model, BenchResult& r) {
+  const PhaseProfile& p = r.prefill_phases;
+  const double total = p.total();
+  if (total <= 0) return;
+  std::vector<char> counted(p.seconds.size(), 0);
+  double blocks = 0;
+  for (const auto& block : model.blocks()) {
+    const std::string kind = block_kind_name(block->kind());
+    const std::span<const std::string_view> names = block->phase_names();
+    double seconds = 0;
+    for (size_t i = 0; i < names.size(); ++i) {
+      const size_t id = static_cast<size_t>(block->first_phase()) + i;
+      if (id >= p.seconds.size() || counted[id]) continue;
+      counted[id] = 1;
+      seconds += p.seconds[id];
+      if (block->kind() == BlockKind::Attention && names[i] == "attention")
+        r.prefill_attention_core_share += p.seconds[id] / total;
+    }
+    auto& shares = r.prefill_block_shares;
+    auto entry = std::find_if(shares.begin(), shares.end(), [&](const auto& e) { return e.first == kind; });
+    if (entry == shares.end()) entry = shares.insert(shares.end(), {kind, 0.0});
+    entry->second += seconds / total;
+    blocks += seconds;
+  }
+  r.prefill_block_shares.push_back({"head", (total - blocks) / total});
+}
+
 }  // namespace
 
 BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const BenchOptions& o) {
@@ -33,6 +86,7 @@ BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const B
     throw Error("bench: prompt_len, gen_len and repeats must be positive");
   if (o.step_tokens < 0) throw Error("bench: step_tokens must be >= 0 (0 = min(prompt_len, 128))");
   if (o.batch < 1) throw Error("bench: the decode batch must be >= 1");
+  if (o.warmups < 0) throw Error("bench: warmups must be >= 0");
   std::vector<int32_t> prompt(o.prompt_len);
   uint64_t x = o.seed * 0x9e3779b97f4a7c15ull + 1;
   for (auto& token : prompt) {
@@ -46,16 +100,18 @@ BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const B
   Workspace ws;
   std::vector<std::vector<float>> out;
   std::vector<double> prefill, decode, step, speedup;
-  for (int run = 0; run <= o.repeats; ++run) {  // run 0 is the warm-up
+  for (int run = 0; run < o.warmups + o.repeats; ++run) {  // the first `warmups` runs are untimed
+    const bool timed = run >= o.warmups;
     SequenceState state = model.new_state();
     SequenceInput input{&state, prompt, {}};
     ComputeContext prefill_ctx = ctx;
-    if (o.profile && run > 0) prefill_ctx.profile = &result.prefill_phases;
+    if (o.profile && timed) prefill_ctx.profile = &result.prefill_phases;
     const double prefill_s = time_seconds([&] {
       model.forward(prefill_ctx, std::span(&input, 1), {OutputKind::LogitsLast, o.chunk, o.scan, o.ssd_chunk},
                     ws, out);
     });
-    if (model.on_device() && run == o.repeats) result.device_prefill = model.device_timings(ws);
+    if (model.on_device() && run == o.warmups + o.repeats - 1)
+      result.device_prefill = model.device_timings(ws);
     // The other sequences of a decode batch are prefilled untimed, as one batch, so that their
     // states are where the first one's is (on the device, for a device model).
     std::vector<SequenceState> states(o.batch);
@@ -78,7 +134,8 @@ BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const B
         for (int64_t b = 0; b < o.batch; ++b) tokens[b] = static_cast<int32_t>(out[b][0]);
       }
     });
-    if (model.on_device() && run == o.repeats) result.device_decode_step = model.device_timings(ws);
+    if (model.on_device() && run == o.warmups + o.repeats - 1)
+      result.device_decode_step = model.device_timings(ws);
     SequenceState step_state = model.new_state();
     const double step_s = time_seconds([&] {
       for (int64_t i = 0; i < result.step_tokens; ++i) {
@@ -86,7 +143,7 @@ BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const B
         model.forward(ctx, std::span(&next, 1), {OutputKind::LogitsLast, 0}, ws, out);
       }
     });
-    if (run == 0) continue;
+    if (!timed) continue;
     prefill.push_back(o.prompt_len / prefill_s);
     decode.push_back(o.batch * o.gen_len / decode_s);
     step.push_back(result.step_tokens / step_s);
@@ -97,6 +154,21 @@ BenchResult run_benchmark(const Model& model, const ComputeContext& ctx, const B
   result.decode_tok_s = median(decode);
   result.step_prefill_tok_s = median(step);
   result.prefill_speedup = median(speedup);
+  if (o.profile) block_shares(model, result);
+
+  const StateShape shape = model.state_layout().shape();
+  int64_t kv_floats = 0;
+  for (const int64_t floats : shape.growing) kv_floats += floats;
+  result.step_matrix_bytes = model.step_matrix_bytes();
+  result.kv_bytes_per_position = static_cast<size_t>(kv_floats) * sizeof(float);
+  result.fixed_state_bytes = static_cast<size_t>(shape.fixed_floats) * sizeof(float);
+  // The decode steps run at positions prompt_len .. prompt_len + gen_len - 1, each attending over
+  // its position + 1 keys: (gen_len + 1) / 2 past the prompt on average.
+  const double mean_keys = static_cast<double>(o.prompt_len) + 0.5 * static_cast<double>(o.gen_len + 1);
+  if (o.batch == 1)
+    result.decode_read_bytes = static_cast<double>(result.step_matrix_bytes) +
+                               mean_keys * static_cast<double>(result.kv_bytes_per_position) +
+                               2.0 * static_cast<double>(result.fixed_state_bytes);
   return result;
 }
 

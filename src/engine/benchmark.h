@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/profile.h"
@@ -17,6 +18,7 @@ struct BenchOptions {
   int64_t gen_len = 32;
   int64_t chunk = 512;
   int repeats = 3;
+  int warmups = 1;          // untimed runs first (0 for a long prompt, whose one run dwarfs any warm-up)
   int64_t step_tokens = 0;  // prompt tokens fed through the step loop; 0 = min(prompt_len, 128)
   uint64_t seed = 1;
   bool profile = false;                  // time the phases of the prefill runs (a clock read per phase)
@@ -32,6 +34,20 @@ struct BenchResult {
   double prefill_speedup = 0;
   int64_t step_tokens = 0;
   PhaseProfile prefill_phases;  // seconds per phase, averaged over the timed prefill runs
+  // With a profile: the share of the profiled prefill time spent in each kind of block (all of
+  // its phases: norm, products, the mixer), in order of first appearance; the rest of the time
+  // (embedding, final norm, LM head) is under "head".
+  std::vector<std::pair<std::string, double>> prefill_block_shares;
+  // The attention core alone (the "attention" phase: scores, softmax and the weighted sum of V,
+  // the part that grows with the context), as a share of the profiled prefill time.
+  double prefill_attention_core_share = 0;
+  // What a decode step of one sequence reads, in bytes: the weight matrices it streams (only the
+  // chosen experts of a mixture of experts), the KV caches per position of context, and the fixed
+  // state (conv and SSM parts), which a step reads and writes back.
+  size_t step_matrix_bytes = 0, kv_bytes_per_position = 0, fixed_state_bytes = 0;
+  // Per decoded token of the timed decode (batch 1; 0 otherwise): step_matrix_bytes, the KV read
+  // at the mean context of the decode steps, and the fixed state read and written.
+  double decode_read_bytes = 0;
   // On a device with timestamps: device time per phase of the last timed prefill call and of
   // the last decode step (empty on the CPU).
   std::vector<DevicePhaseTime> device_prefill, device_decode_step;

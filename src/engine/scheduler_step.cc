@@ -49,12 +49,26 @@ bool Scheduler::Impl::step() {
       finish(*seq);
     }
 
-  // Slots freed by the cancellations above are filled in this same step.
+  // Slots freed by the cancellations above are filled in this same step. A request that continues
+  // a conversation whose previous turn is finishing waits one step, until that turn's state is
+  // cached: a client that sends the next turn as soon as it has the answer then resumes from it
+  // rather than from an older entry. The queue keeps its order.
+  const auto continues_a_finishing_turn = [this](const Pending& p) {
+    for (const auto& seq : active) {
+      if (seq->phase != Phase::Finishing || seq->retired) continue;
+      const std::span<const int32_t> history = seq->decoder.history();
+      if (history.size() <= p.request.prompt.size() &&
+          std::equal(history.begin(), history.end(), p.request.prompt.begin()))
+        return true;
+    }
+    return false;
+  };
   {
     std::lock_guard lock(mutex);
     int in_flight = 0;
     for (const auto& seq : active) in_flight += seq->phase != Phase::Finishing && !seq->retired;
-    while (in_flight < options.max_active && !waiting.empty()) {
+    while (in_flight < options.max_active && !waiting.empty() &&
+           !continues_a_finishing_turn(waiting.front())) {
       admitted.push_back(std::move(waiting.front()));
       waiting.pop_front();
       ++in_flight;

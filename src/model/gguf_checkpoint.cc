@@ -164,6 +164,7 @@ std::pair<const TensorSpec*, int> find_spec(const std::vector<TensorSpec>& specs
     kind = std::string(" (layer ") + std::to_string(layer) + " is " +
            (k == kMambaLayer       ? "a Mamba-2"
             : k == kAttentionLayer ? "an attention"
+            : k == kMoeLayer       ? "a mixture-of-experts"
                                    : "an MLP") +
            " layer by its metadata)";
   }
@@ -198,10 +199,10 @@ GgufCheckpoint open_gguf_checkpoint(const std::string& path) {
 GgufCheckpoint open_gguf_checkpoint(const GgufFile& file) {
   const std::string where = "'" + file.path() + "'";
   const std::string arch = file.string_value("general.architecture");
-  const bool hybrid = arch == kGgufGraniteHybrid || arch == kGgufNemotronH;
+  const bool hybrid = arch == kGgufGraniteHybrid || arch == kGgufNemotronH || arch == kGgufNemotronHMoe;
   if (arch != "mamba" && arch != "mamba2" && !hybrid)
     throw Error(where + ": architecture '" + arch +
-                "' is not supported (expected mamba, mamba2, granitehybrid or nemotron_h)");
+                "' is not supported (expected mamba, mamba2, granitehybrid, nemotron_h or nemotron_h_moe)");
   const int64_t vocab_rows = embedding_rows(file);
   GgufCheckpoint checkpoint;
   checkpoint.config = parse_model_config(

@@ -1,5 +1,6 @@
 // GGUF checkpoints of llama.cpp's `mamba` (Mamba-1 and FalconMamba), `mamba2`, `granitehybrid`
-// (Granite-4.0-H) and `nemotron_h` (Nemotron-H) architectures.
+// (Granite-4.0-H, dense or with experts), `nemotron_h` and `nemotron_h_moe` (Nemotron-H)
+// architectures.
 //
 // Reading maps the file onto what the engine loads from a Hugging Face folder: a ModelConfig
 // from the {arch}.* metadata (for the hybrids, gguf_hybrid.h: the layer kinds from the per-layer
@@ -7,7 +8,9 @@
 // pointing into the mapping (no copy). Each tensor's GGUF name ("token_embd.weight",
 // "blk.N.ssm_in.weight", ...) and the reshaping llama.cpp's converter applies to it (the conv
 // weight squeezed, Mamba-2's A and D given a unit column, its norm weight split by group, Granite's
-// fused [gate; up] matrix split into ffn_gate and ffn_up, the rows of each q and k head reordered
+// fused [gate; up] matrices split into ffn_gate and ffn_up (ffn_gate_shexp / ffn_up_shexp and, for
+// its experts, the 3-D ffn_gate_exps / ffn_up_exps), Nemotron-H's per-expert matrices stacked into
+// 3-D ffn_up_exps / ffn_down_exps (ggml dims {cols, rows, experts}), the rows of each q and k head reordered
 // as for RoPE) come from the weight schema (weight_schema.h, GgufForm): GGUF dims are reversed
 // into PyTorch shapes and those tensors get their Hugging Face shapes back. The q and k rows are
 // put back in the Hugging Face order (a copy of those tensors), so the attention sums run as from

@@ -1,15 +1,21 @@
 // Writing GGUF files (see gguf_checkpoint.h).
 //
 // Storage per tensor, as llama.cpp's convert_hf_to_gguf.py and llama-quantize choose it:
-// - f32 always: 1-D tensors, "*_norm.weight", ssm_conv1d.weight, and every tensor whose name
-//   does not end in ".weight" (ssm_a, ssm_d, biases);
+// - f32 always: 1-D tensors, "*_norm.weight", ssm_conv1d.weight, the MoE router
+//   (ffn_gate_inp.weight, which neither the converter nor llama-quantize quantizes), and every
+//   tensor whose name does not end in ".weight" (ssm_a, ssm_d, biases, exp_probs_b.bias);
 // - the file type otherwise (token_embd, output, ssm_in, ssm_x, ssm_dt, ssm_out, attn_q/k/v/
-//   output, ffn_gate/up/down).
+//   output, ffn_gate/up/down, the shared experts' ffn_*_shexp and the 3-D ffn_*_exps, quantized
+//   row by row over every expert).
 // Q4_K_M follows llama-quantize's choices (llama_tensor_get_type_impl) for what these models
 // have: Q6_K for the LM head (output.weight, or token_embd.weight when tied; Q8_0 when its rows
 // are not whole Q6_K blocks), for attn_v.weight where use_more_bits(i, n) holds over the n attn_v
-// tensors and for ffn_down.weight where it holds for the i-th ffn_down tensor over block_count
-// (so a Nemotron-H file counts its MLP layers, not their layer numbers); Q4_K elsewhere. A
+// tensors and for every ffn_down tensor (ffn_down, ffn_down_shexp, ffn_down_exps) where it holds
+// for the i-th ffn_down tensor over block_count (so a dense Nemotron-H file counts its MLP
+// layers, not their layer numbers) or, in a file of more than one expert, for the layer its name
+// says; Q4_K elsewhere (ffn_gate_exps and ffn_up_exps included). With exactly 8 experts
+// llama-quantize gives attn_v and attn_k Q8_0 and attn_output Q5_K, which the engine does not
+// compute with; those get Q6_K here. A
 // matrix whose rows are not a multiple of the block falls back as the engine's load-time
 // quantization does (storable_dtype in ops/quant_matmul.h: Q8_0 when rows are a multiple of 32,
 // else BF16; llama-quantize falls back to Q5_0 and F16, which the engine does not compute with),
@@ -17,6 +23,7 @@
 // A tensor already stored in the type chosen for it (re-writing a GGUF file) keeps its bytes.
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -61,22 +68,28 @@ bool use_more_bits(int64_t i, int64_t n) {
   return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
 }
 
-// What llama-quantize's Q4_K_M rule needs to know across tensors: the attn_v tensors of the file
-// and how many of them and of the ffn_down tensors it has seen. (In files with experts it takes
-// an ffn_down tensor's layer from its name instead.)
+// What llama-quantize's Q4_K_M rule needs to know across tensors: the model's layers and experts,
+// the attn_v tensors of the file and how many of them and of the ffn_down tensors it has seen.
 struct QuantCounters {
+  int64_t n_layer = 0, n_experts = 0;
   int64_t n_attn_v = 0, i_attn_v = 0, i_ffn_down = 0;
 };
+
+// The layer of a "blk.N.*" name.
+int64_t layer_of(const std::string& name) {
+  return std::stoll(name.substr(4, name.find('.', 4) - 4));
+}
 
 bool contains(const std::string& name, const char* part) {
   return name.find(part) != std::string::npos;
 }
 
-// The ggml type of a tensor: f32 for every tensor but the matrices (norms, biases, A, D and the
-// conv weight), the file type for matrices (see the top of the file).
+// The ggml type of a tensor: f32 for every tensor but the matrices and experts (norms, biases, A,
+// D, the conv weight and the router), the file type for those (see the top of the file).
 uint32_t storage_type(const TensorSpec& spec, const std::string& name, const std::vector<int64_t>& ne,
-                      GgufFileType type, int64_t n_layer, bool head, QuantCounters& counters) {
-  if (ne.size() <= 1 || spec.role != TensorRole::Matrix) return kGgmlF32;
+                      GgufFileType type, bool head, QuantCounters& counters) {
+  const bool matrix = spec.role == TensorRole::Matrix || spec.role == TensorRole::Experts;
+  if (ne.size() <= 1 || !matrix || spec.keep_f32) return kGgmlF32;
   uint32_t chosen = kGgmlF32;
   switch (type) {
     case GgufFileType::F32:
@@ -97,9 +110,20 @@ uint32_t storage_type(const TensorSpec& spec, const std::string& name, const std
         chosen = ne[0] % dtype_block_weights(DType::Q6_K) == 0 ? kGgmlQ6_K : kGgmlQ8_0;
       } else if (contains(name, "attn_v.weight")) {
         if (use_more_bits(counters.i_attn_v, counters.n_attn_v)) chosen = kGgmlQ6_K;
+        // llama-quantize's rule for Mixtral-like models of exactly 8 experts.
+        if (counters.n_experts == 8) chosen = kGgmlQ8_0;
         ++counters.i_attn_v;
+      } else if (contains(name, "attn_k.weight")) {
+        if (counters.n_experts == 8) chosen = kGgmlQ8_0;
+      } else if (contains(name, "attn_output.weight")) {
+        // llama-quantize gives these Q5_K with 8 experts, which the engine does not compute with:
+        // Q6_K, the next type up it has, keeps at least those bits.
+        if (counters.n_experts == 8) chosen = kGgmlQ6_K;
       } else if (contains(name, "ffn_down")) {
-        if (use_more_bits(counters.i_ffn_down, n_layer)) chosen = kGgmlQ6_K;
+        // Every ffn_down tensor (ffn_down, ffn_down_shexp, ffn_down_exps) over block_count: the
+        // i-th one seen, or, in a file of more than one expert, the layer its name says.
+        const int64_t i = counters.n_experts > 1 ? layer_of(name) : counters.i_ffn_down;
+        if (use_more_bits(i, counters.n_layer)) chosen = kGgmlQ6_K;
         ++counters.i_ffn_down;
       }
       break;
@@ -139,6 +163,18 @@ void check_exportable(const ModelConfig& c, const TensorSet& tensors) {
   if (c.family != ModelFamily::Mamba && c.ssm.use_bias)
     throw Error("hybrid models with Mamba in_proj/out_proj biases cannot be written as GGUF (llama.cpp's " +
                 gguf_architecture(c) + " has no ssm_in or ssm_out bias)");
+  if (c.family == ModelFamily::NemotronH && c.hybrid.moe.n_experts > 0) {
+    // llama.cpp's nemotron_h_moe makes every feed-forward layer a mixture of experts and loads no
+    // shared-expert biases.
+    if (c.hybrid.pattern.find(kMlpLayer) != std::string::npos)
+      throw Error(
+          "Nemotron-H models with both MLP ('-') and mixture-of-experts ('E') layers cannot be written "
+          "as GGUF (llama.cpp's nemotron_h_moe makes every feed-forward layer a mixture of experts)");
+    if (c.hybrid.mlp.bias)
+      throw Error(
+          "Nemotron-H mixture-of-experts models with MLP biases cannot be written as GGUF (llama.cpp's "
+          "nemotron_h_moe has no ffn_up_shexp or ffn_down_shexp bias)");
+  }
 }
 
 // A GGUF tensor's content in the dtype its source holds it: `bytes`, rows of ne[0] elements.
@@ -184,10 +220,40 @@ Content split_half(const TensorSet& tensors, const TensorSpec& spec, int half) {
   return content;
 }
 
+// Experts a folder stores one tensor per expert (Nemotron-H's experts.{e}.up_proj), stacked into
+// the [experts, rows, cols] tensor llama.cpp's converter writes (in f32 if their dtypes differ).
+Content stacked_experts(const TensorSet& tensors, const TensorSpec& spec) {
+  const int64_t experts = spec.shape[0];
+  const std::vector<int64_t> shape(spec.shape.begin() + 1, spec.shape.end());
+  std::vector<const StoredTensor*> parts;
+  for (int64_t e = 0; e < experts; ++e) {
+    parts.push_back(&find_tensor(tensors, expert_tensor_name(spec.expert_name, e)));
+    check_shape(*parts.back(), shape);
+  }
+  const DType dtype = std::all_of(parts.begin(), parts.end(),
+                                  [&](const StoredTensor* t) { return *t->dtype == *parts[0]->dtype; })
+                          ? *parts[0]->dtype
+                          : DType::F32;
+  Content content{{}, dtype};
+  for (const StoredTensor* part : parts) {
+    if (*part->dtype == dtype) {
+      content.bytes.insert(content.bytes.end(), part->data, part->data + part->byte_size);
+      continue;
+    }
+    std::vector<float> values(static_cast<size_t>(part->element_count()));
+    dequantize_row(*part->dtype, part->data, part->element_count(), values.data());
+    const auto* bytes = reinterpret_cast<const uint8_t*>(values.data());
+    content.bytes.insert(content.bytes.end(), bytes, bytes + values.size() * sizeof(float));
+  }
+  return content;
+}
+
 // The content of the GGUF tensor `half` of `spec` (0 unless SplitHalves), in llama.cpp's layout.
 Content gguf_content(const TensorSet& tensors, const TensorSpec& spec, int half, const std::string& source,
                      const ModelConfig& c) {
   if (spec.gguf_form == GgufForm::SplitHalves) return split_half(tensors, spec, half);
+  if (spec.role == TensorRole::Experts && !spec.expert_name.empty() && tensors.find(source) == nullptr)
+    return stacked_experts(tensors, spec);
   const StoredTensor& tensor = find_tensor(tensors, source);
   check_shape(tensor, spec.shape);
   Content content{std::vector<uint8_t>(tensor.data, tensor.data + tensor.byte_size), *tensor.dtype};
@@ -277,6 +343,8 @@ void write_gguf_checkpoint(const std::string& path, const ModelConfig& c, const 
   }
   const std::vector<TensorSpec> specs = gguf_tensor_specs(shaped);
   QuantCounters counters;
+  counters.n_layer = c.n_layer;
+  counters.n_experts = c.hybrid.moe.n_experts;
   for (const TensorSpec& spec : specs) counters.n_attn_v += contains(spec.gguf, "attn_v.weight");
   for (const TensorSpec& spec : specs) {
     std::string source = spec.name == embedding_spec.name ? embedding_name : spec.name;
@@ -291,7 +359,7 @@ void write_gguf_checkpoint(const std::string& path, const ModelConfig& c, const 
     for (int half = 0; half < halves; ++half) {
       const std::string& name = half == 0 ? spec.gguf : spec.gguf_second;
       Content content = gguf_content(tensors, spec, half, source, shaped);
-      const uint32_t type = storage_type(spec, name, ne, options.type, c.n_layer, head, counters);
+      const uint32_t type = storage_type(spec, name, ne, options.type, head, counters);
       if (!from_log && gguf_ggml_type(content.dtype) == type) {
         writer.add_tensor(name, ne, type, std::move(content.bytes));
         continue;
@@ -302,8 +370,12 @@ void write_gguf_checkpoint(const std::string& path, const ModelConfig& c, const 
         for (float& v : values) v = static_cast<float>(-std::exp(static_cast<double>(v)));
       writer.add_tensor(name, ne, type, encode(values, type, ne[0]));
     }
-    if (options.progress != nullptr)
+    if (options.progress != nullptr) {
       if (const StoredTensor* tensor = tensors.find(source)) options.progress->advance(tensor->byte_size);
+      for (int64_t e = 0; !spec.expert_name.empty() && e < spec.shape[0]; ++e)
+        if (const StoredTensor* tensor = tensors.find(expert_tensor_name(spec.expert_name, e)))
+          options.progress->advance(tensor->byte_size);
+    }
   }
   if (options.progress != nullptr) options.progress->start("writing " + path, 0, ProgressUnit::Bytes);
   writer.write(path);

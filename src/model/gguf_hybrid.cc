@@ -130,6 +130,39 @@ int first_layer_of(const std::string& pattern, char kind) {
   return at == std::string::npos ? -1 : static_cast<int>(at);
 }
 
+constexpr int64_t kMaxExperts = 1 << 16;
+
+// The routed experts: expert_count (0 or absent: a dense model) and expert_used_count (top-k),
+// which llama.cpp requires to lie in [1, expert_count] where there are experts and to be 0 (or
+// absent) where there are none. Routing the engine does not run is refused: grouped selection
+// (expert_group_count above 1) and latent expert projections (moe_latent_size).
+struct ExpertCounts {
+  int64_t experts = 0, used = 0;
+};
+
+ExpertCounts expert_counts(const HybridMetadata& meta) {
+  const uint64_t experts = meta.count_or_zero("expert_count"), used = meta.count_or_zero("expert_used_count");
+  if (experts > static_cast<uint64_t>(kMaxExperts))
+    throw Error(meta.where("expert_count") + " = " + std::to_string(experts) + " is above " +
+                std::to_string(kMaxExperts));
+  if (experts == 0) {
+    if (used != 0)
+      throw Error(meta.where("expert_used_count") + " = " + std::to_string(used) +
+                  " but expert_count is 0 (a file without experts)");
+    return {};
+  }
+  if (used < 1 || used > experts)
+    throw Error(meta.where("expert_used_count") + " = " + std::to_string(used) +
+                " must lie in [1, expert_count = " + std::to_string(experts) + "]");
+  if (const uint64_t groups = meta.count_or_zero("expert_group_count"); groups > 1)
+    throw Error(meta.where("expert_group_count") + " = " + std::to_string(groups) +
+                ": group-limited expert routing is not supported");
+  if (const uint64_t latent = meta.count_or_zero("moe_latent_size"); latent > 0)
+    throw Error(meta.where("moe_latent_size") + " = " + std::to_string(latent) +
+                ": latent mixture-of-experts projections (Nemotron-3-Super) are not supported");
+  return {static_cast<int64_t>(experts), static_cast<int64_t>(used)};
+}
+
 // The sizes both families share: model, Mamba-2 mixer, attention heads and head size.
 struct CommonSizes {
   int64_t d_model, n_layer, d_inner, ssm_heads, n_heads, n_kv_heads, head_dim;
@@ -146,9 +179,11 @@ CommonSizes common_sizes(const HybridMetadata& meta) {
   if (s.d_inner % s.ssm_heads != 0)
     throw Error(meta.where("ssm.inner_size") + " = " + std::to_string(s.d_inner) +
                 " is not a multiple of the head count (ssm.time_step_rank) " + std::to_string(s.ssm_heads));
-  if (const uint64_t experts = meta.count_or_zero("expert_count"); experts > 0)
-    throw Error(meta.where("expert_count") + " = " + std::to_string(experts) +
-                ": mixture-of-experts GGUF files are not supported yet (only the dense models run)");
+  // llama.cpp appends a multi-token-prediction head as extra blocks (Nemotron-3-Super's), which
+  // block_count counts; the engine runs no such head.
+  if (const uint64_t nextn = meta.count_or_zero("nextn_predict_layers"); nextn > 0)
+    throw Error(meta.where("nextn_predict_layers") + " = " + std::to_string(nextn) +
+                ": multi-token-prediction blocks are not supported");
   const std::vector<int64_t> heads = meta.required_per_layer("attention.head_count", s.n_layer, 1 << 12);
   // llama.cpp: head_count_kv defaults to head_count (every layer attends).
   s.kv = meta.per_layer("attention.head_count_kv", s.n_layer, 1 << 12).value_or(heads);
@@ -214,14 +249,28 @@ json granite_config(const HybridMetadata& meta, int64_t vocab_rows) {
     throw Error(meta.where("attention.key_length") + " = " + std::to_string(s.head_dim) +
                 ": Granite's heads are embedding_length / head_count = " +
                 std::to_string(s.d_model / s.n_heads) + " wide");
-  // Every layer's shared MLP has the same width.
+  // Every layer's feed_forward_length is the same: the shared MLP's width in a dense file, each
+  // routed expert's where there are experts (llama.cpp's n_ff for ffn_*_exps), whose shared MLP
+  // then has expert_shared_feed_forward_length.
   const std::vector<int64_t> ff = meta.required_per_layer("feed_forward_length", s.n_layer, 1 << 20);
   const int64_t width = common_value(meta, "feed_forward_length", ff, std::vector<bool>(ff.size(), true), 0);
-  if (const auto shared = meta.size_if_present("expert_shared_feed_forward_length", 1 << 20);
-      shared && *shared != width)
+  const ExpertCounts e = expert_counts(meta);
+  int64_t shared_width = width;
+  if (e.experts > 0) {
+    // llama.cpp runs a Granite file's experts without a shared MLP when this key is absent; every
+    // Granite-4.0-H mixture-of-experts model has one.
+    shared_width = meta.size("expert_shared_feed_forward_length", 1 << 20);
+    // llama.cpp scales a granitehybrid file's routing weights by this key; Granite has no such
+    // factor (HF's GraniteMoeHybridTopKGating), so a file that sets one is not a Granite model.
+    if (const auto scale = meta.multiplier("expert_weights_scale"); scale && *scale != 1.0)
+      throw Error(meta.where("expert_weights_scale") + " = " + std::to_string(*scale) +
+                  ": Granite's routing weights are not scaled (0 or 1 expected)");
+  } else if (const auto shared = meta.size_if_present("expert_shared_feed_forward_length", 1 << 20);
+             shared && *shared != width) {
     throw Error(meta.where("expert_shared_feed_forward_length") + " = " + std::to_string(*shared) +
                 " differs from feed_forward_length " + std::to_string(width) +
                 " in a file without experts (the shared MLP is the only one)");
+  }
   json config = common_config(meta, s, vocab_rows);
   json layer_types = json::array();
   for (char kind : s.pattern) layer_types.push_back(kind == kAttentionLayer ? "attention" : "mamba");
@@ -229,7 +278,10 @@ json granite_config(const HybridMetadata& meta, int64_t vocab_rows) {
       {{"model_type", "granitemoehybrid"},
        {"layer_types", layer_types},
        {"position_embedding_type", "nope"},
-       {"shared_intermediate_size", width},
+       {"shared_intermediate_size", shared_width},
+       {"intermediate_size", width},
+       {"num_local_experts", e.experts},
+       {"num_experts_per_tok", e.used},
        {"mamba_expand", s.d_inner / s.d_model},
        {"mamba_n_heads", s.ssm_heads},
        {"mamba_d_head", s.d_inner / s.ssm_heads},
@@ -242,21 +294,47 @@ json granite_config(const HybridMetadata& meta, int64_t vocab_rows) {
   return config;
 }
 
-json nemotron_config(const HybridMetadata& meta, int64_t vocab_rows) {
+// The expert keys of a nemotron_h_moe file, as Hugging Face's NemotronHConfig names them.
+json nemotron_moe_keys(const HybridMetadata& meta, const ExpertCounts& e) {
+  // llama.cpp sizes every shared expert by expert_shared_feed_forward_length alone.
+  if (const uint64_t shared = meta.count_or_zero("expert_shared_count");
+      meta.has("expert_shared_count") && shared != 1)
+    throw Error(meta.where("expert_shared_count") + " = " + std::to_string(shared) +
+                ": the Nemotron-H mixture-of-experts layers have one shared expert");
+  // llama.cpp's defaults: no renormalization, and a scale of 0 (or absent) means none.
+  return {{"n_routed_experts", e.experts},
+          {"num_experts_per_tok", e.used},
+          {"moe_intermediate_size", meta.size("expert_feed_forward_length", 1 << 20)},
+          {"moe_shared_expert_intermediate_size", meta.size("expert_shared_feed_forward_length", 1 << 20)},
+          {"n_shared_experts", 1},
+          {"norm_topk_prob", meta.file().bool_if_present(meta.key("expert_weights_norm")).value_or(false)},
+          {"routed_scaling_factor", meta.multiplier("expert_weights_scale").value_or(1.0)}};
+}
+
+json nemotron_config(const HybridMetadata& meta, int64_t vocab_rows, bool moe_arch) {
   CommonSizes s = common_sizes(meta);
+  if (moe_arch && meta.count_or_zero("expert_count") == 0)
+    throw Error(meta.where("expert_count") + (meta.has("expert_count") ? " is 0" : " is absent") +
+                ": a nemotron_h_moe file's feed-forward layers are mixtures of experts");
+  const ExpertCounts e = expert_counts(meta);
+  // In a file with experts every feed-forward layer is a mixture of experts (llama.cpp's loader
+  // decides by expert_count), else an MLP.
+  const char ffn_kind = e.experts > 0 ? kMoeLayer : kMlpLayer;
   const std::vector<int64_t> ff = meta.required_per_layer("feed_forward_length", s.n_layer, 1 << 20);
-  std::vector<bool> mlp(ff.size());
+  std::vector<bool> ffn(ff.size());
   for (size_t l = 0; l < ff.size(); ++l) {
-    // llama.cpp: recurrent iff both are 0, attention iff only head_count_kv is set, else MLP.
+    // llama.cpp: recurrent iff both are 0, attention iff only head_count_kv is set, else MLP or MoE.
     if (s.kv[l] > 0 && ff[l] > 0)
       throw Error("'" + meta.file().path() + "': layer " + std::to_string(l) + " has both " +
                   meta.key("attention.head_count_kv") + " " + std::to_string(s.kv[l]) + " and " +
                   meta.key("feed_forward_length") + " " + std::to_string(ff[l]) +
-                  ": an unknown layer kind (a Nemotron-H layer is Mamba-2, attention or MLP)");
-    mlp[l] = ff[l] > 0;
-    s.pattern += ff[l] > 0 ? kMlpLayer : s.kv[l] > 0 ? kAttentionLayer : kMambaLayer;
+                  ": an unknown layer kind (a Nemotron-H layer is Mamba-2, attention, MLP or MoE)");
+    ffn[l] = ff[l] > 0;
+    s.pattern += ff[l] > 0 ? ffn_kind : s.kv[l] > 0 ? kAttentionLayer : kMambaLayer;
   }
-  const int64_t width = common_value(meta, "feed_forward_length", ff, mlp, 1);
+  // Only the MLP layers' width matters to the model; a MoE file's values (the converter writes the
+  // experts' width) must agree all the same, as llama.cpp's one n_ff per layer kind.
+  const int64_t width = common_value(meta, "feed_forward_length", ff, ffn, 1);
   const int l = first_layer_of(s.pattern, kMlpLayer);
   json config = common_config(meta, s, vocab_rows);
   config.update({{"model_type", "nemotron_h"},
@@ -266,6 +344,7 @@ json nemotron_config(const HybridMetadata& meta, int64_t vocab_rows) {
                  {"mlp_bias", l >= 0 && meta.has_tensor(l, "ffn_up.bias")},
                  {"mamba_num_heads", s.ssm_heads},
                  {"mamba_head_dim", s.d_inner / s.ssm_heads}});
+  if (e.experts > 0) config.update(nemotron_moe_keys(meta, e));
   return config;
 }
 
@@ -281,12 +360,13 @@ GgufValue per_layer_array(const std::string& pattern, char kind, int64_t value) 
 
 json gguf_hybrid_config_json(const GgufFile& file, const std::string& arch, int64_t vocab_rows) {
   const HybridMetadata meta(file, arch);
-  return arch == kGgufGraniteHybrid ? granite_config(meta, vocab_rows) : nemotron_config(meta, vocab_rows);
+  return arch == kGgufGraniteHybrid ? granite_config(meta, vocab_rows)
+                                    : nemotron_config(meta, vocab_rows, arch == kGgufNemotronHMoe);
 }
 
 void apply_gguf_hybrid_overrides(const GgufFile& file, const std::string& arch, ModelConfig& config) {
   const HybridMetadata meta(file, arch);
-  if (arch == kGgufNemotronH)
+  if (arch != kGgufGraniteHybrid)
     if (const auto scale = meta.multiplier("attention.scale")) config.hybrid.attention.scale = *scale;
 }
 
@@ -295,7 +375,7 @@ std::string gguf_architecture(const ModelConfig& c) {
     case ModelFamily::GraniteHybrid:
       return kGgufGraniteHybrid;
     case ModelFamily::NemotronH:
-      return kGgufNemotronH;
+      return c.hybrid.moe.n_experts > 0 ? kGgufNemotronHMoe : kGgufNemotronH;
     case ModelFamily::Mamba:
       break;
   }
@@ -312,14 +392,20 @@ void set_gguf_hybrid_metadata(GgufWriter& writer, const ModelConfig& c, int64_t 
   writer.set(key("block_count"), u32(c.n_layer));
   writer.set(key("context_length"), u32(1 << 20));  // no RoPE: the converter's "unlimited"
   writer.set(key("embedding_length"), u32(c.d_model));
-  writer.set(key("feed_forward_length"),
-             granite ? u32(h.mlp.width) : per_layer_array(h.pattern, kMlpLayer, h.mlp.width));
+  const MoeConfig& e = h.moe;
+  const bool moe = e.n_experts > 0;
+  // Granite: one width for every layer, the experts' where there are experts (the shared MLP's
+  // then goes to expert_shared_feed_forward_length); Nemotron-H: per layer, the MLP's or, in a
+  // file with experts, the experts' on the E layers.
+  writer.set(key("feed_forward_length"), granite ? u32(moe ? e.width : h.mlp.width)
+                                         : moe   ? per_layer_array(h.pattern, kMoeLayer, e.width)
+                                                 : per_layer_array(h.pattern, kMlpLayer, h.mlp.width));
   writer.set(key("attention.head_count"), u32(a.n_heads));
   writer.set(key("attention.head_count_kv"), per_layer_array(h.pattern, kAttentionLayer, a.n_kv_heads));
   writer.set(key("attention.layer_norm_rms_epsilon"), GgufValue::f32(c.norm_eps));
   if (granite) {
-    writer.set(key("expert_count"), u32(0));
-    writer.set(key("expert_used_count"), u32(0));
+    writer.set(key("expert_count"), u32(e.n_experts));
+    writer.set(key("expert_used_count"), u32(moe ? e.top_k : 0));
     writer.set(key("vocab_size"), u32(vocab_rows));
     writer.set(key("attention.scale"), GgufValue::f32(static_cast<float>(a.scale)));
     writer.set(key("embedding_scale"), GgufValue::f32(static_cast<float>(h.embedding_multiplier)));
@@ -335,6 +421,16 @@ void set_gguf_hybrid_metadata(GgufWriter& writer, const ModelConfig& c, int64_t 
     // llama.cpp's default scale is 1 / sqrt(key_length) in float; another one is spelled out.
     if (static_cast<float>(a.scale) != 1.0f / std::sqrt(static_cast<float>(a.head_dim)))
       writer.set(key("attention.scale"), GgufValue::f32(static_cast<float>(a.scale)));
+    if (moe) {
+      writer.set(key("expert_used_count"), u32(e.top_k));
+      writer.set(key("expert_feed_forward_length"), u32(e.width));
+      writer.set(key("expert_shared_feed_forward_length"), u32(e.shared_width));
+      writer.set(key("expert_count"), u32(e.n_experts));
+      writer.set(key("expert_shared_count"), u32(1));
+      writer.set(key("expert_weights_norm"), GgufValue::boolean(e.normalize));
+      writer.set(key("expert_weights_scale"), GgufValue::f32(static_cast<float>(e.scale)));
+      writer.set(key("expert_group_count"), u32(1));
+    }
   }
   writer.set(key("ssm.conv_kernel"), u32(c.ssm.d_conv));
   writer.set(key("ssm.state_size"), u32(c.ssm.d_state));

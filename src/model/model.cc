@@ -207,6 +207,13 @@ size_t Model::matrix_bytes() const {
   return binder_->packed_matrix_bytes();
 }
 
+size_t Model::step_matrix_bytes() const {
+  size_t bytes = 0;
+  for (const Weight& w : weights_) bytes += packed_bytes(w.host_matrix);
+  for (const auto& block : blocks_) bytes += block->step_matrix_bytes();
+  return bytes;
+}
+
 size_t Model::host_matrix_bytes() const {
   return binder_->resident_packed_bytes();
 }

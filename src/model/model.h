@@ -157,6 +157,9 @@ class Model {
   DType matrix_dtype() const;
   // Bytes of all packed weight matrices (LM head included): the weight traffic of a decode step.
   size_t matrix_bytes() const;
+  // Bytes of the packed weight matrices one sequence's decode step reads: matrix_bytes() less the
+  // experts a mixture-of-experts block leaves unchosen (each row reads top_k of them).
+  size_t step_matrix_bytes() const;
   // What one sequence's state holds, per layer: named parts with shapes and offsets.
   const StateLayout& state_layout() const { return state_layout_; }
   // Floats of the fixed parts of a state (its host form at position 0).

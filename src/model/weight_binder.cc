@@ -141,6 +141,20 @@ std::vector<WeightMatrix> WeightBinder::experts(const std::string& name, const s
       out.push_back(matrix(expert_tensor_name(expert_name, e), rows, cols));
     return out;
   }
+  if (has_halves(name)) {
+    // llama.cpp's files split Granite's [gate; up] experts into ffn_gate_exps and ffn_up_exps:
+    // joined per expert, as each expert's rows are gate then up.
+    std::vector<uint8_t> joined;
+    const DType dtype = join_halves(name, {experts, rows, cols}, joined);
+    const DType target = storable_dtype(matrix_dtype_.value_or(dtype), cols);
+    const size_t expert_bytes = static_cast<size_t>(rows) * dtype_row_bytes(dtype, cols);
+    for (int64_t e = 0; e < experts; ++e) {
+      packed_matrices_.push_back(pack_weights(joined.data() + e * expert_bytes, dtype, rows, cols, target));
+      packed_matrix_bytes_ += packed_matrices_.back().size();
+      out.push_back({packed_matrices_.back().data(), target, rows, cols});
+    }
+    return out;
+  }
   const StoredTensor& tensor = require(name, {experts, rows, cols});
   const DType target = storable_dtype(matrix_dtype_.value_or(*tensor.dtype), cols);
   const size_t expert_bytes = static_cast<size_t>(rows) * dtype_row_bytes(*tensor.dtype, cols);

@@ -30,7 +30,7 @@ class WeightBinder {
   std::string first_present(std::initializer_list<std::string> names) const;
 
   // A checkpoint read from a GGUF file may hold a tensor as its two halves (gguf_half_name, for
-  // Granite's fused [gate; up] matrix): matrix() and f32() then join them, the halves' rows one
+  // Granite's fused [gate; up] matrices): matrix(), experts() and f32() then join them, the halves' rows one
   // after the other (per leading index, for a 3-D tensor), in their stored dtype when the two
   // share it, else in f32 (exactly their values). A joined matrix exists only while it is packed.
   WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols);
@@ -38,7 +38,7 @@ class WeightBinder {
   WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols, DType dtype);
   // `experts` matrices of [rows, cols], each packed on its own: one 2-D tensor per expert, named
   // expert_name with "{e}" for its index, where expert_name is given and the checkpoint holds
-  // expert 0's; else the stacked 3-D tensor `name` [experts, rows, cols].
+  // expert 0's; else the stacked 3-D tensor `name` [experts, rows, cols] (or its two halves).
   std::vector<WeightMatrix> experts(const std::string& name, const std::string& expert_name, int64_t experts,
                                     int64_t rows, int64_t cols);
   // The stored [rows, cols] tensor, whose row count may be any of `allowed_rows`.

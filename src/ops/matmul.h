@@ -15,6 +15,7 @@
 // set. That is what makes a decode step (M = 1) bit-identical to the same row of a prefill GEMM.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -42,6 +43,9 @@ std::vector<uint8_t> pack_weights(const void* source, DType source_dtype, int64_
                                   DType target_dtype);
 // W[n, k] of a packed matrix, widened to f32.
 float packed_weight(const WeightMatrix& w, int64_t n, int64_t k);
+// Bytes of w's packed panels, the zero rows of its last panel included: what one product with a
+// single input row streams from memory (the size pack_weights returns for w's shape and dtype).
+size_t packed_bytes(const WeightMatrix& w);
 
 struct MatmulArgs {
   const float* x = nullptr;  // [m, ldx], the first w.cols columns are read

@@ -21,6 +21,15 @@ int64_t slot_in_row(int64_t lane, DType dtype) {
 
 }  // namespace
 
+size_t packed_bytes(const WeightMatrix& w) {
+  if (w.rows <= 0 || w.cols <= 0) return 0;
+  if (dtype_is_quantized(w.dtype)) {
+    const int64_t panels = (w.rows + kQuantPanel - 1) / kQuantPanel;
+    return static_cast<size_t>(panels * kQuantPanel) * dtype_row_bytes(w.dtype, w.cols);
+  }
+  return static_cast<size_t>(w.panels() * kPanelWidth * w.cols) * dtype_size(w.dtype);
+}
+
 std::vector<uint8_t> pack_weights(const void* source, DType source_dtype, int64_t rows, int64_t cols,
                                   DType target_dtype) {
   if (dtype_is_quantized(source_dtype) || dtype_is_quantized(target_dtype)) {

@@ -179,7 +179,8 @@ void add_matmul_cases(std::vector<OpCase>& cases) {
 }
 
 // Quantized weights: each format over activation-block counts of 1 to 32, outputs short of and
-// past a 16-wide panel, rows past a 64-row block (70), every epilogue and the norm prologue. The
+// past a 16-wide panel, rows past a 64-row block (70), every epilogue and the norm prologue (in
+// decode-sized and prefill-sized products). The
 // reference sees the activations as the kernel quantizes them, so the tolerance is the float one.
 void add_quant_matmul_cases(std::vector<OpCase>& cases) {
   using enum DType;
@@ -197,6 +198,12 @@ void add_quant_matmul_cases(std::vector<OpCase>& cases) {
       add(cases, {1, 40, 32, type, true});
       add(cases, {3, 1, 32, type, false, true});
     }
+    // Vulkan walks K in steps of 256 weights: several steps (17 blocks of 32: a partial third
+    // step; three K-quant blocks: both halves of its double-buffered sums) in the GEMV with the
+    // norm prologue, each row alone too, and in the tiled GEMM over a second tile of rows.
+    const int64_t steps_k = small_blocks ? 544 : 768;
+    add(cases, {6, 24, steps_k, type, true, false, false, true, true});
+    add(cases, {66, 17, steps_k, type, false, true, false, true});
   }
 }
 

@@ -1,13 +1,12 @@
 // make-model's mixture-of-experts hybrids, and the all-attention RoPE Granite (--rope-theta), end
 // to end: the flags, the config.json transformers reads, prefill and decode steps of the made
-// folder giving the same bits through `logits`, `generate` on the RoPE Granite, and one-line
-// refusals of inconsistent expert and RoPE flags.
+// folder giving the same bits through `logits`, generate, run and bench on each, and one-line
+// refusals of inconsistent expert and RoPE flags (serve: tests/server/serve_test.cc).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <sstream>
 
 #include "cli_test_support.h"
 #include "common/test_util.h"
@@ -45,13 +44,6 @@ TEST(CliMoe, MakeModelWritesMixtureOfExpertsHybridsThatLogitsRunExactly) {
       EXPECT_EQ(config["position_embedding_type"], "rope");
       EXPECT_EQ(config["rope_theta"], 1e7);
       EXPECT_EQ(config["layer_types"], nlohmann::json({"attention", "attention", "attention"}));
-      const test::CliOutput generated =
-          run_cli("generate -m " + model + " --tokens 1,2,3 -n 6 --ignore-eos --threads 2");
-      ASSERT_EQ(generated.status, 0) << generated.err;
-      std::istringstream ids(generated.out);
-      int64_t id = 0, count = 0;
-      for (; ids >> id; ++count) EXPECT_TRUE(id >= 0 && id < 301) << id;
-      EXPECT_EQ(count, 6) << generated.out;
     } else {
       EXPECT_EQ(config["hybrid_override_pattern"], "ME*E");
       EXPECT_EQ(config["n_routed_experts"], 7);
@@ -69,6 +61,17 @@ TEST(CliMoe, MakeModelWritesMixtureOfExpertsHybridsThatLogitsRunExactly) {
     const auto prefill = read_npy_f32(dir + "/" + name + "_prefill.npy", shape);
     EXPECT_EQ(shape, (std::vector<int64_t>{9, 301}));
     EXPECT_TRUE(test::same_bits(prefill, read_npy_f32(dir + "/" + name + "_steps.npy", shape)));
+    // The other commands a user runs on a checkpoint.
+    const std::string m = " -m " + model + " ";
+    const test::CliOutput generated = run_cli("generate" + m + "--tokens 1,2,3 -n 6 --ignore-eos");
+    ASSERT_EQ(generated.status, 0) << generated.err;
+    EXPECT_FALSE(generated.out.empty());
+    const test::CliOutput run = run_cli("run" + m + "-p 'Once upon a time' -n 8 --seed 4 --ignore-eos");
+    ASSERT_EQ(run.status, 0) << run.err;
+    EXPECT_EQ(run.out.rfind("Once upon a time", 0), 0u) << run.out;
+    const test::CliOutput bench = run_cli("bench" + m + "--prompt-len 8 --gen-len 2 --repeats 1 --json");
+    ASSERT_EQ(bench.status, 0) << bench.err;
+    EXPECT_TRUE(nlohmann::json::parse(bench.out, nullptr, false).is_object()) << bench.out;
   }
 }
 

@@ -14,6 +14,7 @@
 #include "common/test_util.h"
 #include "core/error.h"
 #include "core/isa_flag.h"
+#include "io/gguf.h"
 #include "io/mapped_file.h"
 #include "io/npy.h"
 
@@ -365,6 +366,49 @@ TEST(Cli, HybridGgufFilesWorkWithEveryCommand) {
   // Re-quantizing a file to its own type rewrites it byte for byte.
   ASSERT_EQ(run_cli("quantize " + granite + " " + dir + "/again.gguf --type q4_k_m").status, 0);
   EXPECT_EQ(read_text_file(granite), read_text_file(dir + "/again.gguf"));
+}
+
+TEST(Cli, MixtureOfExpertsGgufFilesAreMadeQuantizedAndRun) {
+  const std::string dir = test::make_temp_dir("cli_moe_gguf");
+  // Nemotron-H with E layers made directly as a Q4_K_M nemotron_h_moe file; Granite with experts as
+  // a folder then quantized to Q8_0 and f32.
+  const std::string nemotron = dir + "/nemotron.gguf", granite = dir + "/granite";
+  const Output made = run_cli(
+      "make-model --arch nemotron-h --pattern ME*E --experts 4 --top-k 2 "
+      "--format gguf --dtype q4_k_m --out " +
+      nemotron + " --d-model 256 --vocab 301 --seed 7");
+  ASSERT_EQ(made.status, 0) << made.err;
+  EXPECT_EQ(GgufFile(nemotron).string_value("general.architecture"), "nemotron_h_moe");
+  ASSERT_EQ(run_cli("make-model --arch granite-hybrid --experts 4 --top-k 2 --out " + granite +
+                    " --d-model 64 --n-layer 2 --vocab 301 --seed 8")
+                .status,
+            0);
+  for (const std::string type : {"f32", "q8_0"}) {
+    const Output q = run_cli("quantize " + granite + " " + dir + "/granite_" + type + ".gguf --type " + type);
+    ASSERT_EQ(q.status, 0) << q.err;
+  }
+  EXPECT_EQ(GgufFile(dir + "/granite_q8_0.gguf").unsigned_value("granitehybrid.expert_count"), 4u);
+  const std::string tokens = " --tokens 5,6,7,8,9 --all-positions --out ";
+  ASSERT_EQ(run_cli("logits -m " + granite + tokens + dir + "/folder.npy").status, 0);
+  ASSERT_EQ(run_cli("logits -m " + dir + "/granite_f32.gguf" + tokens + dir + "/f32.npy").status, 0);
+  std::vector<int64_t> shape;
+  const auto from_folder = read_npy_f32(dir + "/folder.npy", shape);
+  // A is stored rounded to f32 (see model/gguf_checkpoint.h): within rounding of the folder.
+  EXPECT_LE(test::max_abs_diff(read_npy_f32(dir + "/f32.npy", shape), from_folder),
+            1e-5 * test::max_abs(from_folder));
+  for (const std::string model : {nemotron, dir + "/granite_q8_0.gguf"}) {
+    SCOPED_TRACE(model);
+    const std::string m = " -m " + model + " ";
+    ASSERT_EQ(run_cli("logits" + m + tokens + dir + "/p.npy").status, 0);
+    ASSERT_EQ(run_cli("logits" + m + tokens + dir + "/s.npy --mode step").status, 0);
+    EXPECT_TRUE(test::same_bits(read_npy_f32(dir + "/p.npy", shape), read_npy_f32(dir + "/s.npy", shape)));
+    const Output generated = run_cli("generate" + m + "--tokens 1,2,3 -n 6 --ignore-eos");
+    ASSERT_EQ(generated.status, 0) << generated.err;
+    EXPECT_FALSE(generated.out.empty());
+  }
+  // Re-quantizing a file to its own type rewrites it byte for byte.
+  ASSERT_EQ(run_cli("quantize " + nemotron + " " + dir + "/again.gguf --type q4_k_m").status, 0);
+  EXPECT_EQ(read_text_file(nemotron), read_text_file(dir + "/again.gguf"));
 }
 
 TEST(Cli, FalconMambaFoldersWorkWithEveryCommand) {

@@ -139,8 +139,12 @@ TEST(HybridGgufMalformed, GraniteFilesAreRefusedNamingTheKeyOrTensor) {
            "tensor 'blk.0.ffn_gate.weight' has dims {64, 40} but the metadata implies {64, 32}"},
           {set("granitehybrid.expert_shared_feed_forward_length", GgufValue::u32(32)),
            "expert_shared_feed_forward_length' = 32 differs from feed_forward_length 40"},
-          {set("granitehybrid.expert_count", GgufValue::u32(8)),
-           "'granitehybrid.expert_count' = 8: mixture-of-experts"},
+          // Experts the file's tensors do not have.
+          {both(set("granitehybrid.expert_count", GgufValue::u32(8)),
+                set("granitehybrid.expert_used_count", GgufValue::u32(2))),
+           "tensor 'blk.0.ffn_gate.weight' is not part of a granitehybrid model"},
+          {set("granitehybrid.expert_used_count", GgufValue::u32(2)),
+           "'granitehybrid.expert_used_count' = 2 but expert_count is 0"},
           {set("granitehybrid.rope.scaling.finetuned", GgufValue::boolean(true)),
            "rope.scaling.finetuned' is true"},
           {set("granitehybrid.rope.scaling.finetuned", std::nullopt), "rope.scaling.finetuned' is absent"},
@@ -179,9 +183,93 @@ TEST(HybridGgufMalformed, NemotronFilesAreRefusedNamingTheKeyOrTensor) {
            "'blk.2.attn_q.weight' has dims {40, 32} but the metadata implies {40, 64}"},
           {set("nemotron_h.ssm.time_step_rank", GgufValue::u32(7)), "is not a multiple of the head count"},
           {set("nemotron_h.block_count", GgufValue::u32(5)), "lists 6 values but block_count is 5"},
-          {set("nemotron_h.expert_count", GgufValue::u32(4)), "mixture-of-experts"},
+          {set("nemotron_h.expert_count", GgufValue::u32(4)),
+           "'nemotron_h.expert_used_count' = 0 must lie in [1, expert_count = 4]"},
           {drop_tensor("blk.1.ffn_down.weight"), "missing tensor 'blk.1.ffn_down.weight'"},
           {drop_tensor("blk.0.ssm_norm.weight"), "missing tensor 'blk.0.ssm_norm.weight'"},
+      });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The mixture-of-experts files: granitehybrid with experts and nemotron_h_moe.
+
+TEST(HybridGgufMalformed, GraniteExpertFilesAreRefusedNamingTheKeyOrTensor) {
+  // 5 experts of 24 (top 2) and a shared MLP of 36 in each of the layers *, M; hidden 40.
+  const std::string good = written(test::granite_moe_config("*M", 5, 2, 24), "gguf_bad_granite_moe");
+  const std::string p = "granitehybrid.";
+  expect_refused(
+      good,
+      {
+          {set(p + "expert_count", GgufValue::u32(6)),
+           "tensor 'blk.0.ffn_gate_inp.weight' has dims {40, 5} but the metadata implies {40, 6}"},
+          {set(p + "expert_used_count", GgufValue::u32(6)),
+           "'granitehybrid.expert_used_count' = 6 must lie in [1, expert_count = 5]"},
+          {set(p + "expert_used_count", std::nullopt),
+           "expert_used_count' = 0 must lie in [1, expert_count = 5]"},
+          {set(p + "expert_count", GgufValue::u32(70000)), "'granitehybrid.expert_count' = 70000 is above"},
+          // Without experts feed_forward_length is the shared MLP's width, which the other key
+          // contradicts.
+          {both(set(p + "expert_count", GgufValue::u32(0)), set(p + "expert_used_count", GgufValue::u32(0))),
+           "expert_shared_feed_forward_length' = 36 differs from feed_forward_length 24"},
+          {set(p + "expert_shared_feed_forward_length", std::nullopt),
+           "missing required metadata 'granitehybrid.expert_shared_feed_forward_length'"},
+          {set(p + "expert_shared_feed_forward_length", GgufValue::u32(24)),
+           "'blk.0.ffn_gate_shexp.weight' has dims {40, 36} but the metadata implies {40, 24}"},
+          {set(p + "feed_forward_length", GgufValue::u32(36)),
+           "'blk.0.ffn_gate_exps.weight' has dims {40, 24, 5} but the metadata implies {40, 36, 5}"},
+          {set(p + "expert_weights_scale", GgufValue::f32(2.5f)), "Granite's routing weights are not scaled"},
+          {set(p + "expert_group_count", GgufValue::u32(2)), "group-limited expert routing"},
+          {set(p + "moe_latent_size", GgufValue::u32(16)), "'granitehybrid.moe_latent_size' = 16: latent"},
+          {set(p + "nextn_predict_layers", GgufValue::u32(1)), "multi-token-prediction blocks"},
+          {drop_tensor("blk.1.ffn_gate_exps.weight"), "missing tensor 'blk.1.ffn_gate_exps.weight'"},
+          {drop_tensor("blk.0.ffn_up_exps.weight"), "missing tensor 'blk.0.ffn_up_exps.weight'"},
+          {drop_tensor("blk.1.ffn_down_exps.weight"), "missing tensor 'blk.1.ffn_down_exps.weight'"},
+          {drop_tensor("blk.0.ffn_gate_inp.weight"), "missing tensor 'blk.0.ffn_gate_inp.weight'"},
+          {drop_tensor("blk.1.ffn_up_shexp.weight"), "missing tensor 'blk.1.ffn_up_shexp.weight'"},
+          // One expert's matrix where the experts' stack belongs, and a stack of the wrong count.
+          {retype_tensor("blk.0.ffn_down_exps.weight", {24, 40}, kGgmlF32),
+           "'blk.0.ffn_down_exps.weight' has dims {24, 40} but the metadata implies {24, 40, 5}"},
+          {retype_tensor("blk.1.ffn_up_exps.weight", {40, 24, 4}, kGgmlF32),
+           "'blk.1.ffn_up_exps.weight' has dims {40, 24, 4} but the metadata implies {40, 24, 5}"},
+      });
+}
+
+TEST(HybridGgufMalformed, NemotronHMoeFilesAreRefusedNamingTheKeyOrTensor) {
+  // Layers: Mamba, MoE, attention, MoE; 9 experts of 24 (top 3), a shared expert of 44; hidden 40.
+  const std::string good = written(test::nemotron_moe_config("ME*E"), "gguf_bad_nemotron_moe");
+  const std::string p = "nemotron_h_moe.";
+  ASSERT_EQ(GgufFile(good).string_value("general.architecture"), "nemotron_h_moe");
+  expect_refused(
+      good,
+      {
+          {set(p + "expert_count", std::nullopt),
+           "'nemotron_h_moe.expert_count' is absent: a nemotron_h_moe file's feed-forward layers are "
+           "mixtures"},
+          {set(p + "expert_used_count", GgufValue::u32(10)),
+           "expert_used_count' = 10 must lie in [1, expert_count = 9]"},
+          {set(p + "expert_count", GgufValue::u32(8)),
+           "'blk.1.ffn_gate_inp.weight' has dims {40, 9} but the metadata implies {40, 8}"},
+          {set(p + "expert_feed_forward_length", std::nullopt),
+           "missing required metadata 'nemotron_h_moe.expert_feed_forward_length'"},
+          {set(p + "expert_feed_forward_length", GgufValue::u32(20)),
+           "'blk.1.ffn_up_exps.weight' has dims {40, 24, 9} but the metadata implies {40, 20, 9}"},
+          {set(p + "expert_shared_feed_forward_length", GgufValue::u32(20)),
+           "'blk.1.ffn_up_shexp.weight' has dims {40, 44} but the metadata implies {40, 20}"},
+          {set(p + "expert_shared_count", GgufValue::u32(2)), "'nemotron_h_moe.expert_shared_count' = 2"},
+          {set(p + "expert_weights_scale", GgufValue::f32(-2.5f)),
+           "'nemotron_h_moe.expert_weights_scale' = -2.5"},
+          {set(p + "expert_group_count", GgufValue::u32(3)), "'nemotron_h_moe.expert_group_count' = 3"},
+          {set(p + "feed_forward_length", i32s({0, 24, 0, 0})),
+           "tensor 'blk.3.ffn_up_shexp.weight' is not part of a nemotron_h_moe model "
+           "(layer 3 is a Mamba-2 layer by its metadata)"},
+          {set(p + "feed_forward_length", i32s({0, 24, 0, 16})), "is 24 for layer 1 but 16 for layer 3"},
+          {drop_tensor("blk.3.exp_probs_b.bias"), "missing tensor 'blk.3.exp_probs_b.bias'"},
+          {drop_tensor("blk.1.ffn_down_exps.weight"), "missing tensor 'blk.1.ffn_down_exps.weight'"},
+          {drop_tensor("blk.3.ffn_down_shexp.weight"), "missing tensor 'blk.3.ffn_down_shexp.weight'"},
+          {retype_tensor("blk.3.ffn_down_exps.weight", {24, 40, 9, 2}, kGgmlF32),
+           "'blk.3.ffn_down_exps.weight' has dims {24, 40, 9, 2} but the metadata implies {24, 40, 9}"},
+          {retype_tensor("blk.1.exp_probs_b.bias", {8}, kGgmlF32),
+           "'blk.1.exp_probs_b.bias' has dims {8} but the metadata implies {9}"},
       });
 }
 

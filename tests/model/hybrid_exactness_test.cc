@@ -1,15 +1,19 @@
 // The bitwise contract for the hybrid models (Mamba-2, attention and MLP blocks): a prefill of T
 // positions equals T decode steps (the logits at every position and the whole final state, its KV
 // parts included), for any thread count, round size (the KV handoff between rounds), instruction
-// set and batch composition; a state holds the positions it used and continues exactly after a
-// fork or a round trip through its host form. Every comparison is memcmp.
+// set and batch composition; a state holds the positions it used, continues exactly after a fork
+// or a round trip through its host form, and its state and slot files hold those positions only.
+// Every comparison is memcmp.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 
 #include "common/hybrid_configs.h"
 #include "common/model_fixture.h"
 #include "common/test_util.h"
+#include "engine/slot_file.h"
+#include "engine/state_file.h"
 
 namespace mb {
 namespace {
@@ -120,6 +124,18 @@ TEST_P(HybridExactness, AStateHoldsThePositionsItUsedAndContinuesExactlyAfterAFo
   EXPECT_TRUE(same_bits(fork.download(), state.download()));
   EXPECT_TRUE(same_bits(restored.download(), state.download()));
   EXPECT_EQ(state.floats(), static_cast<size_t>(shape.fixed_floats + 60 * 2 * attention_layers * kv));
+
+  // A state file and a slot file hold those positions only, and restore the same bits.
+  const std::string dir = test::make_temp_dir("hybrid_state_files");
+  save_state(dir + "/a.state", model, state);
+  EXPECT_EQ(std::filesystem::file_size(dir + "/a.state"), 40 + state.floats() * sizeof(float) + 8);
+  const SequenceState loaded = load_state(dir + "/a.state", model);
+  EXPECT_EQ(loaded.position, 60);
+  EXPECT_TRUE(same_bits(loaded.download(), state.download()));
+  save_slot_file(dir + "/a.slot", model, tokens, state);
+  const SlotFile slot = load_slot_file(dir + "/a.slot", model);
+  EXPECT_EQ(slot.tokens, tokens);
+  EXPECT_TRUE(same_bits(slot.state.download(), state.download()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, HybridExactness, ::testing::ValuesIn(shapes()),

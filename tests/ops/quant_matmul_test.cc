@@ -51,6 +51,20 @@ TEST(QuantPack, PackedRowsDequantizeLikeTheOriginalBlocks) {
   EXPECT_THROW(pack_quantized(nullptr, DType::Q4_K, 1, 32), Error);
 }
 
+// packed_bytes is what a product with one input row streams, so it must be the packed size
+// itself, padding rows of the last panel included, for float panels of 64 and quantized of 16.
+TEST(QuantPack, PackedBytesIsTheSizeOfThePackedMatrix) {
+  for (DType type : {DType::F32, DType::BF16, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K})
+    for (const int64_t rows : {1, 16, 17, 63, 64, 65, 200}) {
+      const int64_t cols = 512;
+      const std::vector<float> f = random_floats(rows * cols, 5);
+      const std::vector<uint8_t> packed = pack_weights(f.data(), DType::F32, rows, cols, type);
+      EXPECT_EQ(packed_bytes(WeightMatrix{packed.data(), type, rows, cols}), packed.size())
+          << dtype_name(type) << " rows " << rows;
+    }
+  EXPECT_EQ(packed_bytes(WeightMatrix{}), 0u);
+}
+
 TEST(QuantPack, StorableDtypeFallsBackForShortRows) {
   EXPECT_EQ(storable_dtype(DType::Q4_K, 768), DType::Q4_K);
   EXPECT_EQ(storable_dtype(DType::Q4_K, 96), DType::Q8_0);

@@ -572,5 +572,62 @@ TEST(Serve, ARequestWithToolsPrefillsWhatTransformersRenders) {
   EXPECT_EQ(server.terminate(), 0);
 }
 
+// A hybrid conversation's next turn on a warm server resumes from the state cached at the end of
+// the previous one (the Mamba layers' snapshot plus the attention layers' KV prefix) and answers
+// exactly what a cold server answers: the same tokens with the same log-probabilities, printed to
+// the last bit. The first prompt is shorter than any cache interval, so only the entry made at the
+// end of every request can serve it. A dense Granite-4.0-H and both kinds of mixture of experts.
+TEST(Serve, AHybridFollowUpResumedFromTheCacheEqualsAColdServersAnswer) {
+  const std::string dir = test::make_temp_dir("serve_hybrid_follow_up");
+  const std::string common = " --d-model 40 --vocab 301 --d-state 16 --headdim 16 --seed 4 >/dev/null 2>&1";
+  const std::vector<std::pair<std::string, std::string>> models = {
+      {"granite", "--arch granite-hybrid --pattern 'M*M' --heads 4 --kv-heads 2 --mlp-width 36"},
+      {"granite_moe",
+       "--arch granite-hybrid --pattern 'M*' --heads 4 --kv-heads 2 --mlp-width 36 --experts 5 --top-k 2 "
+       "--expert-width 20"},
+      {"nemotron_moe",
+       "--arch nemotron-h --pattern 'ME*E' --heads 4 --kv-heads 1 --head-dim 8 --experts 7 --top-k 3 "
+       "--expert-width 24 --shared-width 30"}};
+  for (const auto& [name, flags] : models) {
+    SCOPED_TRACE(name);
+    const std::string model = dir + "/" + name;
+    const std::string make = std::string(MB_CLI_PATH) + " make-model --out " + model + " " + flags + common;
+    ASSERT_EQ(std::system(make.c_str()), 0) << make;
+    // The first turn's greedy tokens, from `generate`, and the follow-up: the whole conversation so
+    // far plus one new token.
+    std::vector<int32_t> follow_up = {5, 6, 7, 8, 9};
+    std::istringstream generated(run_generate("-m " + model + " --tokens 5,6,7,8,9 -n 10 --ignore-eos"));
+    for (int32_t id; generated >> id;) follow_up.push_back(id);
+    ASSERT_EQ(follow_up.size(), 15u);
+    follow_up.push_back(11);
+    const json first = {
+        {"prompt", {5, 6, 7, 8, 9}}, {"max_tokens", 10}, {"temperature", 0}, {"ignore_eos", true}};
+    const json next = {
+        {"prompt", follow_up}, {"max_tokens", 8}, {"temperature", 0}, {"ignore_eos", true}, {"logprobs", 3}};
+    json warm, cold;
+    {
+      ServerProcess server(model, "-t 1");
+      ASSERT_GT(server.port(), 0);
+      httplib::Client client = client_for(server);
+      const std::vector<int32_t> first_ids(follow_up.begin() + 5, follow_up.end() - 1);
+      EXPECT_EQ(post_json(client, "/v1/completions", first)["choices"][0]["text"],
+                post_json(client, "/detokenize", {{"tokens", first_ids}})["content"]);
+      warm = post_json(client, "/v1/completions", next);
+      EXPECT_EQ(server.terminate(), 0);
+    }
+    {
+      ServerProcess server(model, "-t 2");
+      ASSERT_GT(server.port(), 0);
+      httplib::Client client = client_for(server);
+      cold = post_json(client, "/v1/completions", next);
+      EXPECT_EQ(server.terminate(), 0);
+    }
+    EXPECT_EQ(warm["usage"]["prompt_tokens_details"]["cached_tokens"], 15);
+    EXPECT_EQ(cold["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    ASSERT_EQ(warm["choices"][0]["logprobs"]["token_logprobs"].size(), 8u);
+    EXPECT_EQ(warm["choices"], cold["choices"]);
+  }
+}
+
 }  // namespace
 }  // namespace mb

@@ -1,7 +1,8 @@
 // `--device vulkan` end to end through the CLI, for Mamba-1, Mamba-2 and Mamba-3 checkpoints:
 // logits files byte-identical to the CPU's (on a device with an exact fma; Mamba-2 and Mamba-3 in
-// both scan orders), the same greedy ids from generate and the same text from run, and bench's
-// JSON with the CPU fields plus the device's phase timings.
+// both scan orders, loaded with a quantized --dtype, and quantized GGUF files), the same greedy
+// ids from generate and the same text from run, and bench's JSON with the CPU fields plus the
+// device's phase timings (those of a quantized load's two product kernels too).
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -73,6 +74,60 @@ TEST_P(VulkanCli, LogitsGenerateAndRunEqualTheCpu) {
   ASSERT_EQ(cpu_text.status, 0) << cpu_text.err;
   ASSERT_EQ(gpu_text.status, 0) << gpu_text.err;
   if (ctx().exact_fma()) EXPECT_EQ(gpu_text.out, cpu_text.out);
+}
+
+TEST_P(VulkanCli, QuantizedLoadsEqualTheCpu) {
+  // --dtype quantizes the bf16 checkpoint at load; the device computes with its tiles and gives the
+  // CPU's logits file (a prefill of 4 rows and, with --chunk 1, decode-sized rounds).
+  const std::string dir = test::make_temp_dir("vulkan_cli_quant");
+  for (const std::string dtype : {"q4_0", "q8_0"}) {
+    const std::string base = "logits -m " + model() + " --tokens 5,6,7,8 --all-positions --dtype " + dtype +
+                             (dtype == "q8_0" ? " --chunk 1" : "");
+    ASSERT_EQ(cli(base + " --out " + dir + "/cpu.npy").status, 0);
+    const Output gpu = cli(base + " --out " + dir + "/gpu.npy --device " + device());
+    ASSERT_EQ(gpu.status, 0) << gpu.err;
+    const std::string cpu_bytes = read_text_file(dir + "/cpu.npy"),
+                      gpu_bytes = read_text_file(dir + "/gpu.npy");
+    ASSERT_EQ(cpu_bytes.size(), gpu_bytes.size());
+    if (ctx().exact_fma()) EXPECT_TRUE(cpu_bytes == gpu_bytes) << "the .npy files differ for " << dtype;
+  }
+  if (GetParam() != "mamba1" || !ctx().info().timestamps) return;
+  // bench's device timings of a quantized load: a decode step's in_proj is one GEMV per layer (its
+  // rows quantized inside the dispatch), a prefill of 12 rows two dispatches per layer (the rows
+  // quantized once, then the tiled GEMM).
+  const Output bench = cli("bench -m " + model() + " --dtype q4_0 --prompt-len 12 --gen-len 2 --repeats 1 " +
+                           "--json --device " + device());
+  ASSERT_EQ(bench.status, 0) << bench.err;
+  const auto json = nlohmann::json::parse(bench.out);
+  EXPECT_EQ(json["dtype"].get<std::string>(), "q4_0");
+  EXPECT_EQ(json["device_phases"]["decode_step"]["in_proj gemm"]["dispatches"].get<int>(), 2) << bench.out;
+  EXPECT_EQ(json["device_phases"]["prefill"]["in_proj gemm"]["dispatches"].get<int>(), 4) << bench.out;
+}
+
+TEST_P(VulkanCli, QuantizedGgufFilesEqualTheCpu) {
+  // A GGUF file of each quantized file type: Q8_0 and Q4_0 (Mamba-1, 32 wide), Q4_K_M (Mamba-2,
+  // 256 wide so that its K-quants apply: Q4_K matrices and the Q6_K embedding, which is also the
+  // LM head). Their blocks go to the device as stored.
+  if (GetParam() == "mamba3") GTEST_SKIP() << "llama.cpp's GGUF has no Mamba-3";
+  const std::string dir = test::make_temp_dir("vulkan_cli_gguf");
+  for (const std::string type : GetParam() == "mamba1" ? std::vector<std::string>{"q8_0", "q4_0"}
+                                                       : std::vector<std::string>{"q4_k_m"}) {
+    const std::string file = dir + "/" + type + ".gguf";
+    const Output made = cli("make-model --out " + file + " --arch " + GetParam() + " --d-model " +
+                            (type == "q4_k_m" ? "256 --n-layer 1" : "32 --n-layer 2") +
+                            " --vocab 301 --seed 7 --format gguf --dtype " + type);
+    ASSERT_EQ(made.status, 0) << made.err;
+    // A prefill of 10 rows (the tiled GEMM), then single rows (the GEMV).
+    const std::string base =
+        "logits -m " + file + " --tokens 5,6,7,8,9,10,11,12,13,14,15,16 --all-positions --chunk 10";
+    ASSERT_EQ(cli(base + " --out " + dir + "/cpu.npy").status, 0);
+    const Output gpu = cli(base + " --out " + dir + "/gpu.npy --device " + device());
+    ASSERT_EQ(gpu.status, 0) << gpu.err;
+    const std::string cpu_bytes = read_text_file(dir + "/cpu.npy"),
+                      gpu_bytes = read_text_file(dir + "/gpu.npy");
+    ASSERT_EQ(cpu_bytes.size(), gpu_bytes.size());
+    if (ctx().exact_fma()) EXPECT_TRUE(cpu_bytes == gpu_bytes) << "the .npy files differ for " << type;
+  }
 }
 
 TEST_P(VulkanCli, BenchReportsTheCpuFieldsAndDeviceTimings) {

@@ -577,16 +577,6 @@ TEST_F(VulkanModelErrors, DeviceIndexOutOfRangeIsAnError) {
   }
 }
 
-TEST_F(VulkanModelErrors, QuantizedWeightsAreRefused) {
-  MakeModelOptions options;
-  options.config = test::small_config(32, 1, 37);
-  const std::string dir = test::write_model(options, "vulkan_model_q8");
-  LoadOptions load;
-  load.device = {DeviceKind::Vulkan, 0};
-  load.weight_dtype = DType::Q8_0;
-  EXPECT_THROW(Model::load(dir, load), Error);
-}
-
 // The hybrids' attention and MLP ops have no shaders yet: the load is refused naming the first op
 // the device lacks (a model without Mamba layers names the attention and MLP blocks).
 TEST_F(VulkanModelErrors, HybridModelsAreRefusedNamingTheirBlocks) {

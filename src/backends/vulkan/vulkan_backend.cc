@@ -12,6 +12,7 @@
 #include "ops/causal_conv.h"
 #include "ops/matmul.h"
 #include "ops/quant.h"
+#include "ops/quant_matmul.h"
 #include "ops/selective_scan.h"
 
 namespace mb::vulkan {
@@ -37,7 +38,8 @@ class DeviceVector final : public Storage {
   BufferPtr buffer;
 };
 
-// A packed weight matrix in pieces of whole 64-row panels.
+// A packed weight matrix in pieces of whole panels (64 rows of f32, bf16 or f16 weights; 16 rows
+// of quantized tiles).
 class DeviceMatrix final : public Storage {
  public:
   struct Piece {
@@ -254,6 +256,16 @@ const DeviceMatrix& matrix_of(const Matrix& m) {
 // the piece's columns of y. With a norm weight, x's rows are RMS-normalized inside each dispatch.
 void record_product(CommandSequence& seq, const DeviceMatrix& w, View x, int64_t m, View bias, View y,
                     bool accumulate, bool softplus, View norm = {}, float norm_eps = 0.0f) {
+  if (dtype_is_quantized(w.dtype)) {
+    // One op over every piece: a prefill round quantizes its rows once for all of them.
+    std::vector<GpuQuantPiece> pieces;
+    for (const DeviceMatrix::Piece& piece : w.pieces)
+      pieces.push_back({piece.buffer.get(), piece.first_row, piece.rows});
+    record_quant_matmul(seq, {buffer_of(x), offset_of(x), x.ld, m, w.dtype, w.cols, pieces, buffer_of(bias),
+                              bias ? offset_of(bias) : 0, buffer_of(y), offset_of(y), y.ld, accumulate,
+                              softplus, buffer_of(norm), offset_of(norm), norm_eps});
+    return;
+  }
   for (const DeviceMatrix::Piece& piece : w.pieces) {
     record_matmul(
         seq, {buffer_of(x), offset_of(x), x.ld, m, piece.buffer.get(), 0, w.dtype, piece.rows, w.cols,
@@ -284,15 +296,6 @@ int64_t ssd_chunk_for(int64_t chunk, std::span<const Part> parts) {
   return std::min(chunk, longest);
 }
 
-bool float_weights(DType dtype) {
-  return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16;
-}
-
-std::string float_weights_only(DType dtype) {
-  return "the Vulkan backend computes with f32, bf16 or f16 weights, not " + std::string(dtype_name(dtype)) +
-         " (load with --dtype f32, bf16 or f16)";
-}
-
 }  // namespace
 
 VulkanBackend::VulkanBackend(const ContextOptions& options, uint64_t max_piece_bytes)
@@ -315,7 +318,7 @@ std::string VulkanBackend::description() const {
 std::string VulkanBackend::why_unsupported(const OpQuery& query) const {
   switch (query.kind) {
     case OpKind::Matmul:
-      return float_weights(query.dtype) ? "" : float_weights_only(query.dtype);
+      return "";  // f32, bf16, f16 and every quantized dtype
     case OpKind::SelectiveScan:
       return query.size <= kMaxStateSize ? "" : "the Vulkan scan supports d_state up to 256";
     case OpKind::CausalConv:
@@ -350,23 +353,30 @@ std::string VulkanBackend::why_unsupported(const OpQuery& query) const {
 }
 
 std::unique_ptr<Storage> VulkanBackend::upload_matrix(const WeightMatrix& host) const {
-  if (!float_weights(host.dtype)) throw Error(float_weights_only(host.dtype));
   auto uploaded = std::make_unique<DeviceMatrix>();
   uploaded->dtype = host.dtype;
   uploaded->cols = host.cols;
-  // The packed panels exactly as the CPU kernels read them, [panels][cols][64] in the dtype, cut
-  // into runs of whole panels that one storage binding can span.
-  const uint64_t panel_bytes = static_cast<uint64_t>(host.cols * kPanelWidth) * dtype_size(host.dtype);
+  // The packed panels exactly as the CPU kernels read them, cut into runs of whole panels that
+  // one storage binding can span: [panels][cols][64] in the dtype for float weights, and for
+  // quantized ones the tiles of ops/quant_matmul.h as they are (16-row panels of cols / block
+  // tiles; nothing is dequantized).
+  const bool quantized = dtype_is_quantized(host.dtype);
+  const int64_t panel_rows = quantized ? kQuantPanel : kPanelWidth;
+  const uint64_t panel_bytes = quantized
+                                   ? static_cast<uint64_t>(host.cols / dtype_block_weights(host.dtype)) *
+                                         kQuantPanel * dtype_block_bytes(host.dtype)
+                                   : static_cast<uint64_t>(host.cols * kPanelWidth) * dtype_size(host.dtype);
   if (panel_bytes > max_piece_bytes_)
-    throw Error("one 64-row panel of a " + std::to_string(host.cols) +
+    throw Error("one " + std::to_string(panel_rows) + "-row panel of a " + std::to_string(host.cols) +
                 "-column matrix exceeds what a storage binding may span on " + shared_->context.info().name);
   const int64_t panels_per_piece = static_cast<int64_t>(max_piece_bytes_ / panel_bytes);
+  const int64_t panel_count = (host.rows + panel_rows - 1) / panel_rows;
   const std::lock_guard lock(shared_->mutex);
-  for (int64_t panel = 0; panel < host.panels(); panel += panels_per_piece) {
-    const int64_t panels = std::min(panels_per_piece, host.panels() - panel);
+  for (int64_t panel = 0; panel < panel_count; panel += panels_per_piece) {
+    const int64_t panels = std::min(panels_per_piece, panel_count - panel);
     DeviceMatrix::Piece piece;
-    piece.first_row = panel * kPanelWidth;
-    piece.rows = std::min(panels * kPanelWidth, host.rows - piece.first_row);
+    piece.first_row = panel * panel_rows;
+    piece.rows = std::min(panels * panel_rows, host.rows - piece.first_row);
     piece.buffer = std::make_unique<Buffer>(shared_->context, panels * panel_bytes);
     piece.buffer->upload(static_cast<const uint8_t*>(host.data) + panel * panel_bytes, panels * panel_bytes);
     uploaded->pieces.push_back(std::move(piece));
@@ -549,7 +559,8 @@ void VulkanBackend::selective_scan(Stream& stream, const SelectiveScanOp& op) co
   // and a round trip of dt through memory per layer and step.
   const ScanDtProj* dt = op.dt_proj;
   const bool fused = dt != nullptr && dt->m < kMatmulTiledMinRows && matrix_of(dt->w).pieces.size() == 1 &&
-                     dt->bias && dt->dt_low.storage == op.b.storage && dt->dt_low.ld == op.b.ld;
+                     !dtype_is_quantized(matrix_of(dt->w).dtype) && dt->bias &&
+                     dt->dt_low.storage == op.b.storage && dt->dt_low.ld == op.b.ld;
   if (dt != nullptr && !fused) {
     record_product(*s.sequence, matrix_of(dt->w), dt->dt_low, dt->m, dt->bias, op.dt, false,
                    true);  // softplus, [m, R] -> [m, D]

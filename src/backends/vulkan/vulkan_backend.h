@@ -1,7 +1,7 @@
 // The Vulkan backend: the ops of backends/backend.h recorded as compute dispatches (vulkan_ops.h).
 //
-// Weights are uploaded once, in the packed panels the CPU matmul reads and in their dtype, cut
-// into runs of whole 64-row panels that one storage binding can span (lavapipe allows 128 MiB;
+// Weights are uploaded once, in the packed panels (or quantized tiles) the CPU matmul reads and in
+// their dtype, cut into runs of whole panels that one storage binding can span (lavapipe allows 128 MiB;
 // an f32 130m LM head is 154 MB); each output's fma chain lives in one panel, so the cut changes
 // no bit. Each sequence's state lives in its own device buffers (VulkanState) between calls and
 // keeps the context alive, so states may outlive the model and be freed in any order.
@@ -23,9 +23,10 @@
 // Mamba-2 and Mamba-3 (vulkan_mamba2_ops.cc, vulkan_mamba3_ops.cc) run both scan orders with the
 // CPU's bits: the sequential one (a workgroup per head, its state in registers) and the chunked
 // SSD form (the products of every chunk and head at once, vulkan_ssd.h); --scan picks the same
-// order per part as on the CPU. Mamba-3 needs shaderFloat64. Quantized weights and the hybrids'
-// attention and MLP ops are not implemented here yet: why_unsupported says so, and a model
-// refuses to load onto the device.
+// order per part as on the CPU. Mamba-3 needs shaderFloat64. Quantized weights (Q8_0, Q4_0,
+// Q4_K, Q6_K) stay in the CPU's tiles on the device and their products give the CPU's bits
+// (record_quant_matmul). The hybrids' attention and MLP ops are not implemented here yet:
+// why_unsupported says so, and a model refuses to load onto the device.
 #pragma once
 
 #include <cstdint>

@@ -14,10 +14,6 @@
 namespace mb::vulkan {
 namespace {
 
-uint64_t offset32(uint64_t value, const char* op, const char* name) {
-  return u32(static_cast<int64_t>(value), op, name);
-}
-
 // The op's state layout (ops/mamba3_scan.h), absolute in each part's state buffer.
 Mamba3StateLayout state_layout(const GpuMamba3ScanArgs& a) {
   Mamba3ScanParams p;

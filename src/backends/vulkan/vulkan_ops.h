@@ -51,6 +51,39 @@ struct GpuMatmulArgs {
 // The fewest rows that record_matmul hands to the tiled shader.
 inline constexpr int64_t kMatmulTiledMinRows = 9;
 
+// y = x W^T (+ bias), then softplus or y += result, with W in the quantized tiles of
+// ops/quant_matmul.h (Q8_0, Q4_0, Q4_K, Q6_K) exactly as the CPU packs them, cut into pieces of
+// whole 16-row panels (each its own buffer, its outputs at y's columns from first_row); with
+// norm_weight, x's rows are RMS-normalized first, as in GpuMatmulArgs. Each row is quantized as
+// the CPU quantizes it and every output is the CPU's chain of block terms, so the results are the
+// CPU's bits. Fewer than kMatmulTiledMinRows rows take the GEMV, which quantizes its rows itself
+// (one dispatch per piece); more are quantized once into the recording's scratch buffer and take
+// a tiled GEMM that decodes each weight block once per tile of up to 64 rows.
+struct GpuQuantPiece {
+  const Buffer* w = nullptr;  // the piece's tiles from word 0
+  int64_t first_row = 0;      // a multiple of 16
+  int64_t rows = 0;
+};
+struct GpuQuantMatmulArgs {
+  const Buffer* x = nullptr;  // [m, ldx] floats from x_offset
+  uint64_t x_offset = 0;
+  int64_t ldx = 0;
+  int64_t m = 0;
+  DType dtype = DType::Q8_0;
+  int64_t cols = 0;                       // K, a multiple of the dtype's block
+  std::span<const GpuQuantPiece> pieces;  // consecutive, from row 0
+  const Buffer* bias = nullptr;           // [rows] floats from bias_offset, or null
+  uint64_t bias_offset = 0;
+  const Buffer* y = nullptr;  // [m, ldy] floats from y_offset
+  uint64_t y_offset = 0;
+  int64_t ldy = 0;
+  bool accumulate = false;
+  bool softplus = false;
+  const Buffer* norm_weight = nullptr;  // [cols] floats from norm_offset, or null for no norm
+  uint64_t norm_offset = 0;
+  float norm_eps = 1e-5f;
+};
+
 // ops/rms_norm.h; y may be the same view as x (in place).
 struct GpuRmsNormArgs {
   const Buffer* x = nullptr;  // [rows, ldx]
@@ -276,6 +309,7 @@ struct GpuMamba3ScanArgs {
 };
 
 void record_matmul(CommandSequence& sequence, const GpuMatmulArgs& args);
+void record_quant_matmul(CommandSequence& sequence, const GpuQuantMatmulArgs& args);
 void record_argmax(CommandSequence& sequence, const GpuArgmaxArgs& args);
 void record_rms_norm(CommandSequence& sequence, const GpuRmsNormArgs& args);
 void record_rms_norm_segments(CommandSequence& sequence, const GpuRmsNormSegmentsArgs& args);

@@ -8,6 +8,7 @@
 // parts, its phases and its forward, plus its entry in make_block (blocks.cc).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -55,6 +56,10 @@ class Block {
   // Every op its forward issues, for the backend to say whether it can run them.
   virtual std::vector<OpQuery> ops() const = 0;
   virtual void forward(LayerContext& ctx) const = 0;
+  // Bytes of packed weight matrices that one row of a decode step reads: all of the block's, except
+  // where a block reads only some (a mixture of experts, its top_k chosen experts). `mambacpp
+  // bench` counts a decode step's weight traffic with it.
+  virtual size_t step_matrix_bytes() const;
 
   // Set by the model: where the block's state parts are (its layer of the model's StateLayout:
   // fixed parts at offsets of the fixed region, growing parts by index), and its first phase id.

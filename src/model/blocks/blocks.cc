@@ -31,6 +31,15 @@ std::unique_ptr<Block> make_block(const ModelConfig& config, const BlockSpec& sp
   throw Error("unknown block kind");
 }
 
+size_t Block::step_matrix_bytes() const {
+  size_t bytes = 0;
+  for (const Weight& w : weights_) {
+    bytes += packed_bytes(w.host_matrix);
+    for (const WeightMatrix& expert : w.host_experts) bytes += packed_bytes(expert);
+  }
+  return bytes;
+}
+
 Weight derived_weight(WeightBinder& binder, std::vector<float> values) {
   Weight w;
   w.count = static_cast<int64_t>(values.size());

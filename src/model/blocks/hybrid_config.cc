@@ -208,6 +208,10 @@ void parse_granite_hybrid(const ConfigReader& reader, ModelConfig& c) {
   m.d_state = reader.positive_int_or("mamba_d_state", 256, 1 << 20);
   m.d_conv = reader.positive_int_or("mamba_d_conv", 4, 1 << 20);
   m.expand = reader.positive_int_or("mamba_expand", 2, 64);
+  // With more than one group the gated norm normalizes each group of d_ssm / ngroups channels, as
+  // the mamba_ssm kernel HF's CUDA path calls (mamba_split_conv1d_scan_combined, group_size =
+  // dim // ngroups) and llama.cpp do; HF's PyTorch path normalizes the whole d_ssm. The released
+  // Granite-4.0-H models have one group, where the two agree.
   m.ngroups = reader.positive_int_or("mamba_n_groups", 1, 1 << 16);
   m.chunk_size = reader.positive_int_or("mamba_chunk_size", 256, 1 << 16);
   m.use_bias = reader.boolean_or("mamba_proj_bias", false);

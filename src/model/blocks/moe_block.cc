@@ -84,12 +84,19 @@ std::vector<TensorSpec> MoeBlock::schema(const ModelConfig& c, const BlockSpec& 
 
   TensorSpec norm{.name = block.norm(), .shape = {d}, .gguf = block.gguf(block.names.gguf_norm)};
   // Granite names its shared MLP beside block_sparse_moe; Nemotron-H inside the mixer. llama.cpp's
-  // files split Granite's fused gate | up matrices in two (ffn_gate_* and ffn_up_*), so those have
-  // no single GGUF name here.
+  // converter splits Granite's fused [gate; up] matrices in two, the shared MLP's into
+  // ffn_gate_shexp and ffn_up_shexp and the experts' into ffn_gate_exps and ffn_up_exps.
   const std::string shared = g ? block.names.prefix + "shared_mlp." : block.tensor("shared_experts.");
+  const auto split_if_granite = [&](TensorSpec& spec, const char* gate, const char* up) {
+    if (!g) return;
+    spec.gguf = block.gguf(gate);
+    spec.gguf_form = GgufForm::SplitHalves;
+    spec.gguf_second = block.gguf(up);
+  };
   TensorSpec shared_up =
       matrix_spec(shared + (g ? "input_linear.weight" : "up_proj.weight"),
-                  {rows_for(shared_activation, S), d}, in_bound, g ? "" : block.gguf("ffn_up_shexp.weight"));
+                  {rows_for(shared_activation, S), d}, in_bound, block.gguf("ffn_up_shexp.weight"));
+  split_if_granite(shared_up, "ffn_gate_shexp.weight", "ffn_up_shexp.weight");
   TensorSpec shared_down = matrix_spec(shared + (g ? "output_linear.weight" : "down_proj.weight"), {d, S},
                                        shared_down_bound, block.gguf("ffn_down_shexp.weight"));
   TensorSpec router = matrix_spec(block.tensor(g ? "router.layer.weight" : "gate.weight"), {E, d}, in_bound,
@@ -106,7 +113,8 @@ std::vector<TensorSpec> MoeBlock::schema(const ModelConfig& c, const BlockSpec& 
   // Granite stores each kind of expert matrix stacked ([E, rows, cols]); Nemotron-H's checkpoints
   // one tensor per expert, and transformers' own saves stacked under the module's parameter name.
   TensorSpec up = matrix_spec(block.tensor(g ? "input_linear.weight" : "experts.up_proj"),
-                              {E, p.up_rows(), d}, in_bound, g ? "" : block.gguf("ffn_up_exps.weight"));
+                              {E, p.up_rows(), d}, in_bound, block.gguf("ffn_up_exps.weight"));
+  split_if_granite(up, "ffn_gate_exps.weight", "ffn_up_exps.weight");
   TensorSpec down = matrix_spec(block.tensor(g ? "output_linear.weight" : "experts.down_proj"),
                                 {E, d, p.width}, expert_down_bound, block.gguf("ffn_down_exps.weight"));
   if (!g) {
@@ -160,6 +168,14 @@ std::vector<OpQuery> MoeBlock::ops() const {
           {OpKind::Moe, weight(kExpertsUp).host_experts.front().dtype},
           {OpKind::Moe, weight(kExpertsDown).host_experts.front().dtype},
           {OpKind::Scale}};
+}
+
+size_t MoeBlock::step_matrix_bytes() const {
+  size_t bytes = 0;
+  for (const Weight& w : weights_) bytes += packed_bytes(w.host_matrix);
+  for (const Tensor experts : {kExpertsUp, kExpertsDown})
+    bytes += static_cast<size_t>(params_.top_k) * packed_bytes(weight(experts).host_experts.front());
+  return bytes;
 }
 
 void MoeBlock::forward(LayerContext& ctx) const {

@@ -39,6 +39,9 @@ class MoeBlock final : public Block {
   std::span<const std::string_view> phase_names() const override;
   std::vector<OpQuery> ops() const override;
   void forward(LayerContext& ctx) const override;
+  // The norm, shared MLP and router, and top_k of the experts (every expert has one shape and
+  // dtype, so any top_k of them weigh the same).
+  size_t step_matrix_bytes() const override;
 
  private:
   MoeParams params_;

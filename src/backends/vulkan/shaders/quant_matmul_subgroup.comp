@@ -1,0 +1,4 @@
+#version 450
+// The quantized GEMV of quant_matmul.glsl, its quads exchanging through subgroup shuffles.
+#define MB_SUBGROUP 1
+#include "quant_matmul.glsl"
