@@ -40,6 +40,7 @@ struct HybridArgs {
   double routed_scaling_factor = 2.5;
   double attention_multiplier = 0.0, embedding_multiplier = 12.0, residual_multiplier = 0.22,
          logits_scaling = 8.0;
+  double rope_theta = 0.0;  // 0: no RoPE
 };
 
 void add_hybrid_options(CLI::App* cmd, HybridArgs& h) {
@@ -73,6 +74,9 @@ void add_hybrid_options(CLI::App* cmd, HybridArgs& h) {
   cmd->add_option("--embedding-multiplier", h.embedding_multiplier, "granite-hybrid")->capture_default_str();
   cmd->add_option("--residual-multiplier", h.residual_multiplier, "granite-hybrid")->capture_default_str();
   cmd->add_option("--logits-scaling", h.logits_scaling, "granite-hybrid")->capture_default_str();
+  cmd->add_option("--rope-theta", h.rope_theta,
+                  "granite-hybrid: RoPE on q and k with this base (position_embedding_type \"rope\", as the "
+                  "all-attention Granite-4.0 models; default: none, as Granite-4.0-H)");
 }
 
 // The mixture-of-experts section: Granite's every layer, Nemotron-H's E layers.
@@ -139,7 +143,16 @@ void configure_hybrid(const std::string& arch, const HybridArgs& a, bool n_layer
   check_flag_range("--mlp-width", a.mlp_width, 0, int64_t{1} << 20, "0 = 2 x d_model");
   check_flag_range("--mamba-heads", a.mamba_heads, 0, int64_t{1} << 20, "0 = expand x d_model / headdim");
   const int64_t head_dim = a.head_dim > 0 ? a.head_dim : c.d_model / a.heads;
-  h.attention = {a.heads, a.kv_heads, head_dim, 1.0 / std::sqrt(static_cast<double>(head_dim)), false};
+  h.attention = {a.heads, a.kv_heads, head_dim, 1.0 / std::sqrt(static_cast<double>(head_dim)), false, 0.0};
+  if (a.rope_theta != 0.0) {
+    if (!granite) throw Error("--rope-theta is granite-hybrid's (Nemotron-H's attention has no RoPE)");
+    if (!std::isfinite(a.rope_theta) || a.rope_theta <= 0.0)
+      throw Error("--rope-theta must be a positive number");
+    if (head_dim % 2 != 0)
+      throw Error("--rope-theta needs an even head size (d_model / --heads = " + std::to_string(head_dim) +
+                  ")");
+    h.attention.rope_theta = a.rope_theta;
+  }
   h.mlp = {a.mlp_width > 0 ? a.mlp_width : 2 * c.d_model,
            granite ? Activation::SwiGlu : Activation::ReluSquared, false};
   if (granite) {

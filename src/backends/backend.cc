@@ -151,6 +151,8 @@ const char* op_kind_name(OpKind kind) {
       return "append_rows";
     case OpKind::Attention:
       return "attention";
+    case OpKind::Rope:
+      return "rope";
     case OpKind::Glu:
       return "glu";
     case OpKind::Scale:

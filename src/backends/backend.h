@@ -33,6 +33,7 @@
 #include "ops/attention.h"
 #include "ops/ffn.h"
 #include "ops/moe.h"
+#include "ops/rope.h"
 #include "ops/scan_form.h"
 
 namespace mb {
@@ -309,6 +310,19 @@ struct AppendRowsOp {
   PhaseId phase = 0;
 };
 
+// ops/rope.h over the round's parts, in place: each part's rows of q and k rotated by their
+// absolute positions (position + row), before the keys are appended to the cache.
+struct RopeOp {
+  int64_t head_dim = 0;
+  double theta = 10000.0;
+  View q{};  // [m, n_heads * head_dim]
+  int64_t n_heads = 0;
+  View k{};  // [m, n_kv_heads * head_dim]
+  int64_t n_kv_heads = 0;
+  std::span<const Part> parts{};
+  PhaseId phase = 0;
+};
+
 // ops/attention.h over the round's parts: each part's rows of q attend to the keys and values of
 // positions 0..position + row in growing parts k_part and v_part of its state, which hold the
 // round's own positions already (append_rows runs first).
@@ -399,6 +413,7 @@ enum class OpKind {
   Argmax,
   AppendRows,
   Attention,
+  Rope,
   Glu,
   Scale,
   Moe
@@ -487,6 +502,7 @@ class Backend {
   virtual void argmax(Stream& stream, const ArgmaxOp& op) const = 0;
   virtual void append_rows(Stream& stream, const AppendRowsOp& op) const = 0;
   virtual void attention(Stream& stream, const AttentionOp& op) const = 0;
+  virtual void rope(Stream& stream, const RopeOp& op) const = 0;
   virtual void glu(Stream& stream, const GluOp& op) const = 0;
   virtual void scale(Stream& stream, const ScaleOp& op) const = 0;
   virtual void moe(Stream& stream, const MoeOp& op) const = 0;

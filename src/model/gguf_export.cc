@@ -153,6 +153,13 @@ void check_exportable(const ModelConfig& c, const TensorSet& tensors) {
     if (c.ssm.dt_limit_min != 0.0 || std::isfinite(c.ssm.dt_limit_max))
       throw Error("Mamba-2 models with a dt limit cannot be written as GGUF (llama.cpp has no key for it)");
   }
+  // llama.cpp's converter writes a Granite without Mamba layers as arch "granite" (Llama-style
+  // RoPE attention with its q/k rows permuted), which this engine neither writes nor reads.
+  if (c.hybrid.attention.rope_theta > 0.0)
+    throw Error(
+        "Granite models with RoPE (position_embedding_type \"rope\", the all-attention Granite-4.0 "
+        "models) cannot be written as GGUF: llama.cpp writes them as arch \"granite\", which this "
+        "engine does not support; use the Hugging Face folder");
   if (c.family != ModelFamily::Mamba && c.ssm.use_bias)
     throw Error("hybrid models with Mamba in_proj/out_proj biases cannot be written as GGUF (llama.cpp's " +
                 gguf_architecture(c) + " has no ssm_in or ssm_out bias)");

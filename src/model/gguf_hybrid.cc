@@ -238,7 +238,9 @@ json granite_config(const HybridMetadata& meta, int64_t vocab_rows) {
     throw Error(
         meta.where("rope.scaling.finetuned") + (rope ? " is true" : " is absent") +
         ": llama.cpp then runs the attention with RoPE (Bamba, Granite without Mamba layers), which this "
-        "engine does not (Granite-4.0-H files set it false)");
+        "engine does not read from GGUF files (Granite-4.0-H files set it false; load a RoPE Granite from "
+        "its "
+        "Hugging Face folder)");
   if (s.d_inner % s.d_model != 0)
     throw Error(meta.where("ssm.inner_size") + " = " + std::to_string(s.d_inner) +
                 " is not a multiple of embedding_length " + std::to_string(s.d_model) +

@@ -1,4 +1,5 @@
-// Plain double-precision references of the hybrid models' ops (ops/attention.h, ops/ffn.h):
+// Plain double-precision references of the hybrid models' ops (ops/attention.h, ops/rope.h,
+// ops/ffn.h):
 // simple loops that follow the math of each header, never optimized; tests compare the kernels
 // against them.
 #include <cmath>
@@ -6,6 +7,7 @@
 
 #include "ops/attention.h"
 #include "ops/ffn.h"
+#include "ops/rope.h"
 
 namespace mb {
 
@@ -32,6 +34,26 @@ void attention_reference(const AttentionParams& p, const AttentionSequence& s) {
         for (int64_t j = 0; j < keys; ++j) acc += w[j] * s.v.row(j)[kv + d];
         s.y[r * s.ldy + h * hd + d] = static_cast<float>(acc / sum);
       }
+    }
+  }
+}
+
+void rope_reference(const RopeParams& p, const RopeSequence& s) {
+  const int64_t hd = p.head_dim, half = hd / 2;
+  for (int64_t r = 0; r < s.rows; ++r) {
+    const double pos = static_cast<double>(s.position + r);
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = pos / std::pow(p.theta, static_cast<double>(2 * i) / static_cast<double>(hd));
+      const double c = std::cos(angle), sn = std::sin(angle);
+      const auto rotate = [&](float* x, int64_t heads) {
+        for (int64_t h = 0; h < heads; ++h) {
+          const double a = x[h * hd + i], b = x[h * hd + half + i];
+          x[h * hd + i] = static_cast<float>(a * c - b * sn);
+          x[h * hd + half + i] = static_cast<float>(b * c + a * sn);
+        }
+      };
+      if (p.n_heads > 0) rotate(s.q + r * s.ldq, p.n_heads);
+      if (p.n_kv_heads > 0) rotate(s.k + r * s.ldk, p.n_kv_heads);
     }
   }
 }

@@ -37,6 +37,15 @@ inline ModelConfig granite_config(const std::string& pattern = "*MM*", int64_t d
   return c;
 }
 
+// Granite-4.0 with RoPE (position_embedding_type "rope"): all attention ("***", the non-hybrid
+// granite-4.0-micro / -1b / -350m's form) or mixed with Mamba layers, heads of d_model / 4.
+inline ModelConfig granite_rope_config(const std::string& pattern = "***", double theta = 1e7,
+                                       int64_t d_model = 40) {
+  ModelConfig c = granite_config(pattern, d_model);
+  c.hybrid.attention.rope_theta = theta;
+  return c;
+}
+
 // Nemotron-H, dense: one block per layer of `pattern` ('M', '*', '-'), one KV head of 8 channels
 // (not d_model / heads), Mamba-2 mixers 6 heads x 16 = 96 wide (not expand x d_model) in 2 groups,
 // an untied LM head, ReLU^2 MLPs, no multipliers.

@@ -62,9 +62,10 @@ OpRecord reference_record(const OpCase& c) {
 }
 
 std::vector<std::string> backend_op_names() {
-  return {"matmul",         "rms_norm",    "causal_conv", "selective_scan", "mamba2_scan",
-          "gated_rms_norm", "mamba3_scan", "embed",       "write_rows",     "argmax",
-          "append_rows",    "attention",   "glu",         "scale",          "moe"};
+  return {
+      "matmul", "rms_norm",   "causal_conv", "selective_scan", "mamba2_scan", "gated_rms_norm", "mamba3_scan",
+      "embed",  "write_rows", "argmax",      "append_rows",    "attention",   "rope",           "glu",
+      "scale",  "moe"};
 }
 
 std::string why_unsupported(const OpCase& c, const Backend& backend) {

@@ -1,6 +1,7 @@
 // Cases of the hybrid models' ops: attention (grouped-query heads, head sizes below, at and
 // between vector widths, parts at positions that cross a block of growing-state positions, many
-// parts at once), glu (SwiGLU and ReLU^2, in place and not) and scale (a multiplier, and a scaled
+// parts at once), rope (head sizes 8 to 128, one KV head, positions far from 0, bases 1e4 to 1e7,
+// many parts), glu (SwiGLU and ReLU^2, in place and not) and scale (a multiplier, and a scaled
 // residual add).
 #include <string>
 
@@ -8,6 +9,7 @@
 #include "common/test_util.h"
 #include "ops/attention.h"
 #include "ops/ffn.h"
+#include "ops/rope.h"
 
 namespace mb::test {
 namespace {
@@ -57,6 +59,37 @@ void attention_body(const AttentionShape& s, OpRun& run) {
                               run.host(y) + layout.first_rows[i] * run.rows(y).ld,
                               run.rows(y).ld});
     }
+  });
+}
+
+struct RopeShape {
+  int64_t n_heads, n_kv_heads, head_dim;
+  std::vector<int64_t> lengths, positions;  // each part's rows and the position of its first row
+  double theta;
+};
+
+void rope_body(const RopeShape& s, OpRun& run) {
+  const RopeParams p{s.head_dim, s.theta, s.n_heads, s.n_kv_heads};
+  const PartRows layout = part_rows(s.lengths);
+  const int64_t qw = s.n_heads * s.head_dim, kw = s.n_kv_heads * s.head_dim;
+  const TensorId q =
+      run.tensor("q", {1, layout.total_rows, qw, qw + 3}, random_floats(layout.total_rows * qw, 31, 2.0f));
+  const TensorId k =
+      run.tensor("k", {2, layout.total_rows, kw, kw + 5}, random_floats(layout.total_rows * kw, 32, 2.0f));
+  writes_parts(run, q, layout, Check::Nmse);
+  writes_parts(run, k, layout, Check::Nmse);
+  run.round([&](const Backend& backend, Stream& stream) {
+    // The op reads no state: only each part's rows and position.
+    std::vector<Part> parts;
+    for (size_t i = 0; i < s.lengths.size(); ++i)
+      parts.push_back({nullptr, layout.first_rows[i], s.lengths[i], s.positions[i]});
+    backend.rope(stream, {s.head_dim, s.theta, run.view(q), s.n_heads, run.view(k), s.n_kv_heads, parts});
+  });
+  run.reference([&] {
+    for (size_t i = 0; i < s.lengths.size(); ++i)
+      rope_reference(p, {run.host(q) + layout.first_rows[i] * run.rows(q).ld, run.rows(q).ld,
+                         run.host(k) + layout.first_rows[i] * run.rows(k).ld, run.rows(k).ld, s.lengths[i],
+                         s.positions[i]});
   });
 }
 
@@ -124,6 +157,25 @@ void add_hybrid_cases(std::vector<OpCase>& cases) {
                      {{OpKind::Attention, DType::F32, s.head_dim}},
                      s.lengths.size() > 1,
                      [s](OpRun& run) { attention_body(s, run); }});
+  }
+  // Half a head of one partial vector (8), whole vectors (64, 128) and 80 (two and a half); one KV
+  // head; positions from 0, far from it (1e5; across 2^20, where an f32 position would no longer
+  // be exact past 2^24 and an f32 angle loses most of its bits) and of many parts at once; the
+  // bases of Llama (1e4) and of the Granite-4.0 models (1e7).
+  const std::vector<RopeShape> rope = {
+      {2, 1, 8, {1}, {0}, 1e4},
+      {4, 1, 64, {5, 1, 17}, {0, 100000, 3}, 1e4},
+      {6, 2, 80, {17}, {1048560}, 1e7},
+      {2, 2, 128, {3, 2}, {250, 65535}, 1e7},
+      {8, 1, 8, many_parts(), std::vector<int64_t>(many_parts().size(), 9), 1e6}};
+  for (const RopeShape& s : rope) {
+    const std::string vars = "heads=" + std::to_string(s.n_heads) + "/" + std::to_string(s.n_kv_heads) +
+                             " head_dim=" + std::to_string(s.head_dim) + " " + describe_parts(s.lengths) +
+                             " positions=" + (s.lengths.size() > 4 ? "9" : join(s.positions)) +
+                             " theta=" + std::to_string(static_cast<int64_t>(s.theta));
+    cases.push_back({"rope", vars, kFloatNmse, {{OpKind::Rope}}, s.lengths.size() > 1, [s](OpRun& run) {
+                       rope_body(s, run);
+                     }});
   }
   for (Activation activation : {Activation::SwiGlu, Activation::ReluSquared})
     for (const auto& [rows, width, in_place] : std::vector<std::tuple<int64_t, int64_t, bool>>{

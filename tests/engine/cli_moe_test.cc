@@ -1,7 +1,7 @@
-// make-model's mixture-of-experts hybrids end to end: the flags, the config.json transformers
-// reads, prefill and decode steps of the made folder giving the same bits through `logits`,
-// generate, run and bench on it, and one-line refusals of inconsistent expert flags (serve:
-// tests/server/serve_test.cc).
+// make-model's mixture-of-experts hybrids, and the all-attention RoPE Granite (--rope-theta), end
+// to end: the flags, the config.json transformers reads, prefill and decode steps of the made
+// folder giving the same bits through `logits`, generate, run and bench on each, and one-line
+// refusals of inconsistent expert and RoPE flags (serve: tests/server/serve_test.cc).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -27,7 +27,8 @@ TEST(CliMoe, MakeModelWritesMixtureOfExpertsHybridsThatLogitsRunExactly) {
        "--top-k 2 --expert-width 20"},
       {"nemotron",
        "--arch nemotron-h --pattern 'ME*E' --heads 4 --kv-heads 1 --head-dim 8 --experts 7 "
-       "--top-k 3 --expert-width 24 --shared-width 30 --routed-scaling-factor 2.5"}};
+       "--top-k 3 --expert-width 24 --shared-width 30 --routed-scaling-factor 2.5"},
+      {"granite_rope", "--arch granite-hybrid --pattern '***' --heads 4 --kv-heads 1 --rope-theta 10000000"}};
   for (const auto& [name, flags] : made) {
     SCOPED_TRACE(name);
     const std::string model = dir + "/" + name;
@@ -39,6 +40,10 @@ TEST(CliMoe, MakeModelWritesMixtureOfExpertsHybridsThatLogitsRunExactly) {
       EXPECT_EQ(config["num_experts_per_tok"], 2);
       EXPECT_EQ(config["intermediate_size"], 20);
       EXPECT_EQ(config["shared_intermediate_size"], 36);
+    } else if (name == "granite_rope") {
+      EXPECT_EQ(config["position_embedding_type"], "rope");
+      EXPECT_EQ(config["rope_theta"], 1e7);
+      EXPECT_EQ(config["layer_types"], nlohmann::json({"attention", "attention", "attention"}));
     } else {
       EXPECT_EQ(config["hybrid_override_pattern"], "ME*E");
       EXPECT_EQ(config["n_routed_experts"], 7);
@@ -83,6 +88,12 @@ TEST(CliMoe, InconsistentExpertFlagsAreOneLineErrors) {
       {make + "--arch granite-hybrid --top-k 2", "need --experts"},
       {make + "--arch nemotron-h --pattern ME --experts 4 --routed-scaling-factor 0",
        "--routed-scaling-factor"},
+      {make + "--arch nemotron-h --rope-theta 10000", "--rope-theta is granite-hybrid's"},
+      {make + "--arch granite-hybrid --heads 32 --rope-theta 10000", "even head size"},
+      {"make-model --out " + dir +
+           "/made.gguf --format gguf --arch granite-hybrid --pattern '**' "
+           "--rope-theta 10000",
+       "cannot be written as GGUF"},
   };
   for (const auto& [arguments, fragment] : cases) {
     const test::CliOutput out = run_cli(arguments);

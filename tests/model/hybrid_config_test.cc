@@ -1,9 +1,9 @@
 // Hybrid configs as their checkpoints ship them (the goldens' config.json files) parse to the
 // blocks and sizes they describe, and so do the mixture-of-experts configs of the released models
 // (Granite-4.0-H-Tiny, Nemotron-3-Nano-30B-A3B); configs the engine cannot honour (grouped or
-// latent expert routing, RoPE, other activations, inconsistent layer lists and head counts) are
-// refused with a message naming the key; make-model writes hybrids that load back with the sizes
-// asked for.
+// latent expert routing, scaled or partial RoPE, other activations, inconsistent layer lists and
+// head counts) are refused with a message naming the key; the all-attention RoPE Granite-4.0
+// configs parse; make-model writes hybrids that load back with the sizes asked for.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -100,8 +100,8 @@ TEST(HybridConfig, WhatTheEngineCannotRunIsRefusedNamingTheKey) {
   json granite_moe = with(granite, "num_local_experts", 8);
   granite_moe["num_experts_per_tok"] = 9;
   expect_error([&] { parse_model_config(granite_moe, "g"); }, {"num_experts_per_tok = 9", "8 experts"});
-  expect_error([&] { parse_model_config(with(granite, "position_embedding_type", "rope"), "g"); },
-               {"position_embedding_type", "rope"});
+  expect_error([&] { parse_model_config(with(granite, "position_embedding_type", "alibi"), "g"); },
+               {"position_embedding_type", "alibi"});
   expect_error(
       [&] {
         parse_model_config(with(granite, "layer_types", json{"mamba", "attention"}), "g");
@@ -172,6 +172,91 @@ json granite_h_tiny() {
     "attention_multiplier": 0.0078125, "logits_scaling": 6, "rms_norm_eps": 1e-5, "hidden_act": "silu",
     "tie_word_embeddings": true, "vocab_size": 100352, "max_position_embeddings": 131072,
     "router_aux_loss_coef": 0.0, "rope_theta": 10000})");
+}
+
+// granite-4.0-micro's config.json as far as the issue and ../shared/specs/hybrids.md (section 2.1)
+// give it: 40 attention layers, hidden 2560, 40 / 8 heads, the shared MLP 8192 wide, no experts,
+// RoPE at base 1e7. The multipliers are H-Micro's (section 2.2), and the mamba_* keys are
+// H-Micro's too, which do not fit hidden 2560 (64 x 64 != 2 x 2560): without Mamba layers they
+// describe nothing and are not read.
+json granite_micro() {
+  json layer_types = json::array();
+  for (int l = 0; l < 40; ++l) layer_types.push_back("attention");
+  json c = json::parse(R"({
+    "architectures": ["GraniteMoeHybridForCausalLM"], "model_type": "granitemoehybrid",
+    "hidden_size": 2560, "num_hidden_layers": 40, "num_attention_heads": 40, "num_key_value_heads": 8,
+    "position_embedding_type": "rope", "rope_theta": 10000000, "rope_scaling": null,
+    "mamba_n_heads": 64, "mamba_d_head": 64, "mamba_d_state": 128, "mamba_n_groups": 1, "mamba_d_conv": 4,
+    "mamba_expand": 2, "num_local_experts": 0, "num_experts_per_tok": 0, "intermediate_size": 8192,
+    "shared_intermediate_size": 8192, "embedding_multiplier": 12, "residual_multiplier": 0.22,
+    "attention_multiplier": 0.015625, "logits_scaling": 10, "rms_norm_eps": 1e-5, "hidden_act": "silu",
+    "tie_word_embeddings": true, "vocab_size": 100352, "max_position_embeddings": 131072})");
+  c["layer_types"] = layer_types;
+  return c;
+}
+
+TEST(HybridConfig, AllAttentionRopeGraniteConfigsParseAndScaledOrPartialRopeIsRefused) {
+  const ModelConfig c = parse_model_config(granite_micro(), "granite-4.0-micro");
+  EXPECT_EQ(c.family, ModelFamily::GraniteHybrid);
+  EXPECT_EQ(c.hybrid.pattern, std::string(40, '*'));
+  std::string expected;
+  for (int l = 0; l < 40; ++l) expected += "*-";
+  EXPECT_EQ(kinds(c), expected);  // each layer's attention, then its shared MLP
+  EXPECT_EQ(c.hybrid.attention.n_heads, 40);
+  EXPECT_EQ(c.hybrid.attention.n_kv_heads, 8);
+  EXPECT_EQ(c.hybrid.attention.head_dim, 64);
+  EXPECT_DOUBLE_EQ(c.hybrid.attention.rope_theta, 1e7);
+  EXPECT_DOUBLE_EQ(c.hybrid.attention.scale, 0.015625);
+  EXPECT_EQ(c.hybrid.mlp.width, 8192);
+  EXPECT_EQ(c.hybrid.moe.n_experts, 0);
+  // The NoPE hybrids carry rope_theta too, and ignore it.
+  EXPECT_EQ(parse_model_config(golden_config("granite-4.0-h-dense"), "g").hybrid.attention.rope_theta, 0.0);
+  EXPECT_EQ(parse_model_config(granite_h_tiny(), "t").hybrid.attention.rope_theta, 0.0);
+
+  const auto with = [](json j, const std::string& key, const json& value) {
+    j[key] = value;
+    return j;
+  };
+  json bare = granite_micro();
+  bare.erase("rope_theta");
+  EXPECT_DOUBLE_EQ(parse_model_config(bare, "m").hybrid.attention.rope_theta, 10000.0);  // the class default
+  // transformers' newer spelling.
+  json parameters = with(bare, "rope_parameters", {{"rope_type", "default"}, {"rope_theta", 5e6}});
+  EXPECT_DOUBLE_EQ(parse_model_config(parameters, "m").hybrid.attention.rope_theta, 5e6);
+  EXPECT_DOUBLE_EQ(parse_model_config(with(granite_micro(), "partial_rotary_factor", 1.0), "m")
+                       .hybrid.attention.rope_theta,
+                   1e7);
+  // A Granite-4.0-H with RoPE (Bamba's form) parses too.
+  const ModelConfig mixed =
+      parse_model_config(with(golden_config("granite-4.0-h-dense"), "position_embedding_type", "rope"), "g");
+  EXPECT_DOUBLE_EQ(mixed.hybrid.attention.rope_theta, 10000.0);
+
+  const json micro = granite_micro();
+  expect_error(
+      [&] {
+        parse_model_config(with(micro, "rope_scaling", {{"type", "linear"}, {"factor", 2.0}}), "m");
+      },
+      {"rope_scaling", "linear"});
+  expect_error([&] { parse_model_config(with(micro, "partial_rotary_factor", 0.5), "m"); },
+               {"partial_rotary_factor", "0.5"});
+  expect_error(
+      [&] {
+        parse_model_config(with(micro, "rope_parameters", {{"rope_type", "yarn"}}), "m");
+      },
+      {"rope_parameters.rope_type", "yarn"});
+  expect_error(
+      [&] {
+        parse_model_config(with(micro, "rope_parameters", {{"factor", 4.0}}), "m");
+      },
+      {"rope_parameters.factor"});
+  expect_error(
+      [&] {
+        parse_model_config(with(micro, "rope_parameters", {{"partial_rotary_factor", 0.25}}), "m");
+      },
+      {"rope_parameters.partial_rotary_factor"});
+  expect_error([&] { parse_model_config(with(micro, "rope_theta", -1), "m"); }, {"rope_theta"});
+  // RoPE pairs the two halves of a head: an odd head size cannot be rotated.
+  expect_error([&] { parse_model_config(with(micro, "num_attention_heads", 512), "m"); }, {"even", "5"});
 }
 
 TEST(HybridConfig, TheReleasedMixtureOfExpertsConfigsParse) {

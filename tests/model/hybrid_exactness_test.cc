@@ -28,7 +28,9 @@ struct Shape {
 };
 
 // Granite with attention first and last, in f32; Nemotron-H with a single KV head of 8 channels
-// and ReLU^2 MLPs, stored in bf16; Granite quantized to Q8_0 at load (sizes multiples of 32).
+// and ReLU^2 MLPs, stored in bf16; Granite quantized to Q8_0 at load (sizes multiples of 32);
+// Granite with RoPE: all attention (the granite-4.0-micro form) with heads of 10 channels (less
+// than a vector, half of them 5), and mixed with Mamba layers at base 1e4 in bf16.
 std::vector<Shape> shapes() {
   MakeModelOptions a;
   a.config = test::granite_config("*MM*");
@@ -41,9 +43,18 @@ std::vector<Shape> shapes() {
   c.config = test::granite_config("M*", 64);
   c.config.hybrid.mlp.width = 64;
   c.seed = 23;
+  MakeModelOptions d;
+  d.config = test::granite_rope_config("***", 1e7, 40);
+  d.seed = 24;
+  MakeModelOptions e;
+  e.config = test::granite_rope_config("M*M*", 1e4, 48);
+  e.dtype = DType::BF16;
+  e.seed = 25;
   return {{"granite_f32", a, std::nullopt, 300},
           {"nemotron_bf16", b, std::nullopt, 300},
-          {"granite_q8_0", c, DType::Q8_0, 100}};
+          {"granite_q8_0", c, DType::Q8_0, 100},
+          {"granite_rope_all_attention", d, std::nullopt, 300},
+          {"granite_rope_mixed_bf16", e, std::nullopt, 100}};
 }
 
 const Model& model_for(const Shape& shape) {

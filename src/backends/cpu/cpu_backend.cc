@@ -61,6 +61,7 @@ class CpuStream final : public Stream {
   std::vector<Mamba2ScanSequence> mamba2;
   std::vector<Mamba3ScanSequence> mamba3;
   std::vector<AttentionSequence> attention;
+  std::vector<RopeSequence> rope;
   std::vector<WeightMatrix> moe_up, moe_down;  // the experts' host matrices
 
  private:
@@ -366,6 +367,22 @@ void CpuBackend::attention(Stream& stream, const AttentionOp& op) const {
   }
   ScopedPhase timer(s.ctx.profile, op.phase);
   mb::attention(s.ctx, p, s.attention);
+}
+
+void CpuBackend::rope(Stream& stream, const RopeOp& op) const {
+  CpuStream& s = cpu(stream);
+  s.rope.resize(op.parts.size());
+  for (size_t i = 0; i < op.parts.size(); ++i) {
+    const Part& part = op.parts[i];
+    s.rope[i] = {data(op.q.row(part.first_row)),
+                 op.q.ld,
+                 data(op.k.row(part.first_row)),
+                 op.k.ld,
+                 part.rows,
+                 part.position};
+  }
+  ScopedPhase timer(s.ctx.profile, op.phase);
+  mb::rope(s.ctx, {op.head_dim, op.theta, op.n_heads, op.n_kv_heads}, s.rope);
 }
 
 void CpuBackend::glu(Stream& stream, const GluOp& op) const {

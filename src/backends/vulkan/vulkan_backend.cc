@@ -334,6 +334,9 @@ std::string VulkanBackend::why_unsupported(const OpQuery& query) const {
                  : "the Vulkan Mamba-3 scan needs shaderFloat64 (its RoPE phases are updated in double "
                    "precision, as on the CPU), which " +
                        shared_->context.info().name + " lacks; run this model with --device cpu";
+    case OpKind::Rope:
+      return "the Vulkan backend does not run rotary position embeddings (RoPE) yet, like the rest of the "
+             "attention blocks; run this one with --device cpu";
     case OpKind::Attention:
     case OpKind::Glu:
     case OpKind::Scale:
@@ -639,6 +642,10 @@ void VulkanBackend::mamba2_scan(Stream& stream, const Mamba2ScanOp& op) const {
 
 void VulkanBackend::attention(Stream&, const AttentionOp&) const {
   throw Error(why_unsupported({OpKind::Attention}));
+}
+
+void VulkanBackend::rope(Stream&, const RopeOp&) const {
+  throw Error(why_unsupported({OpKind::Rope}));
 }
 
 void VulkanBackend::glu(Stream&, const GluOp&) const {

@@ -75,6 +75,7 @@ class VulkanBackend final : public Backend {
   void argmax(Stream& stream, const ArgmaxOp& op) const override;
   void append_rows(Stream& stream, const AppendRowsOp& op) const override;
   void attention(Stream& stream, const AttentionOp& op) const override;
+  void rope(Stream& stream, const RopeOp& op) const override;
   void glu(Stream& stream, const GluOp& op) const override;
   void scale(Stream& stream, const ScaleOp& op) const override;
   void moe(Stream& stream, const MoeOp& op) const override;

@@ -8,9 +8,9 @@
 namespace mb {
 namespace {
 
-enum Phase : int { kNormPhase, kQkvPhase, kAppendPhase, kAttentionPhase, kOutPhase };
-constexpr std::string_view kPhaseNames[] = {"rmsnorm", "qkv gemm", "kv append", "attention",
-                                            "o_proj gemm+residual"};
+enum Phase : int { kNormPhase, kQkvPhase, kRopePhase, kAppendPhase, kAttentionPhase, kOutPhase };
+constexpr std::string_view kPhaseNames[] = {"rmsnorm",   "qkv gemm",  "rope",
+                                            "kv append", "attention", "o_proj gemm+residual"};
 static_assert(std::size(kPhaseNames) == kOutPhase + 1);
 
 // Scratch buffers, in the order of scratch_widths().
@@ -75,6 +75,7 @@ AttentionBlock::AttentionBlock(const ModelConfig& c, const BlockSpec& spec, Weig
       n_kv_heads_(c.hybrid.attention.n_kv_heads),
       head_dim_(c.hybrid.attention.head_dim),
       scale_(static_cast<float>(c.hybrid.attention.scale)),
+      rope_theta_(c.hybrid.attention.rope_theta),
       norm_eps_(c.norm_eps),
       residual_multiplier_(static_cast<float>(c.hybrid.residual_multiplier)) {
   weights_ = bind_weights(binder, schema(c, spec));
@@ -102,6 +103,7 @@ std::vector<OpQuery> AttentionBlock::ops() const {
                               {OpKind::AppendRows},
                               {OpKind::Attention, DType::F32, head_dim_}};
   if (residual_multiplier_ != 1.0f) ops.push_back({OpKind::Scale});
+  if (rope_theta_ > 0.0) ops.push_back({OpKind::Rope});
   return ops;
 }
 
@@ -116,6 +118,10 @@ void AttentionBlock::forward(LayerContext& ctx) const {
   be.matmul(s, {xn, m, matrix(kQ), values(kQBias), q, false, false, {}, phase(kQkvPhase)});  // [m, H hd]
   be.matmul(s, {xn, m, matrix(kK), values(kKBias), k, false, false, {}, phase(kQkvPhase)});  // [m, Hkv hd]
   be.matmul(s, {xn, m, matrix(kV), values(kVBias), v, false, false, {}, phase(kQkvPhase)});
+  // RoPE rotates each row's queries and keys by its absolute position: a key once, before it
+  // enters the cache, a query before it attends.
+  if (rope_theta_ > 0.0)
+    be.rope(s, {head_dim_, rope_theta_, q, n_heads_, k, n_kv_heads_, ctx.parts, phase(kRopePhase)});
   // Every position of the round is in the cache before any of them attends.
   const std::vector<StatePart>& parts = state_layout().parts;
   be.append_rows(s, {k, kvw, parts[kKeys].offset, ctx.parts, phase(kAppendPhase)});

@@ -2,7 +2,8 @@
 // RMSNorm, the q/k/v products, the round's keys and values appended to the state's two growing
 // parts, ops/attention.h over every position so far, and o_proj added to the residual stream
 // (scaled by the residual multiplier where the config has one). Grouped-query heads, a head size
-// of its own (not necessarily hidden / heads), a configured score scale, no positional encoding.
+// of its own (not necessarily hidden / heads), a configured score scale, and either no positional
+// encoding (the hybrids) or RoPE on q and k (ops/rope.h: the all-attention Granite-4.0 models).
 #pragma once
 
 #include <vector>
@@ -39,7 +40,9 @@ class AttentionBlock final : public Block {
 
  private:
   int64_t d_model_, n_heads_, n_kv_heads_, head_dim_;
-  float scale_, norm_eps_, residual_multiplier_;
+  float scale_;
+  double rope_theta_;  // 0: no RoPE
+  float norm_eps_, residual_multiplier_;
 };
 
 }  // namespace mb

@@ -104,6 +104,53 @@ void finish_mixer(const ConfigReader& reader, MambaMixerConfig& m, int64_t heads
   parse_dt_limit(reader, "time_step_limit", m);
 }
 
+// position_embedding_type: "nope" (the Granite-4.0-H models) gives 0, "rope" (the all-attention
+// Granite-4.0 models: GraniteMoeHybridRotaryEmbedding, transformers' default rope type over the
+// whole head) its base, rope_theta. Scaled or partial rotary embeddings are refused naming the key,
+// in transformers' older spelling (rope_scaling, partial_rotary_factor) and its newer one
+// (rope_parameters).
+double parse_granite_rope(const ConfigReader& reader) {
+  const std::string position = reader.string_or("position_embedding_type", "nope");
+  if (position == "nope") return 0.0;
+  if (position != "rope")
+    throw Error(reader.where() + ": position_embedding_type '" + position +
+                "' is not supported (expected \"nope\" or \"rope\")");
+  if (reader.has("rope_scaling"))
+    throw Error(reader.where() + ": 'rope_scaling' = " + json_excerpt(reader.at("rope_scaling")) +
+                " is not supported (only unscaled RoPE: null or absent)");
+  const auto check_partial = [&](const json& value, const std::string& key) {
+    if (!value.is_number() || value.get<double>() != 1.0)
+      throw Error(reader.where() + ": '" + key + "' = " + json_excerpt(value) +
+                  " is not supported (RoPE over the whole head only: 1)");
+  };
+  if (reader.has("partial_rotary_factor"))
+    check_partial(reader.at("partial_rotary_factor"), "partial_rotary_factor");
+  double theta = reader.positive_number_or("rope_theta", 10000.0);
+  if (reader.has("rope_parameters")) {
+    const json& r = reader.at("rope_parameters");
+    if (!r.is_object())
+      throw Error(reader.where() + ": 'rope_parameters' must be an object, got " + json_excerpt(r));
+    for (const auto& [key, value] : r.items()) {
+      const std::string name = "rope_parameters." + key;
+      if (key == "rope_type") {
+        if (value != "default")
+          throw Error(reader.where() + ": '" + name + "' = " + json_excerpt(value) +
+                      " is not supported (only \"default\")");
+      } else if (key == "rope_theta") {
+        if (!value.is_number() || !(value.get<double>() > 0.0))
+          throw Error(reader.where() + ": '" + name + "' must be a positive number, got " +
+                      json_excerpt(value));
+        theta = value.get<double>();
+      } else if (key == "partial_rotary_factor") {
+        check_partial(value, name);
+      } else {
+        throw Error(reader.where() + ": '" + name + "' is not supported (only unscaled RoPE)");
+      }
+    }
+  }
+  return theta;
+}
+
 }  // namespace
 
 void parse_granite_hybrid(const ConfigReader& reader, ModelConfig& c) {
@@ -114,10 +161,6 @@ void parse_granite_hybrid(const ConfigReader& reader, ModelConfig& c) {
   c.vocab_size = reader.positive_int("vocab_size", kMaxVocab);
   c.norm_eps = static_cast<float>(reader.positive_number_or("rms_norm_eps", 1e-6));
   c.tie_embeddings = reader.boolean_or("tie_word_embeddings", false);
-  const std::string position = reader.string_or("position_embedding_type", "nope");
-  if (position != "nope")
-    throw Error(reader.where() + ": position_embedding_type '" + position +
-                "' is not supported (the Granite-4.0-H models use \"nope\")");
   parse_granite_moe(reader, c.hybrid.moe);
 
   // layer_types: "mamba" or "attention" per layer; all Mamba when absent, as transformers reads it.
@@ -142,6 +185,7 @@ void parse_granite_hybrid(const ConfigReader& reader, ModelConfig& c) {
   parse_attention(reader, c, {});
   // GraniteMoeHybridAttention: self.scaling = config.attention_multiplier.
   h.attention.scale = reader.positive_number_or("attention_multiplier", 1.0);
+  h.attention.rope_theta = parse_granite_rope(reader);
   h.mlp.width = reader.positive_int("shared_intermediate_size", 1 << 20);
   h.mlp.activation = Activation::SwiGlu;
   if (reader.string_or("hidden_act", "silu") != "silu")
@@ -152,6 +196,15 @@ void parse_granite_hybrid(const ConfigReader& reader, ModelConfig& c) {
   h.logits_scaling = reader.positive_number_or("logits_scaling", 1.0);
 
   MambaMixerConfig& m = c.ssm;
+  if (h.pattern.find(kMambaLayer) == std::string::npos) {
+    // No Mamba layer (granite-4.0-micro / -1b / -350m): the mamba_* keys describe nothing, and
+    // the configuration class's values need not fit the hidden size, so they are not read. The
+    // section stays a valid, unused one (two heads of d_model).
+    m.d_inner = m.expand * c.d_model;
+    m.headdim = c.d_model;
+    m.gated_norm = true;
+    return;
+  }
   m.d_state = reader.positive_int_or("mamba_d_state", 256, 1 << 20);
   m.d_conv = reader.positive_int_or("mamba_d_conv", 4, 1 << 20);
   m.expand = reader.positive_int_or("mamba_expand", 2, 64);
@@ -255,6 +308,10 @@ void validate_hybrid(const ModelConfig& c, const std::string& where) {
                 " is not a multiple of num_key_value_heads " + std::to_string(a.n_kv_heads));
   if (a.head_dim <= 0) throw Error(where + ": the attention head size must be positive");
   if (!std::isfinite(a.scale)) throw Error(where + ": the attention scale must be finite");
+  if (a.rope_theta != 0.0 && !(std::isfinite(a.rope_theta) && a.rope_theta > 0.0))
+    throw Error(where + ": rope_theta must be a finite positive number");
+  if (a.rope_theta != 0.0 && a.head_dim % 2 != 0)
+    throw Error(where + ": RoPE needs an even attention head size, got " + std::to_string(a.head_dim));
   for (double v : {c.hybrid.embedding_multiplier, c.hybrid.residual_multiplier, c.hybrid.logits_scaling})
     if (!std::isfinite(v)) throw Error(where + ": the multipliers must be finite");
   const MoeConfig& e = c.hybrid.moe;
@@ -318,7 +375,7 @@ json hybrid_config_to_hf_json(const ModelConfig& c) {
                {"architectures", {"GraniteMoeHybridForCausalLM"}},
                {"layer_types", types},
                {"rms_norm_eps", c.norm_eps},
-               {"position_embedding_type", "nope"},
+               {"position_embedding_type", h.attention.rope_theta > 0.0 ? "rope" : "nope"},
                {"attention_multiplier", h.attention.scale},
                {"embedding_multiplier", h.embedding_multiplier},
                {"residual_multiplier", h.residual_multiplier},
@@ -338,6 +395,8 @@ json hybrid_config_to_hf_json(const ModelConfig& c) {
                {"mamba_chunk_size", m.chunk_size},
                {"mamba_conv_bias", m.use_conv_bias},
                {"mamba_proj_bias", m.use_bias}});
+    if (h.attention.rope_theta > 0.0)
+      hf.update({{"rope_theta", h.attention.rope_theta}, {"rope_scaling", nullptr}});
     return hf;
   }
   hf.update({{"model_type", "nemotron_h"},

@@ -26,6 +26,10 @@ struct AttentionConfig {
   // Multiplies q . k: Granite's attention_multiplier, head_dim^-0.5 elsewhere.
   double scale = 0.0;
   bool bias = false;  // q/k/v/o projection biases
+  // Rotary position embedding of q and k (ops/rope.h) with this base; 0: none (NoPE, the
+  // hybrids' attention layers). The all-attention Granite-4.0 models set position_embedding_type
+  // "rope" and rope_theta.
+  double rope_theta = 0.0;
 };
 
 struct MlpConfig {
@@ -71,7 +75,8 @@ struct HybridConfig {
 
 // Hugging Face `model_type` "granitemoehybrid" and "nemotron_h": the whole config (the model-level
 // sizes too), as transformers' configuration classes read it; keys the engine cannot honour
-// (RoPE, grouped or latent expert routing, other activations) are refused naming them.
+// (RoPE scaling or a partial rotary factor, grouped or latent expert routing, other
+// activations) are refused naming them.
 void parse_granite_hybrid(const ConfigReader& reader, ModelConfig& config);
 void parse_nemotron_h(const ConfigReader& reader, ModelConfig& config);
 // Throws mb::Error (prefixed by `where`) for sizes the blocks cannot run.

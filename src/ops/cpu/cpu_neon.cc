@@ -60,6 +60,7 @@ constexpr KernelTable kTable = {
     .attention = hybrid::attention,
     .glu = hybrid::glu,
     .scale_rows = hybrid::scale_rows,
+    .rope_rotate = hybrid::rope_rotate,
     .moe_route = moe::moe_route,
     .moe_accumulate = moe::moe_accumulate,
     .quant = {.matmul = quant::quant_matmul,
