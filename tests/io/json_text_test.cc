@@ -45,7 +45,9 @@ TEST(JsonText, ParseTimeIsLinearInTheNumberOfObjects) {
         ASSERT_EQ(value["messages"].size(), static_cast<size_t>(n));
       },
       50000);
-  EXPECT_LT(growth, 8.0) << "four times the objects took " << growth << " times as long";
+  // Linear work grows about 4x and the quadratic parser 16x; a loaded two-core runner has shown
+  // 8.2-10.1 for this linear parser, so the bound sits at 12.
+  EXPECT_LT(growth, 12.0) << "four times the objects took " << growth << " times as long";
 }
 
 TEST(JsonText, AMillionObjectsParseInWellUnderASecondOfCpu) {
