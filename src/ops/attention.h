@@ -12,7 +12,9 @@
 //   y   = sum_j w_j v_j                  one fma chain over j = 0..p per channel
 // Every step depends only on the position and the keys, never on which rows share the round, the
 // chunk, the batch or the thread count: a position's output is the same bits in a prefill round
-// and in a decode step. Memory is one row of scores per thread, never T x T.
+// and in a decode step. The CPU kernel works on tiles of queries that share a KV head (a group's
+// heads over a few rows) a block of keys at a time, so each key is read once per tile rather than
+// once per query; its memory is one tile's rows of scores per thread, never T x T.
 #pragma once
 
 #include <cstdint>
