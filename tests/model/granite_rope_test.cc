@@ -11,102 +11,18 @@
 #include <filesystem>
 
 #include "common/hybrid_configs.h"
+#include "common/layer_reference.h"
 #include "common/model_fixture.h"
 #include "common/test_util.h"
 #include "engine/gguf_convert.h"
-#include "io/safetensors.h"
-#include "ops/quant.h"
 
 namespace mb {
 namespace {
 
-using Vec = std::vector<double>;
-
-class Tensors {
- public:
-  explicit Tensors(const std::string& dir) : set_(TensorSet::open_dir(dir)) {}
-  Vec operator()(const std::string& name) const {
-    const StoredTensor* t = set_.find(name);
-    EXPECT_NE(t, nullptr) << name;
-    if (t == nullptr) return {};
-    std::vector<float> values(static_cast<size_t>(t->element_count()));
-    dequantize_row(*t->dtype, t->data, t->element_count(), values.data());
-    return Vec(values.begin(), values.end());
-  }
-
- private:
-  TensorSet set_;
-};
-
-// y = W x for W [rows, cols] row-major.
-Vec product(const Vec& w, const Vec& x, int64_t rows) {
-  const int64_t cols = static_cast<int64_t>(x.size());
-  Vec y(rows, 0.0);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) y[r] += w[r * cols + c] * x[c];
-  return y;
-}
-
-Vec rms_norm(const Vec& x, const Vec& weight, double eps) {
-  double sum = 0.0;
-  for (double v : x) sum += v * v;
-  const double inv = 1.0 / std::sqrt(sum / static_cast<double>(x.size()) + eps);
-  Vec y(x.size());
-  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * weight[i];
-  return y;
-}
-
-// apply_rotary_pos_emb with rotate_half: every head of x rotated by position `pos`.
-void rotate(Vec& x, int64_t heads, int64_t hd, int64_t pos, double theta) {
-  const int64_t half = hd / 2;
-  for (int64_t i = 0; i < half; ++i) {
-    const double angle = static_cast<double>(pos) / std::pow(theta, 2.0 * static_cast<double>(i) / hd);
-    const double c = std::cos(angle), s = std::sin(angle);
-    for (int64_t h = 0; h < heads; ++h) {
-      const double a = x[h * hd + i], b = x[h * hd + half + i];
-      x[h * hd + i] = a * c - b * s;
-      x[h * hd + half + i] = b * c + a * s;
-    }
-  }
-}
-
-// Layer l's attention over every position of xs, with RoPE when `theta` > 0.
-std::vector<Vec> attention(const ModelConfig& c, const Tensors& t, int64_t l, const std::vector<Vec>& xs,
-                           double theta) {
-  const AttentionConfig& a = c.hybrid.attention;
-  const std::string p = "model.layers." + std::to_string(l) + ".self_attn.";
-  const int64_t hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
-  const Vec wq = t(p + "q_proj.weight"), wk = t(p + "k_proj.weight"), wv = t(p + "v_proj.weight");
-  std::vector<Vec> q, k, v, out;
-  for (size_t pos = 0; pos < xs.size(); ++pos) {
-    q.push_back(product(wq, xs[pos], a.n_heads * hd));
-    k.push_back(product(wk, xs[pos], a.n_kv_heads * hd));
-    v.push_back(product(wv, xs[pos], a.n_kv_heads * hd));
-    if (theta > 0.0) {
-      rotate(q.back(), a.n_heads, hd, static_cast<int64_t>(pos), theta);
-      rotate(k.back(), a.n_kv_heads, hd, static_cast<int64_t>(pos), theta);
-    }
-  }
-  const Vec wo = t(p + "o_proj.weight");
-  for (size_t pos = 0; pos < xs.size(); ++pos) {
-    Vec y(a.n_heads * hd, 0.0);
-    for (int64_t h = 0; h < a.n_heads; ++h) {
-      const int64_t kv = (h / group) * hd;
-      Vec s(pos + 1, 0.0);
-      for (size_t j = 0; j <= pos; ++j) {
-        for (int64_t i = 0; i < hd; ++i) s[j] += q[pos][h * hd + i] * k[j][kv + i];
-        s[j] *= a.scale;
-      }
-      const double peak = *std::max_element(s.begin(), s.end());
-      double sum = 0.0;
-      for (double& w : s) sum += w = std::exp(w - peak);
-      for (size_t j = 0; j <= pos; ++j)
-        for (int64_t i = 0; i < hd; ++i) y[h * hd + i] += s[j] / sum * v[j][kv + i];
-    }
-    out.push_back(product(wo, y, c.d_model));
-  }
-  return out;
-}
+using test::ref::product;
+using test::ref::rms_norm;
+using test::ref::Tensors;
+using test::ref::Vec;
 
 // The logits at every position of an all-attention Granite: embedding x multiplier; per layer
 // input_layernorm, attention, + residual x multiplier, post_attention_layernorm, the shared
@@ -128,7 +44,7 @@ std::vector<float> reference_logits(const ModelConfig& c, const std::string& dir
     const std::string p = "model.layers." + std::to_string(l) + ".";
     std::vector<Vec> xs;
     for (const Vec& h : hs) xs.push_back(rms_norm(h, t(p + "input_layernorm.weight"), eps));
-    const std::vector<Vec> y = attention(c, t, l, xs, theta);
+    const std::vector<Vec> y = test::ref::attention(c, t, p + "self_attn.", xs, theta);
     const Vec norm = t(p + "post_attention_layernorm.weight");
     const Vec w_in = t(p + "shared_mlp.input_linear.weight"),
               w_out = t(p + "shared_mlp.output_linear.weight");

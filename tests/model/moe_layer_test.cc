@@ -9,49 +9,17 @@
 #include <cmath>
 
 #include "common/hybrid_configs.h"
+#include "common/layer_reference.h"
 #include "common/model_fixture.h"
 #include "common/test_util.h"
-#include "io/safetensors.h"
-#include "ops/quant.h"
 
 namespace mb {
 namespace {
 
-using Vec = std::vector<double>;
-
-class Tensors {
- public:
-  explicit Tensors(const std::string& dir) : set_(TensorSet::open_dir(dir)) {}
-  Vec operator()(const std::string& name) const {
-    const StoredTensor* t = set_.find(name);
-    EXPECT_NE(t, nullptr) << name;
-    if (t == nullptr) return {};
-    std::vector<float> values(static_cast<size_t>(t->element_count()));
-    dequantize_row(*t->dtype, t->data, t->element_count(), values.data());
-    return Vec(values.begin(), values.end());
-  }
-
- private:
-  TensorSet set_;
-};
-
-// y = W x for W [rows, cols] row-major, starting at row `first` of `w`.
-Vec product(const Vec& w, const Vec& x, int64_t rows, int64_t first = 0) {
-  const int64_t cols = static_cast<int64_t>(x.size());
-  Vec y(rows, 0.0);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) y[r] += w[(first + r) * cols + c] * x[c];
-  return y;
-}
-
-Vec rms_norm(const Vec& x, const Vec& weight, double eps) {
-  double sum = 0.0;
-  for (double v : x) sum += v * v;
-  const double inv = 1.0 / std::sqrt(sum / static_cast<double>(x.size()) + eps);
-  Vec y(x.size());
-  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * weight[i];
-  return y;
-}
+using test::ref::product;
+using test::ref::rms_norm;
+using test::ref::Tensors;
+using test::ref::Vec;
 
 double silu(double v) {
   return v / (1.0 + std::exp(-v));
@@ -125,37 +93,6 @@ Vec moe_layer(const ModelConfig& c, const Tensors& t, const std::string& p, cons
   return f;
 }
 
-// Granite layer 0's attention ("*"): causal over the positions so far, no positional encoding.
-std::vector<Vec> attention(const ModelConfig& c, const Tensors& t, const std::vector<Vec>& xs) {
-  const AttentionConfig& a = c.hybrid.attention;
-  const std::string p = "model.layers.0.self_attn.";
-  const int64_t hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
-  std::vector<Vec> q, k, v, out;
-  for (const Vec& x : xs) {
-    q.push_back(product(t(p + "q_proj.weight"), x, a.n_heads * hd));
-    k.push_back(product(t(p + "k_proj.weight"), x, a.n_kv_heads * hd));
-    v.push_back(product(t(p + "v_proj.weight"), x, a.n_kv_heads * hd));
-  }
-  for (size_t pos = 0; pos < xs.size(); ++pos) {
-    Vec y(a.n_heads * hd, 0.0);
-    for (int64_t h = 0; h < a.n_heads; ++h) {
-      const int64_t kv = (h / group) * hd;
-      Vec s(pos + 1);
-      for (size_t j = 0; j <= pos; ++j) {
-        for (int64_t i = 0; i < hd; ++i) s[j] += q[pos][h * hd + i] * k[j][kv + i];
-        s[j] *= a.scale;
-      }
-      const double peak = *std::max_element(s.begin(), s.end());
-      double sum = 0.0;
-      for (double& w : s) sum += w = std::exp(w - peak);
-      for (size_t j = 0; j <= pos; ++j)
-        for (int64_t i = 0; i < hd; ++i) y[h * hd + i] += s[j] / sum * v[j][kv + i];
-    }
-    out.push_back(product(t(p + "o_proj.weight"), y, c.d_model));
-  }
-  return out;
-}
-
 // The logits of a one-layer model ("E" for Nemotron-H, "*" for Granite) at every position.
 std::vector<float> reference_logits(const ModelConfig& c, const std::string& dir,
                                     const std::vector<int32_t>& tokens) {
@@ -175,7 +112,7 @@ std::vector<float> reference_logits(const ModelConfig& c, const std::string& dir
   if (granite) {
     std::vector<Vec> xs;
     for (const Vec& h : hs) xs.push_back(rms_norm(h, t(p + "input_layernorm.weight"), eps));
-    const std::vector<Vec> y = attention(c, t, xs);
+    const std::vector<Vec> y = test::ref::attention(c, t, p + "self_attn.", xs);  // Granite's "*": no RoPE
     for (size_t i = 0; i < hs.size(); ++i)
       for (int64_t j = 0; j < d; ++j) hs[i][j] += y[i][j] * residual;
   }
