@@ -110,8 +110,9 @@ TEST_P(VulkanCli, QuantizedGgufFilesEqualTheCpu) {
   // LM head). Their blocks go to the device as stored.
   if (GetParam() == "mamba3") GTEST_SKIP() << "llama.cpp's GGUF has no Mamba-3";
   const std::string dir = test::make_temp_dir("vulkan_cli_gguf");
-  for (const std::string type : GetParam() == "mamba1" ? std::vector<std::string>{"q8_0", "q4_0"}
-                                                       : std::vector<std::string>{"q4_k_m"}) {
+  const std::vector<std::string> types =
+      GetParam() == "mamba1" ? std::vector<std::string>{"q8_0", "q4_0"} : std::vector<std::string>{"q4_k_m"};
+  for (const std::string& type : types) {
     const std::string file = dir + "/" + type + ".gguf";
     const Output made = cli("make-model --out " + file + " --arch " + GetParam() + " --d-model " +
                             (type == "q4_k_m" ? "256 --n-layer 1" : "32 --n-layer 2") +
@@ -126,7 +127,9 @@ TEST_P(VulkanCli, QuantizedGgufFilesEqualTheCpu) {
     const std::string cpu_bytes = read_text_file(dir + "/cpu.npy"),
                       gpu_bytes = read_text_file(dir + "/gpu.npy");
     ASSERT_EQ(cpu_bytes.size(), gpu_bytes.size());
-    if (ctx().exact_fma()) EXPECT_TRUE(cpu_bytes == gpu_bytes) << "the .npy files differ for " << type;
+    if (ctx().exact_fma()) {
+      EXPECT_TRUE(cpu_bytes == gpu_bytes) << "the .npy files differ for " << type;
+    }
   }
 }
 
