@@ -37,6 +37,23 @@ Vec rms_norm(const Vec& x, const Vec& weight, double eps) {
   return y;
 }
 
+std::vector<Vec> embed(const ModelConfig& c, const Vec& embedding, const std::vector<int32_t>& tokens) {
+  const int64_t d = c.d_model;
+  std::vector<Vec> hs;
+  for (int32_t token : tokens) {
+    Vec h(embedding.begin() + token * d, embedding.begin() + (token + 1) * d);
+    for (double& v : h) v *= c.hybrid.embedding_multiplier;
+    hs.push_back(h);
+  }
+  return hs;
+}
+
+void append_logits(const ModelConfig& c, const Vec& head, const Vec& norm_f, const Vec& h,
+                   std::vector<float>& logits) {
+  for (double v : product(head, rms_norm(h, norm_f, c.norm_eps), c.vocab_size))
+    logits.push_back(static_cast<float>(v / c.hybrid.logits_scaling));
+}
+
 namespace {
 
 // Every head of x rotated by position `pos`: pairs (i, i + half) by the angle pos / theta^(2i/hd).

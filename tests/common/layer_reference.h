@@ -29,6 +29,13 @@ Vec product(const Vec& w, const Vec& x, int64_t rows, int64_t first = 0);
 
 Vec rms_norm(const Vec& x, const Vec& weight, double eps);
 
+// The embedding rows of the tokens times the config's embedding multiplier.
+std::vector<Vec> embed(const ModelConfig& c, const Vec& embedding, const std::vector<int32_t>& tokens);
+
+// Appends the logits of one residual row: the final norm, the head, / logits_scaling.
+void append_logits(const ModelConfig& c, const Vec& head, const Vec& norm_f, const Vec& h,
+                   std::vector<float>& logits);
+
 // Causal self-attention of one layer over every position of xs (the layer's input rows after its
 // norm), with grouped KV heads, the config's score scale and, when rope_theta > 0, RoPE as
 // apply_rotary_pos_emb with rotate_half applies it. `prefix` names the layer's projections, e.g.

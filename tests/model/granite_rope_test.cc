@@ -31,15 +31,10 @@ using test::ref::Vec;
 std::vector<float> reference_logits(const ModelConfig& c, const std::string& dir,
                                     const std::vector<int32_t>& tokens, double theta) {
   const Tensors t(dir);
-  const int64_t d = c.d_model, V = c.vocab_size, S = c.hybrid.mlp.width;
+  const int64_t d = c.d_model, S = c.hybrid.mlp.width;
   const Vec embedding = t("model.embed_tokens.weight");
   const double eps = c.norm_eps, residual = c.hybrid.residual_multiplier;
-  std::vector<Vec> hs;
-  for (int32_t token : tokens) {
-    Vec h(embedding.begin() + token * d, embedding.begin() + (token + 1) * d);
-    for (double& v : h) v *= c.hybrid.embedding_multiplier;
-    hs.push_back(h);
-  }
+  std::vector<Vec> hs = test::ref::embed(c, embedding, tokens);
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     std::vector<Vec> xs;
@@ -59,9 +54,7 @@ std::vector<float> reference_logits(const ModelConfig& c, const std::string& dir
   }
   const Vec norm_f = t("model.norm.weight");
   std::vector<float> logits;
-  for (const Vec& h : hs)
-    for (double v : product(embedding, rms_norm(h, norm_f, eps), V))
-      logits.push_back(static_cast<float>(v / c.hybrid.logits_scaling));
+  for (const Vec& h : hs) test::ref::append_logits(c, embedding, norm_f, h, logits);
   return logits;
 }
 

@@ -98,16 +98,11 @@ std::vector<float> reference_logits(const ModelConfig& c, const std::string& dir
                                     const std::vector<int32_t>& tokens) {
   const Tensors t(dir);
   const bool granite = c.family == ModelFamily::GraniteHybrid;
-  const int64_t d = c.d_model, V = c.vocab_size;
+  const int64_t d = c.d_model;
   const Vec embedding = t(granite ? "model.embed_tokens.weight" : "backbone.embeddings.weight");
   const Vec head = granite ? embedding : t("lm_head.weight");
   const double eps = c.norm_eps, residual = c.hybrid.residual_multiplier;
-  std::vector<Vec> hs;
-  for (int32_t token : tokens) {
-    Vec h(embedding.begin() + token * d, embedding.begin() + (token + 1) * d);
-    for (double& v : h) v *= c.hybrid.embedding_multiplier;
-    hs.push_back(h);
-  }
+  std::vector<Vec> hs = test::ref::embed(c, embedding, tokens);
   const std::string p = granite ? "model.layers.0." : "backbone.layers.0.";
   if (granite) {
     std::vector<Vec> xs;
@@ -122,8 +117,7 @@ std::vector<float> reference_logits(const ModelConfig& c, const std::string& dir
   for (Vec& h : hs) {
     const Vec f = moe_layer(c, t, p, rms_norm(h, norm, eps));
     for (int64_t j = 0; j < d; ++j) h[j] += f[j] * residual;
-    const Vec out = product(head, rms_norm(h, norm_f, eps), V);
-    for (double v : out) logits.push_back(static_cast<float>(v / c.hybrid.logits_scaling));
+    test::ref::append_logits(c, head, norm_f, h, logits);
   }
   return logits;
 }
