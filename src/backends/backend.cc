@@ -50,6 +50,11 @@ HostState::HostState(StateShape shape, int64_t positions, std::span<const float>
   }
 }
 
+HostState::HostState(StateShape shape, const std::vector<float>& fixed)
+    : StateStorage(std::move(shape)), fixed_(fixed) {
+  growing_.resize(this->shape().growing.size());
+}
+
 void HostState::grow_to(int64_t positions) {
   const int64_t capacity = rounded_capacity(positions);
   const auto blocks = static_cast<size_t>(capacity / kStateBlockPositions);
@@ -73,8 +78,7 @@ void HostState::reserve(int64_t positions) {
 
 std::unique_ptr<StateStorage> HostState::clone(int64_t positions) const {
   MB_CHECK(growing_.empty() || positions <= capacity());
-  auto copy = std::make_unique<HostState>(shape());
-  copy->fixed_ = fixed_;
+  std::unique_ptr<HostState> copy(new HostState(shape(), fixed_));
   if (growing_.empty()) return copy;
   // The blocks whose positions are all used are final: shared. The partly used one is copied,
   // since this state goes on writing into it.

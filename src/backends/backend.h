@@ -159,7 +159,11 @@ class HostState final : public StateStorage {
     std::vector<std::shared_ptr<float[]>> blocks{};  // [kStateBlockPositions, floats per position] each
     std::vector<const float*> addresses{};           // blocks[i].get(), as PositionRows takes them
   };
-  std::vector<float> fixed_{};
+  // A state whose fixed region is a copy of `fixed`, written once (not zero-filled first), with
+  // no growing blocks yet.
+  HostState(StateShape shape, const std::vector<float>& fixed);
+
+  std::vector<float> fixed_{};  // [shape().fixed_floats]
   std::vector<GrowingPart> growing_{};
 };
 // One sequence of a round: its rows of the round's activation buffers and its state. The ops

@@ -187,8 +187,9 @@ void Scheduler::Impl::run_on_loop(std::function<void()> work) {
 }
 
 SequenceState Scheduler::Impl::state_for_prefix(std::span<const int32_t> prefix) {
-  SequenceState state = model.new_state();
+  SequenceState state;
   const size_t cached = cache.lookup(prefix, state, prefix.size());
+  if (state.empty()) state = model.new_state();
   if (cached < prefix.size()) {
     const SequenceInput input{&state, prefix.subspan(cached), {}};
     model.forward(ctx, std::span(&input, 1), {OutputKind::None, options.step_token_budget}, workspace,

@@ -110,7 +110,9 @@ void Scheduler::Impl::admit(Pending p) {
   try {
     RequestDecoder decoder(scheduler_detail::decode_settings(p.request), p.request.prompt, vocabulary,
                            tokenizer);
-    SequenceState state = model.new_state();
+    // A fresh state is made only when nothing is cached: a resumed one is a copy of the cached
+    // state, and zero-filling megabytes first would only be thrown away.
+    SequenceState state;
     // The first token is chosen by the logits of the prompt's last position: a cached prefix
     // shorter than the prompt leaves at least that position to prefill, and one covering the whole
     // prompt (a repeated request) comes with the logits row it was cached with.
@@ -127,6 +129,7 @@ void Scheduler::Impl::admit(Pending p) {
         loop_stats.stored_prompt_tokens += cached;
       }
     }
+    if (state.empty()) state = model.new_state();
     active.push_back(std::make_unique<Sequence>(
         Sequence{p.id, std::move(p.request), std::move(p.sink), std::move(state), std::move(decoder)}));
     Sequence& seq = *active.back();
@@ -199,13 +202,19 @@ void Scheduler::Impl::after_forward(Sequence& seq, std::span<const float> logits
           cache.put(seq.decoder.history().first(static_cast<size_t>(position)), seq.state, logits);
         return;
       }
-      // The whole prompt is cached too: the next turn of a chat re-renders this prompt as its
-      // prefix, while the generated reply usually re-tokenizes differently, so this entry is the
-      // one a follow-up turn resumes from; its logits serve the same prompt sent again.
-      cache.put(seq.decoder.history().first(static_cast<size_t>(position)), seq.state, logits);
-      if (store) store->save(seq.decoder.history().first(static_cast<size_t>(position)), seq.state);
+      // The first token goes out before the state is copied into the cache: the copy (megabytes)
+      // would otherwise be part of the client's time to the first token. The state is still the
+      // prompt's: the sampled token is fed in the next step.
       seq.phase = Phase::Decode;
       sample_next(seq, logits);
+      // The whole prompt is cached too: the next turn of a chat re-renders this prompt as its
+      // prefix, while the generated reply usually re-tokenizes differently, so this entry is the
+      // one a follow-up turn resumes from; its logits serve the same prompt sent again. (A
+      // sequence that ended on an EOS has been released and cached without the logits row: this
+      // adds it.)
+      const std::span<const int32_t> prompt = seq.decoder.history().first(static_cast<size_t>(position));
+      cache.put(prompt, seq.state, logits);
+      if (store && !seq.retired) store->save(prompt, seq.state);
       return;
     }
   }

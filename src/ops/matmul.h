@@ -47,6 +47,11 @@ float packed_weight(const WeightMatrix& w, int64_t n, int64_t k);
 // single input row streams from memory (the size pack_weights returns for w's shape and dtype).
 size_t packed_bytes(const WeightMatrix& w);
 
+// Outputs [first, first + count) of a packed matrix as a matrix of their own: the same bytes (a
+// run of whole panels), for running parts of one product as separate items. `first` is a multiple
+// of kPanelWidth (which is whole quantized panels too); `count` is clipped to w.rows.
+WeightMatrix output_range(const WeightMatrix& w, int64_t first, int64_t count);
+
 struct MatmulArgs {
   const float* x = nullptr;  // [m, ldx], the first w.cols columns are read
   int64_t ldx = 0;

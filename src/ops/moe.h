@@ -21,7 +21,8 @@
 //
 // Experts, in ascending expert order: expert e gathers the rows that chose it (in row order) into
 // one block and runs its MLP as two products over that block (ops/matmul.h; quantized weights
-// quantize each row on its own, ops/quant_matmul.h), never one product per row:
+// quantize each row on its own, ops/quant_matmul.h), never one product per row (the threads split
+// a group of experts' products by output panels, each output still one chain):
 //   h = glu(rows up_e^T)      (SwiGlu: up_e is [2 width, d], gate | up; ReluSquared: [width, d])
 //   o = h down_e^T            [rows, d]
 // and each of its rows adds its term to the row's sum: acc[r] = fma(w_e, o[r], acc[r]), from
@@ -68,22 +69,36 @@ struct MoeWeights {
 };
 
 // Where the op keeps its intermediate values: row-major buffers of at least m rows, each row
-// `ld*` floats apart. `routes` is part of the result (tests read the choice there); the others are
-// scratch.
+// `ld*` floats apart; `rows`, `hidden` and `out` may hold more (`capacity`). `routes` is part of
+// the result (tests read the choice there); the others are scratch.
 struct MoeScratch {
   float* logits = nullptr;  // [m, n_experts]
   int64_t ld_logits = 0;
   float* routes = nullptr;  // [m, 2 top_k]: slot j's expert index (as a float), then its weight
   int64_t ld_routes = 0;
-  float* rows = nullptr;  // [m, d_model]: one expert's gathered rows
+  float* rows = nullptr;  // [capacity, d_model]: a group of experts' gathered rows
   int64_t ld_rows = 0;
-  float* hidden = nullptr;  // [m, up_rows]: their up product, then its activation
+  float* hidden = nullptr;  // [capacity, up_rows]: their up product, then its activation
   int64_t ld_hidden = 0;
-  float* out = nullptr;  // [m, d_model]: their down product
+  float* out = nullptr;  // [capacity, d_model]: their down product
   int64_t ld_out = 0;
   float* acc = nullptr;  // [m, d_model]: each row's weighted sum
   int64_t ld_acc = 0;
+  // Rows that rows, hidden and out hold; 0 means m. Experts run in groups of consecutive experts
+  // whose rows fit (every expert's rows do: a row chooses an expert once), all the products of a
+  // group in one parallel phase, so more room means fewer phases; moe_group_rows says how many
+  // rows take the whole round in one group.
+  int64_t capacity = 0;
 };
+
+// The scratch rows (capacity above) with which a round of m rows runs its experts in a single
+// group, m * top_k, bounded by kMoeGroupRows (or m, if more): a decode step or a short prompt gets
+// one group, a long round groups of about m rows.
+inline constexpr int64_t kMoeGroupRows = 512;
+inline int64_t moe_group_rows(const MoeParams& p, int64_t m) {
+  const int64_t all = m * p.top_k, bound = m > kMoeGroupRows ? m : kMoeGroupRows;
+  return all < bound ? all : bound;
+}
 
 struct MoeArgs {
   const float* x = nullptr;  // [m, ldx]

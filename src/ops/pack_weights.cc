@@ -1,8 +1,10 @@
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "core/error.h"
 #include "ops/matmul.h"
 #include "ops/quant.h"
 #include "ops/quant_matmul.h"
@@ -28,6 +30,13 @@ size_t packed_bytes(const WeightMatrix& w) {
     return static_cast<size_t>(panels * kQuantPanel) * dtype_row_bytes(w.dtype, w.cols);
   }
   return static_cast<size_t>(w.panels() * kPanelWidth * w.cols) * dtype_size(w.dtype);
+}
+
+WeightMatrix output_range(const WeightMatrix& w, int64_t first, int64_t count) {
+  MB_CHECK(first >= 0 && first % kPanelWidth == 0 && first < w.rows && count > 0);
+  const size_t panel_bytes = packed_bytes({nullptr, w.dtype, kPanelWidth, w.cols});
+  const auto* data = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(first / kPanelWidth) * panel_bytes;
+  return {data, w.dtype, std::min(count, w.rows - first), w.cols};
 }
 
 std::vector<uint8_t> pack_weights(const void* source, DType source_dtype, int64_t rows, int64_t cols,

@@ -51,7 +51,7 @@ class CpuStream final : public Stream {
     size_t total = 0;
     for (const auto& slot : slots_)
       if (slot) total += slot->values.size() * sizeof(float);
-    return total;
+    return total + moe_group.size() * sizeof(float);
   }
 
   ComputeContext ctx;
@@ -63,6 +63,10 @@ class CpuStream final : public Stream {
   std::vector<AttentionSequence> attention;
   std::vector<RopeSequence> rope;
   std::vector<WeightMatrix> moe_up, moe_down;  // the experts' host matrices
+  // The experts' gathered rows, hidden and output rows when a round's (row, expert) pairs fit one
+  // group but not the op's m-row scratch (ops/moe.h: moe_group_rows), e.g. a decode step:
+  // [capacity, d_model] + [capacity, up_rows] + [capacity, d_model].
+  std::vector<float> moe_group;
 
  private:
   struct Slot {
@@ -408,9 +412,22 @@ void CpuBackend::moe(Stream& stream, const MoeOp& op) const {
     s.moe_down[e] = host_matrix(op.down[e]);
   }
   const MoeWeights weights{host_matrix(op.router), data(op.correction_bias), s.moe_up, s.moe_down};
-  const MoeScratch scratch{data(op.logits), op.logits.ld, data(op.routes), op.routes.ld,
-                           data(op.rows),   op.rows.ld,   data(op.hidden), op.hidden.ld,
-                           data(op.out),    op.out.ld,    data(op.acc),    op.acc.ld};
+  MoeScratch scratch{data(op.logits), op.logits.ld, data(op.routes), op.routes.ld,
+                     data(op.rows),   op.rows.ld,   data(op.hidden), op.hidden.ld,
+                     data(op.out),    op.out.ld,    data(op.acc),    op.acc.ld};
+  const int64_t capacity = moe_group_rows(op.params, op.m);
+  if (capacity > op.m) {
+    const int64_t d = op.params.d_model, up = op.params.up_rows();
+    const auto floats = static_cast<size_t>(capacity * (2 * d + up));
+    if (s.moe_group.size() < floats) s.moe_group.resize(floats);
+    scratch.rows = s.moe_group.data();
+    scratch.ld_rows = d;
+    scratch.hidden = scratch.rows + capacity * d;
+    scratch.ld_hidden = up;
+    scratch.out = scratch.hidden + capacity * up;
+    scratch.ld_out = d;
+    scratch.capacity = capacity;
+  }
   const MoeArgs args{data(op.x), op.x.ld, op.m, data(op.y), op.y.ld, op.accumulate};
   // The router and the routing are timed as their phase, the experts and sums as the op's.
   {

@@ -76,9 +76,9 @@ void quant_matmul(const ComputeContext& ctx, const MatmulArgs& a) {
   float* scales = buffers.scales.data();
   int32_t* sums16 = buffers.sums16.data();
   const int n_threads = ctx.n_threads;
-#pragma omp parallel for schedule(static) num_threads(n_threads) if (n_threads > 1 && a.m > 1)
-  for (int64_t r = 0; r < a.m; ++r)
+  parallel_for(n_threads, a.m, [&](int64_t r) {
     kernels.quantize(a.x + r * a.ldx, K, block, q + r * K, scales + r * (K / block), sums16 + r * (K / 16));
+  });
   const QuantActivations x{q, scales, sums16, K, block};
   kernels.matmul(a, x, ctx.n_threads);
 }

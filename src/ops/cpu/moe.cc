@@ -2,6 +2,7 @@
 // kernel, then each chosen expert's two products over the block of rows routed to it (the
 // ordinary matmul and glu entry points, whose per-output chains do not depend on the rows), and
 // the weighted sums, through the kernels of the context's instruction set.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -19,8 +20,15 @@ struct ExpertRows {
   std::vector<int32_t> first;  // [n_experts + 1]: expert e's entries are [first[e], first[e + 1])
   std::vector<int32_t> rows;   // [m * top_k]
   std::vector<float> weights;  // [m * top_k]
+  std::vector<int32_t> active;       // the experts with rows, ascending
+  std::vector<int32_t> group_first;  // group i is active[group_first[i] .. group_first[i + 1])
 };
 thread_local ExpertRows expert_rows;
+
+// Outputs per product item (two panels: a single row's product then keeps the decode kernel's
+// two-panel blocks), and columns per item of the weighted sums.
+constexpr int64_t kItemOutputs = 2 * kPanelWidth;
+constexpr int64_t kSumColumns = 256;
 
 void group_by_expert(const MoeParams& p, const float* routes, int64_t ld_routes, int64_t m, ExpertRows& g) {
   const int64_t k = p.top_k;
@@ -45,6 +53,24 @@ void group_by_expert(const MoeParams& p, const float* routes, int64_t ld_routes,
   g.first[0] = 0;
 }
 
+// Splits the experts with rows into groups of consecutive ones whose rows fit `capacity`.
+void group_experts(const MoeParams& p, int64_t capacity, ExpertRows& g) {
+  g.active.clear();
+  g.group_first.clear();
+  int64_t rows = 0;
+  for (int64_t e = 0; e < p.n_experts; ++e) {
+    const int64_t n = g.first[e + 1] - g.first[e];
+    if (n == 0) continue;  // no row chose it: its weights are never read
+    if (g.group_first.empty() || rows + n > capacity) {
+      g.group_first.push_back(static_cast<int32_t>(g.active.size()));
+      rows = 0;
+    }
+    g.active.push_back(static_cast<int32_t>(e));
+    rows += n;
+  }
+  g.group_first.push_back(static_cast<int32_t>(g.active.size()));
+}
+
 void check(const MoeParams& p, const MoeWeights& w, const MoeArgs& a, const MoeScratch& s) {
   MB_CHECK(p.d_model > 0 && p.n_experts > 0 && p.top_k >= 1 && p.top_k <= p.n_experts && p.width > 0);
   MB_CHECK(w.router.rows == p.n_experts && w.router.cols == p.d_model && w.router.dtype == DType::F32);
@@ -57,6 +83,7 @@ void check(const MoeParams& p, const MoeWeights& w, const MoeArgs& a, const MoeS
   MB_CHECK(a.m >= 0 && a.ldx >= p.d_model && a.ldy >= p.d_model);
   MB_CHECK(s.ld_logits >= p.n_experts && s.ld_routes >= 2 * p.top_k && s.ld_rows >= p.d_model);
   MB_CHECK(s.ld_hidden >= p.up_rows() && s.ld_out >= p.d_model && s.ld_acc >= p.d_model);
+  MB_CHECK(s.capacity == 0 || s.capacity >= a.m);
   MB_CHECK(a.m == 0 || (a.x && a.y && s.logits && s.routes && s.rows && s.hidden && s.out && s.acc));
 }
 
@@ -101,21 +128,61 @@ void moe_experts(const ComputeContext& ctx, const MoeParams& p, const MoeWeights
                  const MoeScratch& s) {
   check(p, w, a, s);
   if (a.m == 0) return;
-  const cpu::KernelTable& kernels = cpu::kernels_for(ctx.isa);
-  const int64_t d = p.d_model;
   ExpertRows& g = expert_rows;
   group_by_expert(p, s.routes, s.ld_routes, a.m, g);
-  for (int64_t r = 0; r < a.m; ++r) std::memset(s.acc + r * s.ld_acc, 0, d * sizeof(float));
-  for (int64_t e = 0; e < p.n_experts; ++e) {
-    const int64_t first = g.first[e], n = g.first[e + 1] - first;
-    if (n == 0) continue;  // no row chose it: its weights are never read
-    for (int64_t i = 0; i < n; ++i)
-      std::memcpy(s.rows + i * s.ld_rows, a.x + g.rows[first + i] * a.ldx, d * sizeof(float));
-    matmul(ctx, {s.rows, s.ld_rows, n, w.up[e], nullptr, s.hidden, s.ld_hidden});        // -> [n, up rows]
-    glu(ctx, {s.hidden, s.ld_hidden, n, p.width, p.activation, s.hidden, s.ld_hidden});  // -> [n, width]
-    matmul(ctx, {s.hidden, s.ld_hidden, n, w.down[e], nullptr, s.out, s.ld_out});        // -> [n, d]
-    kernels.moe_accumulate(s.out, s.ld_out, g.rows.data() + first, g.weights.data() + first, n, d, s.acc,
-                           s.ld_acc, ctx.n_threads);
+  group_experts(p, s.capacity > 0 ? s.capacity : a.m, g);
+  // One parallel region for the whole op, not one per product: a product of a few rows is tens
+  // of microseconds, and waking the threads for each (hundreds per round) cost as much as the
+  // products on a machine whose threads wait passively. The phases of a group are `omp for`
+  // loops over disjoint outputs (rows, or panels of one expert's outputs), each item run by one
+  // thread with the single-threaded kernels, so every value is computed as before; the products
+  // are handed out dynamically, since the experts of a group have different numbers of rows.
+  ComputeContext one = ctx;
+  one.n_threads = 1;
+  const cpu::KernelTable& kernels = cpu::kernels_for(ctx.isa);
+  const int64_t d = p.d_model, m = a.m;
+  const int64_t up_items = (p.up_rows() + kItemOutputs - 1) / kItemOutputs;
+  const int64_t down_items = (d + kItemOutputs - 1) / kItemOutputs;
+  const int64_t sum_items = (d + kSumColumns - 1) / kSumColumns;
+#pragma omp parallel num_threads(ctx.n_threads) if (ctx.n_threads > 1)
+  {
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < m; ++r) std::memset(s.acc + r * s.ld_acc, 0, d * sizeof(float));
+    for (size_t group = 0; group + 1 < g.group_first.size(); ++group) {
+      const int32_t e0 = g.group_first[group], e1 = g.group_first[group + 1];  // indexes into g.active
+      const int64_t first = g.first[g.active[e0]], count = g.first[g.active[e1 - 1] + 1] - first;
+      const int64_t experts = e1 - e0;
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < count; ++i)  // -> rows [count, d]
+        std::memcpy(s.rows + i * s.ld_rows, a.x + g.rows[first + i] * a.ldx, d * sizeof(float));
+#pragma omp for schedule(dynamic)
+      for (int64_t item = 0; item < experts * up_items; ++item) {  // -> hidden [count, up rows]
+        const int64_t e = g.active[e0 + item / up_items], at = g.first[e] - first;
+        const int64_t n0 = item % up_items * kItemOutputs;
+        matmul(one, {s.rows + at * s.ld_rows, s.ld_rows, g.first[e + 1] - g.first[e],
+                     output_range(w.up[e], n0, kItemOutputs), nullptr, s.hidden + at * s.ld_hidden + n0,
+                     s.ld_hidden});
+      }
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < count; ++i)  // -> hidden [count, width]
+        glu(one, {s.hidden + i * s.ld_hidden, s.ld_hidden, 1, p.width, p.activation, s.hidden + i * s.ld_hidden,
+                  s.ld_hidden});
+#pragma omp for schedule(dynamic)
+      for (int64_t item = 0; item < experts * down_items; ++item) {  // -> out [count, d]
+        const int64_t e = g.active[e0 + item / down_items], at = g.first[e] - first;
+        const int64_t n0 = item % down_items * kItemOutputs;
+        matmul(one, {s.hidden + at * s.ld_hidden, s.ld_hidden, g.first[e + 1] - g.first[e],
+                     output_range(w.down[e], n0, kItemOutputs), nullptr, s.out + at * s.ld_out + n0, s.ld_out});
+      }
+      // Each row's terms are added in the group's entry order (ascending experts) within every
+      // column: the threads split the columns, never a row's sequence of experts.
+#pragma omp for schedule(static)
+      for (int64_t item = 0; item < sum_items; ++item) {
+        const int64_t c0 = item * kSumColumns, columns = std::min(kSumColumns, d - c0);
+        kernels.moe_accumulate(s.out + c0, s.ld_out, g.rows.data() + first, g.weights.data() + first, count,
+                               columns, s.acc + c0, s.ld_acc, 1);
+      }
+    }
   }
   scale_rows(ctx, {s.acc, s.ld_acc, a.m, d, 1.0f, a.accumulate, a.y, a.ldy});  // y (+)= acc
 }

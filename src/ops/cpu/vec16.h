@@ -107,6 +107,20 @@ struct KernelTable {
   float (*softplus1)(float x);
 };
 
+// body(i) for i in [0, n), split statically over n_threads threads; run inline, without entering
+// OpenMP, when one thread does it all. Products that run as items of another parallel region (the
+// MoE op's experts) call the kernels with one thread, and there even an inactive nested parallel
+// construct costs a team of its own and futex calls: about 10 % of a MoE model's decode step.
+template <class Body>
+void parallel_for(int n_threads, int64_t n, const Body& body) {
+  if (n_threads > 1 && n > 1) {
+#pragma omp parallel for schedule(static) num_threads(n_threads)
+    for (int64_t i = 0; i < n; ++i) body(i);
+  } else {
+    for (int64_t i = 0; i < n; ++i) body(i);
+  }
+}
+
 // The table of `isa`, or mb::Error when this CPU does not support it. Every other function
 // below is one target's export for kernels_for to pick from.
 const KernelTable& kernels_for(Isa isa);
