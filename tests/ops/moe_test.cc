@@ -125,5 +125,50 @@ TEST(MoeExperts, OnlyTheChosenExpertsAreRead) {
   }
 }
 
+// The experts run in groups whose rows fit the scratch's capacity, their products split by output
+// panels over the threads: neither the grouping, the thread count nor the instruction set may
+// change a bit. d and the expert width are not multiples of the two-panel items (the last item of
+// each product is partial); float, bf16 and quantized experts.
+TEST(MoeExperts, TheGroupingOfExpertsAndTheThreadsChangeNoBit) {
+  const int64_t d = 224, E = 16, k = 3, width = 96, m = 37;
+  const MoeParams p{d, E, k, width, Activation::SwiGlu, MoeScoring::SoftmaxTopK, false, 1.0f};
+  for (DType dtype : {DType::F32, DType::BF16, DType::Q8_0}) {
+    std::vector<std::vector<uint8_t>> packed;
+    packed.reserve(2 * E + 1);
+    auto pack = [&](int64_t rows, int64_t cols, DType type, uint64_t seed) {
+      const std::vector<float> values = test::random_floats(rows * cols, seed);
+      packed.push_back(pack_weights(values.data(), DType::F32, rows, cols, type));
+      return WeightMatrix{packed.back().data(), type, rows, cols};
+    };
+    const WeightMatrix router = pack(E, d, DType::F32, 1);
+    std::vector<WeightMatrix> up, down;
+    for (int64_t e = 0; e < E; ++e) {
+      up.push_back(pack(p.up_rows(), d, dtype, 10 + e));
+      down.push_back(pack(d, width, dtype, 40 + e));
+    }
+    const std::vector<float> x = test::random_floats(m * d, 2);
+    std::vector<float> expected;
+    for (int64_t capacity : {int64_t{0}, m + 5, m * k}) {
+      for (int threads : {1, 2}) {
+        for (Isa isa : test::supported_isas()) {
+          const int64_t rows_held = capacity > 0 ? capacity : m;
+          std::vector<float> logits(m * E), routes(m * 2 * k), rows(rows_held * d), hidden(rows_held * 2 * width),
+              out(rows_held * d), acc(m * d), y(m * d);
+          MoeScratch s{logits.data(), E,         routes.data(), 2 * k, rows.data(), d,
+                       hidden.data(), 2 * width, out.data(),    d,     acc.data(),  d};
+          s.capacity = capacity;
+          moe(ComputeContext{threads, isa}, p, {router, nullptr, up, down}, {x.data(), d, m, y.data(), d}, s);
+          if (expected.empty()) {
+            for (float v : y) ASSERT_TRUE(std::isfinite(v));
+            expected = y;
+          }
+          EXPECT_TRUE(test::same_bits(y, expected)) << dtype_name(dtype) << " capacity " << capacity << ", "
+                                                    << threads << " threads, " << isa_name(isa);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mb
