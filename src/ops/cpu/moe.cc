@@ -9,9 +9,40 @@
 #include "core/error.h"
 #include "ops/cpu/vec16.h"
 #include "ops/moe.h"
+#include "ops/quant_matmul.h"
 
 namespace mb {
 namespace {
+
+// A group's rows quantized once for products with quantized weights (ops/quant_matmul.h: each
+// row on its own, so these are the values the product would make), since the product's items,
+// which split its outputs, would otherwise each quantize the same rows again.
+struct QuantRows {
+  DType dtype = DType::F32;  // the weights' dtype; f32 when they are not quantized
+  int64_t k = 0, block = 0;
+  std::vector<int8_t> q;         // [rows, k]
+  std::vector<float> scales;     // [rows, k / block]
+  std::vector<int32_t> sums16;   // [rows, k / 16]
+
+  void prepare(DType weights, int64_t rows, int64_t cols) {
+    dtype = dtype_is_quantized(weights) ? weights : DType::F32;
+    if (dtype == DType::F32) return;
+    k = cols;
+    block = activation_block(dtype);
+    const auto n = static_cast<size_t>(rows);
+    if (q.size() < n * k) q.resize(n * k);
+    if (scales.size() < n * (k / block)) scales.resize(n * (k / block));
+    if (sums16.size() < n * (k / 16)) sums16.resize(n * (k / 16));
+  }
+  void quantize(const cpu::QuantKernels& kernels, const float* x, int64_t row) {
+    if (dtype != DType::F32)
+      kernels.quantize(x, k, block, q.data() + row * k, scales.data() + row * (k / block),
+                       sums16.data() + row * (k / 16));
+  }
+  cpu::QuantActivations at(int64_t row) const {
+    return {q.data() + row * k, scales.data() + row * (k / block), sums16.data() + row * (k / 16), k, block};
+  }
+};
 
 // The rows routed to each expert, grouped by expert in ascending order and, within an expert, in
 // row order, with the weight each row gives it. Per calling thread, so concurrent forward calls
@@ -22,7 +53,18 @@ struct ExpertRows {
   std::vector<float> weights;  // [m * top_k]
   std::vector<int32_t> active;       // the experts with rows, ascending
   std::vector<int32_t> group_first;  // group i is active[group_first[i] .. group_first[i + 1])
+  QuantRows up_rows, down_rows;      // the group's rows and hidden rows, quantized
 };
+
+// One item of an expert's product: its rows (at `row` of the group's entries) times a range of
+// its outputs, from rows quantized once when the weights are.
+void product_item(const ComputeContext& one, const cpu::KernelTable& kernels, const MatmulArgs& args,
+                  const QuantRows& quantized, int64_t row) {
+  if (quantized.dtype != DType::F32 && args.w.dtype == quantized.dtype)
+    kernels.quant.matmul(args, quantized.at(row), 1);
+  else
+    matmul(one, args);
+}
 thread_local ExpertRows expert_rows;
 
 // Outputs per product item (two panels: a single row's product then keeps the decode kernel's
@@ -144,6 +186,9 @@ void moe_experts(const ComputeContext& ctx, const MoeParams& p, const MoeWeights
   const int64_t up_items = (p.up_rows() + kItemOutputs - 1) / kItemOutputs;
   const int64_t down_items = (d + kItemOutputs - 1) / kItemOutputs;
   const int64_t sum_items = (d + kSumColumns - 1) / kSumColumns;
+  const int64_t capacity = s.capacity > 0 ? s.capacity : a.m;
+  g.up_rows.prepare(w.up[g.active.empty() ? 0 : g.active[0]].dtype, capacity, d);
+  g.down_rows.prepare(w.down[g.active.empty() ? 0 : g.active[0]].dtype, capacity, p.width);
 #pragma omp parallel num_threads(ctx.n_threads) if (ctx.n_threads > 1)
   {
 #pragma omp for schedule(static)
@@ -153,26 +198,34 @@ void moe_experts(const ComputeContext& ctx, const MoeParams& p, const MoeWeights
       const int64_t first = g.first[g.active[e0]], count = g.first[g.active[e1 - 1] + 1] - first;
       const int64_t experts = e1 - e0;
 #pragma omp for schedule(static)
-      for (int64_t i = 0; i < count; ++i)  // -> rows [count, d]
+      for (int64_t i = 0; i < count; ++i) {  // -> rows [count, d]
         std::memcpy(s.rows + i * s.ld_rows, a.x + g.rows[first + i] * a.ldx, d * sizeof(float));
+        g.up_rows.quantize(kernels.quant, s.rows + i * s.ld_rows, i);
+      }
 #pragma omp for schedule(dynamic)
       for (int64_t item = 0; item < experts * up_items; ++item) {  // -> hidden [count, up rows]
         const int64_t e = g.active[e0 + item / up_items], at = g.first[e] - first;
         const int64_t n0 = item % up_items * kItemOutputs;
-        matmul(one, {s.rows + at * s.ld_rows, s.ld_rows, g.first[e + 1] - g.first[e],
-                     output_range(w.up[e], n0, kItemOutputs), nullptr, s.hidden + at * s.ld_hidden + n0,
-                     s.ld_hidden});
+        product_item(one, kernels,
+                     {s.rows + at * s.ld_rows, s.ld_rows, g.first[e + 1] - g.first[e],
+                      output_range(w.up[e], n0, kItemOutputs), nullptr, s.hidden + at * s.ld_hidden + n0,
+                      s.ld_hidden},
+                     g.up_rows, at);
       }
 #pragma omp for schedule(static)
-      for (int64_t i = 0; i < count; ++i)  // -> hidden [count, width]
+      for (int64_t i = 0; i < count; ++i) {  // -> hidden [count, width]
         glu(one, {s.hidden + i * s.ld_hidden, s.ld_hidden, 1, p.width, p.activation, s.hidden + i * s.ld_hidden,
                   s.ld_hidden});
+        g.down_rows.quantize(kernels.quant, s.hidden + i * s.ld_hidden, i);
+      }
 #pragma omp for schedule(dynamic)
       for (int64_t item = 0; item < experts * down_items; ++item) {  // -> out [count, d]
         const int64_t e = g.active[e0 + item / down_items], at = g.first[e] - first;
         const int64_t n0 = item % down_items * kItemOutputs;
-        matmul(one, {s.hidden + at * s.ld_hidden, s.ld_hidden, g.first[e + 1] - g.first[e],
-                     output_range(w.down[e], n0, kItemOutputs), nullptr, s.out + at * s.ld_out + n0, s.ld_out});
+        product_item(one, kernels,
+                     {s.hidden + at * s.ld_hidden, s.ld_hidden, g.first[e + 1] - g.first[e],
+                      output_range(w.down[e], n0, kItemOutputs), nullptr, s.out + at * s.ld_out + n0, s.ld_out},
+                     g.down_rows, at);
       }
       // Each row's terms are added in the group's entry order (ascending experts) within every
       // column: the threads split the columns, never a row's sequence of experts.
