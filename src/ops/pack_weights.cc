@@ -35,7 +35,8 @@ size_t packed_bytes(const WeightMatrix& w) {
 WeightMatrix output_range(const WeightMatrix& w, int64_t first, int64_t count) {
   MB_CHECK(first >= 0 && first % kPanelWidth == 0 && first < w.rows && count > 0);
   const size_t panel_bytes = packed_bytes({nullptr, w.dtype, kPanelWidth, w.cols});
-  const auto* data = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(first / kPanelWidth) * panel_bytes;
+  const auto* data =
+      static_cast<const uint8_t*>(w.data) + static_cast<size_t>(first / kPanelWidth) * panel_bytes;
   return {data, w.dtype, std::min(count, w.rows - first), w.cols};
 }
 

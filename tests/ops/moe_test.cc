@@ -152,8 +152,8 @@ TEST(MoeExperts, TheGroupingOfExpertsAndTheThreadsChangeNoBit) {
       for (int threads : {1, 2}) {
         for (Isa isa : test::supported_isas()) {
           const int64_t rows_held = capacity > 0 ? capacity : m;
-          std::vector<float> logits(m * E), routes(m * 2 * k), rows(rows_held * d), hidden(rows_held * 2 * width),
-              out(rows_held * d), acc(m * d), y(m * d);
+          std::vector<float> logits(m * E), routes(m * 2 * k), rows(rows_held * d),
+              hidden(rows_held * 2 * width), out(rows_held * d), acc(m * d), y(m * d);
           MoeScratch s{logits.data(), E,         routes.data(), 2 * k, rows.data(), d,
                        hidden.data(), 2 * width, out.data(),    d,     acc.data(),  d};
           s.capacity = capacity;

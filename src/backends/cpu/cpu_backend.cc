@@ -412,9 +412,8 @@ void CpuBackend::moe(Stream& stream, const MoeOp& op) const {
     s.moe_down[e] = host_matrix(op.down[e]);
   }
   const MoeWeights weights{host_matrix(op.router), data(op.correction_bias), s.moe_up, s.moe_down};
-  MoeScratch scratch{data(op.logits), op.logits.ld, data(op.routes), op.routes.ld,
-                     data(op.rows),   op.rows.ld,   data(op.hidden), op.hidden.ld,
-                     data(op.out),    op.out.ld,    data(op.acc),    op.acc.ld};
+  MoeScratch scratch{data(op.logits), op.logits.ld, data(op.routes), op.routes.ld, data(op.rows), op.rows.ld,
+                     data(op.hidden), op.hidden.ld, data(op.out),    op.out.ld,    data(op.acc),  op.acc.ld};
   const int64_t capacity = moe_group_rows(op.params, op.m);
   if (capacity > op.m) {
     const int64_t d = op.params.d_model, up = op.params.up_rows();

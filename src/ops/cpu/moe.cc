@@ -20,9 +20,9 @@ namespace {
 struct QuantRows {
   DType dtype = DType::F32;  // the weights' dtype; f32 when they are not quantized
   int64_t k = 0, block = 0;
-  std::vector<int8_t> q;         // [rows, k]
-  std::vector<float> scales;     // [rows, k / block]
-  std::vector<int32_t> sums16;   // [rows, k / 16]
+  std::vector<int8_t> q;        // [rows, k]
+  std::vector<float> scales;    // [rows, k / block]
+  std::vector<int32_t> sums16;  // [rows, k / 16]
 
   void prepare(DType weights, int64_t rows, int64_t cols) {
     dtype = dtype_is_quantized(weights) ? weights : DType::F32;
@@ -48,9 +48,9 @@ struct QuantRows {
 // row order, with the weight each row gives it. Per calling thread, so concurrent forward calls
 // never share it; grown once and then reused.
 struct ExpertRows {
-  std::vector<int32_t> first;  // [n_experts + 1]: expert e's entries are [first[e], first[e + 1])
-  std::vector<int32_t> rows;   // [m * top_k]
-  std::vector<float> weights;  // [m * top_k]
+  std::vector<int32_t> first;        // [n_experts + 1]: expert e's entries are [first[e], first[e + 1])
+  std::vector<int32_t> rows;         // [m * top_k]
+  std::vector<float> weights;        // [m * top_k]
   std::vector<int32_t> active;       // the experts with rows, ascending
   std::vector<int32_t> group_first;  // group i is active[group_first[i] .. group_first[i + 1])
   QuantRows up_rows, down_rows;      // the group's rows and hidden rows, quantized
@@ -206,26 +206,27 @@ void moe_experts(const ComputeContext& ctx, const MoeParams& p, const MoeWeights
       for (int64_t item = 0; item < experts * up_items; ++item) {  // -> hidden [count, up rows]
         const int64_t e = g.active[e0 + item / up_items], at = g.first[e] - first;
         const int64_t n0 = item % up_items * kItemOutputs;
-        product_item(one, kernels,
-                     {s.rows + at * s.ld_rows, s.ld_rows, g.first[e + 1] - g.first[e],
-                      output_range(w.up[e], n0, kItemOutputs), nullptr, s.hidden + at * s.ld_hidden + n0,
-                      s.ld_hidden},
-                     g.up_rows, at);
+        product_item(
+            one, kernels,
+            {s.rows + at * s.ld_rows, s.ld_rows, g.first[e + 1] - g.first[e],
+             output_range(w.up[e], n0, kItemOutputs), nullptr, s.hidden + at * s.ld_hidden + n0, s.ld_hidden},
+            g.up_rows, at);
       }
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < count; ++i) {  // -> hidden [count, width]
-        glu(one, {s.hidden + i * s.ld_hidden, s.ld_hidden, 1, p.width, p.activation, s.hidden + i * s.ld_hidden,
-                  s.ld_hidden});
+        glu(one, {s.hidden + i * s.ld_hidden, s.ld_hidden, 1, p.width, p.activation,
+                  s.hidden + i * s.ld_hidden, s.ld_hidden});
         g.down_rows.quantize(kernels.quant, s.hidden + i * s.ld_hidden, i);
       }
 #pragma omp for schedule(dynamic)
       for (int64_t item = 0; item < experts * down_items; ++item) {  // -> out [count, d]
         const int64_t e = g.active[e0 + item / down_items], at = g.first[e] - first;
         const int64_t n0 = item % down_items * kItemOutputs;
-        product_item(one, kernels,
-                     {s.hidden + at * s.ld_hidden, s.ld_hidden, g.first[e + 1] - g.first[e],
-                      output_range(w.down[e], n0, kItemOutputs), nullptr, s.out + at * s.ld_out + n0, s.ld_out},
-                     g.down_rows, at);
+        product_item(
+            one, kernels,
+            {s.hidden + at * s.ld_hidden, s.ld_hidden, g.first[e + 1] - g.first[e],
+             output_range(w.down[e], n0, kItemOutputs), nullptr, s.out + at * s.ld_out + n0, s.ld_out},
+            g.down_rows, at);
       }
       // Each row's terms are added in the group's entry order (ascending experts) within every
       // column: the threads split the columns, never a row's sequence of experts.
