@@ -4,6 +4,7 @@
 // the weighted sums, through the kernels of the context's instruction set.
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "core/error.h"
@@ -56,15 +57,6 @@ struct ExpertRows {
   QuantRows up_rows, down_rows;      // the group's rows and hidden rows, quantized
 };
 
-// One item of an expert's product: its rows (at `row` of the group's entries) times a range of
-// its outputs, from rows quantized once when the weights are.
-void product_item(const ComputeContext& one, const cpu::KernelTable& kernels, const MatmulArgs& args,
-                  const QuantRows& quantized, int64_t row) {
-  if (quantized.dtype != DType::F32 && args.w.dtype == quantized.dtype)
-    kernels.quant.matmul(args, quantized.at(row), 1);
-  else
-    matmul(one, args);
-}
 thread_local ExpertRows expert_rows;
 
 // Outputs per product item (two panels: a single row's product then keeps the decode kernel's
@@ -111,6 +103,28 @@ void group_experts(const MoeParams& p, int64_t capacity, ExpertRows& g) {
     rows += n;
   }
   g.group_first.push_back(static_cast<int32_t>(g.active.size()));
+}
+
+// One product of every expert of a group, as a worksharing loop of the enclosing parallel region:
+// items of (expert, kItemOutputs outputs), handed out dynamically, since the experts of a group
+// have different numbers of rows. Expert e's rows start at row (first[e] - first) of x and y.
+void expert_products(const ComputeContext& one, const cpu::KernelTable& kernels, const ExpertRows& g,
+                     int32_t e0, int64_t experts, std::span<const WeightMatrix> w, const float* x,
+                     int64_t ldx, float* y, int64_t ldy, const QuantRows& quantized) {
+  const int64_t first = g.first[g.active[e0]];
+  const int64_t items = (w[g.active[e0]].rows + kItemOutputs - 1) / kItemOutputs;
+#pragma omp for schedule(dynamic)
+  for (int64_t item = 0; item < experts * items; ++item) {
+    const int64_t e = g.active[e0 + item / items], at = g.first[e] - first;
+    const int64_t n0 = item % items * kItemOutputs;
+    const MatmulArgs args{
+        x + at * ldx,      ldx, g.first[e + 1] - g.first[e], output_range(w[e], n0, kItemOutputs), nullptr,
+        y + at * ldy + n0, ldy};
+    if (quantized.dtype != DType::F32 && args.w.dtype == quantized.dtype)
+      kernels.quant.matmul(args, quantized.at(at), 1);
+    else
+      matmul(one, args);
+  }
 }
 
 void check(const MoeParams& p, const MoeWeights& w, const MoeArgs& a, const MoeScratch& s) {
@@ -172,23 +186,21 @@ void moe_experts(const ComputeContext& ctx, const MoeParams& p, const MoeWeights
   if (a.m == 0) return;
   ExpertRows& g = expert_rows;
   group_by_expert(p, s.routes, s.ld_routes, a.m, g);
-  group_experts(p, s.capacity > 0 ? s.capacity : a.m, g);
+  const int64_t capacity = s.capacity > 0 ? s.capacity : a.m;
+  group_experts(p, capacity, g);
   // One parallel region for the whole op, not one per product: a product of a few rows is tens
   // of microseconds, and waking the threads for each (hundreds per round) cost as much as the
   // products on a machine whose threads wait passively. The phases of a group are `omp for`
   // loops over disjoint outputs (rows, or panels of one expert's outputs), each item run by one
-  // thread with the single-threaded kernels, so every value is computed as before; the products
-  // are handed out dynamically, since the experts of a group have different numbers of rows.
+  // thread with the single-threaded kernels, so every value is computed as before.
   ComputeContext one = ctx;
   one.n_threads = 1;
   const cpu::KernelTable& kernels = cpu::kernels_for(ctx.isa);
   const int64_t d = p.d_model, m = a.m;
-  const int64_t up_items = (p.up_rows() + kItemOutputs - 1) / kItemOutputs;
-  const int64_t down_items = (d + kItemOutputs - 1) / kItemOutputs;
   const int64_t sum_items = (d + kSumColumns - 1) / kSumColumns;
-  const int64_t capacity = s.capacity > 0 ? s.capacity : a.m;
-  g.up_rows.prepare(w.up[g.active.empty() ? 0 : g.active[0]].dtype, capacity, d);
-  g.down_rows.prepare(w.down[g.active.empty() ? 0 : g.active[0]].dtype, capacity, p.width);
+  // m > 0 rows choose at least one expert, so there is an active[0].
+  g.up_rows.prepare(w.up[g.active[0]].dtype, capacity, d);
+  g.down_rows.prepare(w.down[g.active[0]].dtype, capacity, p.width);
 #pragma omp parallel num_threads(ctx.n_threads) if (ctx.n_threads > 1)
   {
 #pragma omp for schedule(static)
@@ -202,32 +214,16 @@ void moe_experts(const ComputeContext& ctx, const MoeParams& p, const MoeWeights
         std::memcpy(s.rows + i * s.ld_rows, a.x + g.rows[first + i] * a.ldx, d * sizeof(float));
         g.up_rows.quantize(kernels.quant, s.rows + i * s.ld_rows, i);
       }
-#pragma omp for schedule(dynamic)
-      for (int64_t item = 0; item < experts * up_items; ++item) {  // -> hidden [count, up rows]
-        const int64_t e = g.active[e0 + item / up_items], at = g.first[e] - first;
-        const int64_t n0 = item % up_items * kItemOutputs;
-        product_item(
-            one, kernels,
-            {s.rows + at * s.ld_rows, s.ld_rows, g.first[e + 1] - g.first[e],
-             output_range(w.up[e], n0, kItemOutputs), nullptr, s.hidden + at * s.ld_hidden + n0, s.ld_hidden},
-            g.up_rows, at);
-      }
+      expert_products(one, kernels, g, e0, experts, w.up, s.rows, s.ld_rows, s.hidden, s.ld_hidden,
+                      g.up_rows);  // -> hidden [count, up rows]
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < count; ++i) {  // -> hidden [count, width]
         glu(one, {s.hidden + i * s.ld_hidden, s.ld_hidden, 1, p.width, p.activation,
                   s.hidden + i * s.ld_hidden, s.ld_hidden});
         g.down_rows.quantize(kernels.quant, s.hidden + i * s.ld_hidden, i);
       }
-#pragma omp for schedule(dynamic)
-      for (int64_t item = 0; item < experts * down_items; ++item) {  // -> out [count, d]
-        const int64_t e = g.active[e0 + item / down_items], at = g.first[e] - first;
-        const int64_t n0 = item % down_items * kItemOutputs;
-        product_item(
-            one, kernels,
-            {s.hidden + at * s.ld_hidden, s.ld_hidden, g.first[e + 1] - g.first[e],
-             output_range(w.down[e], n0, kItemOutputs), nullptr, s.out + at * s.ld_out + n0, s.ld_out},
-            g.down_rows, at);
-      }
+      expert_products(one, kernels, g, e0, experts, w.down, s.hidden, s.ld_hidden, s.out, s.ld_out,
+                      g.down_rows);  // -> out [count, d]
       // Each row's terms are added in the group's entry order (ascending experts) within every
       // column: the threads split the columns, never a row's sequence of experts.
 #pragma omp for schedule(static)
