@@ -2,7 +2,11 @@
 // against OpenBLAS sgemm on the same shapes and thread counts (OpenBLAS is linked into this
 // benchmark only, never into the engine). Prints GFLOP/s medians and the ratio.
 //
-//   gemm_bench [rows=512] [threads=1] [dtype=f32]
+//   gemm_bench [rows=512] [threads=1] [dtype=f32] [shapes=130m] [rounds=15]
+//
+// shapes: 130m (the Mamba-1 preset's products), micro (Granite-4.0-H-Micro's: Mamba-2 in/out
+// projections, SwiGLU up and down) or nemotron (Nemotron-H-8B's: Mamba-2 in/out, ReLU^2 up and
+// down), the last two with K large enough that a panel outgrows the L2 cache.
 //
 // MB_ISA=avx2 (or scalar, avx512) runs the kernels of a narrower instruction set than the CPU's
 // best, and the peak probe of that set, so an AVX-512 machine measures the AVX2 path too.
@@ -102,8 +106,18 @@ int main(int argc, char** argv) {
     const char* name;
     int64_t n, k;
   };
-  const Shape shapes[] = {
-      {"in_proj", 3072, 768}, {"x_proj", 80, 1536}, {"dt_proj", 1536, 48}, {"out_proj", 768, 1536}};
+  const std::string shape_set = argc > 4 ? argv[4] : "130m";
+  std::vector<Shape> shapes;
+  if (shape_set == "130m")
+    shapes = {{"in_proj", 3072, 768}, {"x_proj", 80, 1536}, {"dt_proj", 1536, 48}, {"out_proj", 768, 1536}};
+  else if (shape_set == "micro")
+    shapes = {{"in_proj", 8512, 2048}, {"out_proj", 2048, 4096}, {"up", 16384, 2048}, {"down", 2048, 8192}};
+  else if (shape_set == "nemotron")
+    shapes = {{"in_proj", 18560, 4096}, {"out_proj", 4096, 8192}, {"up", 21504, 4096}, {"down", 4096, 21504}};
+  else {
+    std::fprintf(stderr, "unknown shapes '%s' (130m | micro | nemotron)\n", shape_set.c_str());
+    return 2;
+  }
   std::printf("rows %lld, threads %d, weights %s, kernels %s\n", static_cast<long long>(rows), threads,
               std::string(mb::dtype_name(dtype)).c_str(), mb::isa_name(isa));
   // The machine is shared: the best of short probes spread over the whole run (one per round)
@@ -125,8 +139,8 @@ int main(int argc, char** argv) {
   // hits both alike; figures are medians over the rounds. With several threads each call is
   // followed by a pause: OpenBLAS's workers (and OpenMP's) spin for a while after a call and
   // would otherwise steal cores from the other library's next call.
-  const int rounds = 15;
-  std::vector<std::vector<double>> ours_s(std::size(shapes)), blas_s(std::size(shapes));
+  const int rounds = argc > 5 ? std::atoi(argv[5]) : 15;
+  std::vector<std::vector<double>> ours_s(shapes.size()), blas_s(shapes.size());
   std::vector<double> round_ratio;
   const auto settle = [&] {
     if (threads > 1) std::this_thread::sleep_for(std::chrono::milliseconds(150));
@@ -134,7 +148,7 @@ int main(int argc, char** argv) {
   const mb::ComputeContext ctx{threads, isa};
   for (int round = 0; round <= rounds; ++round) {  // round 0 is the warm-up
     double round_ours = 0, round_blas = 0;
-    for (size_t i = 0; i < std::size(shapes); ++i) {
+    for (size_t i = 0; i < shapes.size(); ++i) {
       const Shape& s = shapes[i];
       Data& d = data[i];
       const mb::MatmulArgs args{d.x.data(), s.k,        rows, {d.stored.data(), dtype, s.n, s.k},
@@ -165,10 +179,10 @@ int main(int argc, char** argv) {
               threads, peak, rounds + 1);
   std::printf("%-9s %6s %6s %12s %12s %7s %8s\n", "shape", "N", "K", "mambacpp", "openblas", "ratio",
               "of peak");
-  std::vector<double> ours(std::size(shapes)), blas(std::size(shapes));
-  for (size_t i = 0; i < std::size(shapes); ++i) ours[i] = median(ours_s[i]), blas[i] = median(blas_s[i]);
+  std::vector<double> ours(shapes.size()), blas(shapes.size());
+  for (size_t i = 0; i < shapes.size(); ++i) ours[i] = median(ours_s[i]), blas[i] = median(blas_s[i]);
   double total_ours = 0, total_blas = 0, total_flops = 0;
-  for (size_t i = 0; i < std::size(shapes); ++i) {
+  for (size_t i = 0; i < shapes.size(); ++i) {
     const Shape& s = shapes[i];
     const double flops = 2.0 * rows * s.n * s.k;
     total_ours += ours[i];

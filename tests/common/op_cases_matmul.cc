@@ -1,6 +1,7 @@
 // Matmul cases: f32, bf16 and f16 weights and the quantized formats, over row counts on both sides
 // of Vulkan's decode/tiled switch (8 | 9) and of a 128-row tile, outputs short of, between and past
-// whole 64-wide panels, depths short of, between and past a 16-deep slice, every epilogue (bias,
+// whole 64-wide panels, depths short of, between and past a 16-deep slice and the CPU kernel's
+// spans of K, every epilogue (bias,
 // accumulate, softplus) and the RMSNorm prologue, with operands at offsets and row strides wider
 // than the rows.
 #include <string>
@@ -164,6 +165,13 @@ void add_matmul_cases(std::vector<OpCase>& cases) {
   // A model-sized depth (130m's d_model) over a partial tile of rows.
   add(cases, {130, 100, 768, BF16, true});
   add(cases, {33, 70, 768, F32, false, true});
+  // Depths the CPU kernel runs in spans (512 deep for f32, 1024 for bf16 and f16), the last span
+  // partial, with a row count that leaves a partial row tile and one (300 rows of f32) that splits
+  // into two row blocks; every row alone, unspanned as a decode step, must give the same bits.
+  add(cases, {13, 70, 1100, F32, true, true, false, false, true});
+  add(cases, {8, 130, 2100, BF16, true, false, true, false, true});
+  add(cases, {7, 65, 1030, F16, false, false, false, false, true});
+  add(cases, {300, 40, 600, F32, true, false, false, false, true});
   // The RMSNorm prologue: lane sums short of 16 lanes (k = 1, 3) and past them (17, 65, 768), in
   // the decode shader (m <= 8) and the tiled one (m >= 9); every row alone as a decode step too.
   const int64_t norm_ks[] = {1, 3, 17, 65, 768};
