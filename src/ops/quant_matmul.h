@@ -43,7 +43,7 @@
 // quantize_activations' bits.
 //
 // Speed: for a block of up to kQuantRowBlock activation rows, a group of panels (two for the
-// 32-weight formats where registers allow) has its levels unpacked once; tiles of a few rows
+// 32-weight formats and Q4_K where registers allow) has its levels unpacked once; tiles of a few rows
 // then run over every block of those panels with their output accumulators in registers, so
 // prefill runs at GEMM speed rather than as M GEMVs. A single row (a decode step) reads Q8_0,
 // Q4_0 and Q4_K levels (a load and a nibble mask) and the K-quant scales straight from the

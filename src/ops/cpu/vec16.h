@@ -29,7 +29,8 @@
 //   byte's low or high four bits); store_i8 (sixteen integral floats in [-127, 127] as int8);
 //   dot4(acc, w, x4): lane l += sum over i < 4 of w[4l + i] (unsigned) * byte i of x4 (signed),
 //   exact; kDot4FullRange says whether weight bytes may exceed 127 (AVX2's vpmaddubsw saturates
-//   beyond), and kQuantRows is the register tile's row count.
+//   beyond), and kQuantRows is the register tile's row count; i32_keep(acc) (no value change) asks
+//   the compiler to keep a loop's accumulator in one register.
 // Integer sums are exact in any order, so the instruction sets differ only in speed.
 //
 // Each target is one translation unit, cpu_<target>.cc, which includes every family's .inc once
