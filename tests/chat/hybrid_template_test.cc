@@ -16,10 +16,10 @@
 namespace mb {
 namespace {
 
-const std::string kDir = std::string(MB_TEST_DATA_DIR) + "/chat_templates/";
+const std::string kTemplateDir = std::string(MB_TEST_DATA_DIR) + "/chat_templates/";
 
 std::string read_template(const std::string& name) {
-  std::ifstream in(kDir + name, std::ios::binary);
+  std::ifstream in(kTemplateDir + name, std::ios::binary);
   EXPECT_TRUE(in) << name;
   std::ostringstream text;
   text << in.rdbuf();

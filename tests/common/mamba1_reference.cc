@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "io/mapped_file.h"
+#include "common/ref_math.h"
 #include "common/tensor_io.h"
 #include "io/safetensors.h"
 
@@ -15,15 +16,11 @@ namespace {
 
 using nlohmann::json;
 
-
 double rms_inverse(const std::vector<double>& x, double eps) {
   double sum = 0;
   for (double v : x) sum += v * v;
   return 1.0 / std::sqrt(sum / x.size() + eps);
 }
-
-double silu(double x) { return x / (1.0 + std::exp(-x)); }
-double softplus(double x) { return x > 20 ? x : std::log1p(std::exp(x)); }
 
 }  // namespace
 

@@ -3,18 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/ref_math.h"
 #include "common/tensor_io.h"
 #include "io/safetensors.h"
 
 namespace mb::test {
 namespace {
-
-double silu(double x) {
-  return x / (1.0 + std::exp(-x));
-}
-double softplus(double x) {
-  return x > 20 ? x : std::log1p(std::exp(x));
-}
 
 // x * (1 / sqrt(mean(x^2) + eps)) over [begin, begin + n).
 void rms_scale(std::vector<double>& x, int64_t begin, int64_t n, double eps) {

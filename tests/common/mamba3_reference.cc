@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "io/mapped_file.h"
+#include "common/ref_math.h"
 #include "common/tensor_io.h"
 #include "io/safetensors.h"
 
@@ -13,7 +14,6 @@ namespace mb::test {
 namespace {
 
 using nlohmann::json;
-
 
 // x * (1 / sqrt(mean(x^2) + eps)) * w over n values starting at x.
 std::vector<double> rms_norm(const double* x, int64_t n, const double* w, double eps) {
@@ -27,9 +27,6 @@ std::vector<double> rms_norm(const double* x, int64_t n, const double* w, double
 
 double sigmoid(double x) {
   return 1.0 / (1.0 + std::exp(-x));
-}
-double softplus(double x) {
-  return x > 20 ? x : std::log1p(std::exp(x));
 }
 
 // y[o] = sum_i W[o][i] x[i] with W in the PyTorch [out, in] layout.

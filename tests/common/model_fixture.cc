@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "common/test_util.h"
@@ -28,6 +29,25 @@ void edit_tensors(const std::string& dir,
       dequantize_row(*tensor.dtype, tensor.data, tensor.element_count(), values.data());
       edit(name, values);
       writer.add_f32(name, tensor.shape, values, *tensor.dtype);
+    }
+  }
+  writer.write(dir + "/model.safetensors");
+}
+
+SequenceState state_after(const Model& model, std::span<const int32_t> tokens) {
+  SequenceState state = model.new_state();
+  prefill(model, ComputeContext{1, best_isa()}, {tokens.begin(), tokens.end()}, state, {OutputKind::None, 0});
+  return state;
+}
+
+void zero_a_log(const std::string& dir) {
+  SafetensorsWriter writer;
+  {
+    const TensorSet tensors = TensorSet::open_dir(dir);
+    for (const auto& [name, tensor] : tensors.tensors()) {
+      std::vector<uint8_t> bytes(tensor.data, tensor.data + tensor.byte_size);
+      if (name.ends_with("A_log")) std::fill(bytes.begin(), bytes.end(), 0);
+      writer.add(name, *tensor.dtype, tensor.shape, std::move(bytes));
     }
   }
   writer.write(dir + "/model.safetensors");

@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,10 @@ std::string write_model(const MakeModelOptions& options, const std::string& tag)
 // stored back in the tensor's dtype).
 void edit_tensors(const std::string& dir,
                   const std::function<void(const std::string& name, std::vector<float>& values)>& edit);
+
+// Rewrites the checkpoint of `dir` with every A_log set to 0 (A = -1 exactly, in f32 and in any
+// rounding), so that a GGUF file's A gives the folder's bits; the other tensors keep their bytes.
+void zero_a_log(const std::string& dir);
 
 // Random token ids in [0, vocab).
 std::vector<int32_t> random_tokens(size_t count, int64_t vocab, uint64_t seed);
@@ -80,5 +85,8 @@ void expect_batch_equals_each_alone(const Model& model, const std::vector<std::v
 // Runs `tokens` as one forward call (a prefill) from `state` and returns its output rows.
 std::vector<float> prefill(const Model& model, const ComputeContext& ctx, const std::vector<int32_t>& tokens,
                            SequenceState& state, const ForwardOptions& options);
+
+// A fresh state after `tokens`, prefilled on one thread without logits.
+SequenceState state_after(const Model& model, std::span<const int32_t> tokens);
 
 }  // namespace mb::test

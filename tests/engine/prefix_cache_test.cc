@@ -27,13 +27,6 @@ const Model& model_for(Architecture arch) {
   return *it->second;
 }
 
-SequenceState state_after(const Model& model, std::span<const int32_t> tokens) {
-  SequenceState state = model.new_state();
-  test::prefill(model, ComputeContext{1, best_isa()}, {tokens.begin(), tokens.end()}, state,
-                {OutputKind::None, 0});
-  return state;
-}
-
 class PrefixCacheExactness : public ::testing::TestWithParam<Architecture> {};
 
 TEST_P(PrefixCacheExactness, AResumedRequestEqualsTheColdOneBitForBit) {
@@ -46,7 +39,7 @@ TEST_P(PrefixCacheExactness, AResumedRequestEqualsTheColdOneBitForBit) {
   const auto cold_logits = test::prefill(model, ctx, prompt, cold, {OutputKind::LogitsAll, 16});
 
   PrefixStateCache cache(64 << 20);
-  cache.put(conversation, state_after(model, conversation));
+  cache.put(conversation, test::state_after(model, conversation));
   SequenceState resumed = model.new_state();
   ASSERT_EQ(cache.lookup(prompt, resumed), 40u);
   EXPECT_EQ(resumed.position, 40);
@@ -68,14 +61,14 @@ TEST(PrefixCache, TheLongestUsablePrefixWinsAndTokensAreCompared) {
   const auto tokens = test::random_tokens(50, 97, 4);
   const std::span<const int32_t> all(tokens);
   PrefixStateCache cache(64 << 20);
-  cache.put(all.first(10), state_after(model, all.first(10)));
-  cache.put(all.first(30), state_after(model, all.first(30)));
+  cache.put(all.first(10), test::state_after(model, all.first(10)));
+  cache.put(all.first(30), test::state_after(model, all.first(30)));
   SequenceState state = model.new_state();
   EXPECT_EQ(cache.lookup(all, state), 30u);
-  EXPECT_TRUE(same_bits(state.download(), state_after(model, all.first(30)).download()));
+  EXPECT_TRUE(same_bits(state.download(), test::state_after(model, all.first(30)).download()));
   // A request must keep a token to prefill: a cap below 30 falls back to the 10-token entry.
   EXPECT_EQ(cache.lookup(all, state, 29), 10u);
-  EXPECT_TRUE(same_bits(state.download(), state_after(model, all.first(10)).download()));
+  EXPECT_TRUE(same_bits(state.download(), test::state_after(model, all.first(10)).download()));
   // The same length with one token changed is a different prefix.
   std::vector<int32_t> other(tokens.begin(), tokens.begin() + 30);
   other[5] = (other[5] + 1) % 97;
@@ -83,7 +76,7 @@ TEST(PrefixCache, TheLongestUsablePrefixWinsAndTokensAreCompared) {
   EXPECT_EQ(cache.lookup(std::span<const int32_t>(other).first(9), state), 0u);
   EXPECT_EQ(cache.misses(), 2u);
   // Storing the same prefix again refreshes it instead of adding a copy.
-  cache.put(all.first(10), state_after(model, all.first(10)));
+  cache.put(all.first(10), test::state_after(model, all.first(10)));
   EXPECT_EQ(cache.entries(), 2u);
 }
 
@@ -92,8 +85,8 @@ TEST(PrefixCache, APromptEqualToACachedPrefixNeedsTheEntrysLogits) {
   const auto tokens = test::random_tokens(20, 97, 6);
   const std::span<const int32_t> all(tokens);
   PrefixStateCache cache(64 << 20);
-  cache.put(all.first(8), state_after(model, all.first(8)));
-  cache.put(all, state_after(model, all));
+  cache.put(all.first(8), test::state_after(model, all.first(8)));
+  cache.put(all, test::state_after(model, all));
   SequenceState state = model.new_state();
   std::vector<float> logits = {1.0f};
   // Without a logits row the whole-prompt entry cannot start a request: the shorter one does.
@@ -133,11 +126,11 @@ TEST(PrefixCache, TheByteBudgetHoldsWithLeastRecentlyUsedEviction) {
   PrefixStateCache cache(2 * entry + entry / 2);  // room for two entries of 4 tokens
   const std::vector<int32_t> a(tokens.begin(), tokens.begin() + 4), b(tokens.begin() + 4, tokens.begin() + 8),
       c(tokens.begin() + 8, tokens.end());
-  cache.put(a, state_after(model, a));
-  cache.put(b, state_after(model, b));
+  cache.put(a, test::state_after(model, a));
+  cache.put(b, test::state_after(model, b));
   SequenceState state = model.new_state();
-  EXPECT_EQ(cache.lookup(a, state), 4u);  // a is now the most recently used
-  cache.put(c, state_after(model, c));    // evicts b
+  EXPECT_EQ(cache.lookup(a, state), 4u);      // a is now the most recently used
+  cache.put(c, test::state_after(model, c));  // evicts b
   EXPECT_EQ(cache.entries(), 2u);
   EXPECT_LE(cache.bytes(), cache.budget_bytes());
   EXPECT_EQ(cache.lookup(b, state), 0u);
@@ -145,11 +138,11 @@ TEST(PrefixCache, TheByteBudgetHoldsWithLeastRecentlyUsedEviction) {
   EXPECT_EQ(cache.lookup(c, state), 4u);
 
   PrefixStateCache too_small(entry - 1);
-  too_small.put(a, state_after(model, a));
+  too_small.put(a, test::state_after(model, a));
   EXPECT_EQ(too_small.entries(), 0u);
   EXPECT_EQ(too_small.lookup(a, state), 0u);
   PrefixStateCache disabled(0);
-  disabled.put(a, state_after(model, a));
+  disabled.put(a, test::state_after(model, a));
   EXPECT_EQ(disabled.entries(), 0u);
 }
 

@@ -40,15 +40,8 @@ const Model& model_b() {  // the same shape, other weights: another fingerprint
   return *model;
 }
 
-SequenceState state_after(const Model& model, std::span<const int32_t> tokens) {
-  SequenceState state = model.new_state();
-  test::prefill(model, ComputeContext{1, best_isa()}, {tokens.begin(), tokens.end()}, state,
-                {OutputKind::None, 0});
-  return state;
-}
-
 void write_and_wait(PrefixStore& store, const Model& model, std::span<const int32_t> prefix) {
-  store.save(prefix, state_after(model, prefix));
+  store.save(prefix, test::state_after(model, prefix));
   store.flush();
 }
 
@@ -136,7 +129,7 @@ TEST(PrefixStore, DamagedForeignAndMismatchingFilesAreSkipped) {
 TEST(PrefixStore, ServersWritingTheSameNameAtOnceLeaveOneWholeFile) {
   const std::string dir = test::make_temp_dir("prefix_store_race");
   const auto prompt = test::random_tokens(25, 97, 5);
-  const SequenceState state = state_after(model_a(), prompt);
+  const SequenceState state = test::state_after(model_a(), prompt);
   std::vector<std::thread> writers;
   for (int t = 0; t < 4; ++t)
     writers.emplace_back([&] {

@@ -33,9 +33,7 @@ std::string copy_of_good(const std::string& tag) {
   return dir;
 }
 
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
+using test::write_bytes;
 
 // A safetensors file from a header text and a data section.
 std::string safetensors_bytes(const std::string& header, const std::string& data) {

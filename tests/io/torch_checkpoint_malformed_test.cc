@@ -18,7 +18,7 @@
 namespace mb {
 namespace {
 
-std::vector<uint8_t> bytes_of(const std::string& text) {
+std::vector<uint8_t> pickle_bytes(const std::string& text) {
   return {text.begin(), text.end()};
 }
 
@@ -33,10 +33,10 @@ std::string opcode(char code, const std::string& argument) {
   std::string out(1, code);
   return out += argument;
 }
-std::string unicode(const std::string& text) {
+std::string pickle_unicode(const std::string& text) {
   return opcode('X', le(text.size(), 4) + text);
 }  // BINUNICODE
-std::string int1(int value) {
+std::string pickle_int1(int value) {
   return opcode('K', le(value, 1));
 }  // BININT1
 std::string int4(int32_t value) {
@@ -53,29 +53,29 @@ const std::string kRebuild = "ctorch._utils\n_rebuild_tensor_v2\n";
 // The parts of a one-tensor state_dict pickle that the defects below vary.
 struct OneTensor {
   std::string dict_global = kOrderedDict;
-  std::string pid_tag = unicode("storage");
+  std::string pid_tag = pickle_unicode("storage");
   std::string storage_global = "ctorch\nFloatStorage\n";
   std::string key = "0";
-  std::string numel = int1(4);
-  std::string offset = int1(0);
-  std::string size = int1(4) + "\x85";  // (4,)
-  std::string stride = int1(1) + "\x85";
+  std::string numel = pickle_int1(4);
+  std::string offset = pickle_int1(0);
+  std::string size = pickle_int1(4) + "\x85";  // (4,)
+  std::string stride = pickle_int1(1) + "\x85";
   std::string name = "w";
 };
 
 std::string one_tensor_pickle(const OneTensor& t) {
-  return kProto + t.dict_global + ")R" + unicode(t.name) + kRebuild + "((" + t.pid_tag + t.storage_global +
-         unicode(t.key) + unicode("cpu") + t.numel + "tQ" + t.offset + t.size + t.stride + "\x89" +
-         kOrderedDict + ")Rt" + "R" + "s.";
+  return kProto + t.dict_global + ")R" + pickle_unicode(t.name) + kRebuild + "((" + t.pid_tag +
+         t.storage_global + pickle_unicode(t.key) + pickle_unicode("cpu") + t.numel + "tQ" + t.offset +
+         t.size + t.stride + "\x89" + kOrderedDict + ")Rt" + "R" + "s.";
 }
 
 // A torch.save archive under `archive/` with `pickle` and a 16-byte storage "0".
 std::vector<uint8_t> archive_with(const std::string& pickle, const std::string& byteorder = "little") {
   ZipWriter zip;
-  zip.add("archive/data.pkl", bytes_of(pickle));
-  zip.add("archive/byteorder", bytes_of(byteorder));
+  zip.add("archive/data.pkl", pickle_bytes(pickle));
+  zip.add("archive/byteorder", pickle_bytes(byteorder));
   zip.add("archive/data/0", std::vector<uint8_t>(16, 0x3f));
-  zip.add("archive/version", bytes_of("3\n"));
+  zip.add("archive/version", pickle_bytes("3\n"));
   return zip.finish();
 }
 
@@ -100,13 +100,13 @@ std::vector<uint8_t> patched(std::vector<uint8_t> zip, size_t offset, uint64_t v
   return zip;
 }
 
-struct Defect {
+struct TorchDefect {
   std::string name;
   std::function<std::vector<uint8_t>()> file;
   std::string expected;  // a fragment the error message must contain
 };
 
-std::vector<Defect> defects() {
+std::vector<TorchDefect> torch_defects() {
   const std::string good = one_tensor_pickle({});
   auto with = [](auto edit) {
     OneTensor t;
@@ -176,46 +176,46 @@ std::vector<Defect> defects() {
       {"missing_data_pkl",
        [] {
          ZipWriter z;
-         z.add("archive/version", bytes_of("3\n"));
+         z.add("archive/version", pickle_bytes("3\n"));
          return z.finish();
        },
        "no 'archive/data.pkl'"},
       {"missing_version",
        [good] {
          ZipWriter z;
-         z.add("archive/data.pkl", bytes_of(good));
+         z.add("archive/data.pkl", pickle_bytes(good));
          return z.finish();
        },
        "no 'archive/version'"},
       {"entry_outside_folder",
        [good] {
          ZipWriter z;
-         z.add("archive/data.pkl", bytes_of(good));
-         z.add("other/version", bytes_of("3\n"));
+         z.add("archive/data.pkl", pickle_bytes(good));
+         z.add("other/version", pickle_bytes("3\n"));
          return z.finish();
        },
        "outside the archive folder 'archive/'"},
       {"entry_not_in_folder",
        [good] {
          ZipWriter z;
-         z.add("data.pkl", bytes_of(good));
+         z.add("data.pkl", pickle_bytes(good));
          return z.finish();
        },
        "is not inside a folder"},
       {"big_endian", [good] { return archive_with(good, "big"); }, "only little-endian"},
       {"empty_archive", [] { return ZipWriter().finish(); }, "the zip archive is empty"},
       // Tensors against their storages.
-      {"wrong_storage_size", [with] { return with([](OneTensor& t) { t.numel = int1(5); }); },
+      {"wrong_storage_size", [with] { return with([](OneTensor& t) { t.numel = pickle_int1(5); }); },
        "declares 5 F32 elements but its record has 16 bytes"},
-      {"tensor_past_storage", [with] { return with([](OneTensor& t) { t.offset = int1(1); }); },
+      {"tensor_past_storage", [with] { return with([](OneTensor& t) { t.offset = pickle_int1(1); }); },
        "run past the end of its 4-element storage"},
       {"negative_offset", [with] { return with([](OneTensor& t) { t.offset = int4(-1); }); },
        "run past the end"},
       {"non_contiguous",
        [with] {
          return with([](OneTensor& t) {
-           t.size = int1(2) + int1(2) + "\x86";
-           t.stride = int1(1) + int1(2) + "\x86";
+           t.size = pickle_int1(2) + pickle_int1(2) + "\x86";
+           t.stride = pickle_int1(1) + pickle_int1(2) + "\x86";
          });
        },
        "strides (1, 2), which are not contiguous"},
@@ -228,7 +228,7 @@ std::vector<Defect> defects() {
        [with] {
          return with([](OneTensor& t) {
            t.size = long1(1ull << 41, 6) + long1(1ull << 41, 6) + "\x86";
-           t.stride = int1(1) + int1(1) + "\x86";
+           t.stride = pickle_int1(1) + pickle_int1(1) + "\x86";
          });
        },
        "implausibly large shape"},
@@ -242,10 +242,11 @@ std::vector<Defect> defects() {
       // Globals and opcodes a state_dict never uses.
       {"global_os_system", [with] { return with([](OneTensor& t) { t.dict_global = "cos\nsystem\n"; }); },
        "refuses global 'os.system'"},
-      {"global_posix_system", raw(kProto + "cposix\nsystem\n" + unicode("echo hi") + "\x85R."),
+      {"global_posix_system", raw(kProto + "cposix\nsystem\n" + pickle_unicode("echo hi") + "\x85R."),
        "refuses global 'posix.system'"},
       {"stack_global_builtins_eval",
-       raw(kProto + unicode("builtins") + unicode("eval") + "\x93" + unicode("1") + "\x85R."),
+       raw(kProto + pickle_unicode("builtins") + pickle_unicode("eval") + "\x93" + pickle_unicode("1") +
+           "\x85R."),
        "refuses global 'builtins.eval'"},
       {"global_without_newline", raw(kProto + "ccollections"), "no newline-terminated name"},
       {"opcode_inst", raw(kProto + "ios\nsystem\n."), "unsupported pickle opcode 0x69 ('i')"},
@@ -254,7 +255,7 @@ std::vector<Defect> defects() {
       {"opcode_ff", raw(kProto + "\xff"), "unsupported pickle opcode 0xff"},
       {"protocol_0", raw(std::string("\x80\x00", 2) + "}."), "pickle protocol 0 is not supported"},
       {"persistent_id_other_form",
-       [with] { return with([](OneTensor& t) { t.pid_tag = unicode("module"); }); },
+       [with] { return with([](OneTensor& t) { t.pid_tag = pickle_unicode("module"); }); },
        "persistent id is not of the form"},
       {"reduce_storage_type", raw(kProto + "ctorch\nFloatStorage\n)R."), "calls torch.FloatStorage"},
       {"rebuild_with_wrong_arguments", raw(kProto + kRebuild + ")R."),
@@ -263,12 +264,13 @@ std::vector<Defect> defects() {
       {"build_on_list", raw(kProto + "]}b."), "BUILD of a list"},
       // Structure.
       {"root_not_a_dict", raw(kProto + "K\x01."), "holds a int, not a dict of tensors"},
-      {"value_not_a_tensor", raw(kProto + "}" + unicode("w") + "K\x01s."),
+      {"value_not_a_tensor", raw(kProto + "}" + pickle_unicode("w") + "K\x01s."),
        "entry 'w' is a int, not a tensor"},
       {"duplicate_name",
-       raw(kProto + "}(" + unicode("w") + kRebuild + "((" + unicode("storage") + "ctorch\nFloatStorage\n" +
-           unicode("0") + unicode("cpu") + int1(4) + "tQ" + int1(0) + int1(4) + "\x85" + int1(1) +
-           "\x85\x89}tR" + opcode('q', le(0, 1)) + unicode("w") + opcode('h', le(0, 1)) + "u."),
+       raw(kProto + "}(" + pickle_unicode("w") + kRebuild + "((" + pickle_unicode("storage") +
+           "ctorch\nFloatStorage\n" + pickle_unicode("0") + pickle_unicode("cpu") + pickle_int1(4) + "tQ" +
+           pickle_int1(0) + pickle_int1(4) + "\x85" + pickle_int1(1) + "\x85\x89}tR" + opcode('q', le(0, 1)) +
+           pickle_unicode("w") + opcode('h', le(0, 1)) + "u."),
        "tensor 'w' appears twice"},
       {"no_stop", raw(kProto + "}"), "ends without a STOP opcode"},
       {"stack_underflow", raw(kProto + "s."), "stack underflow"},
@@ -288,7 +290,8 @@ std::vector<Defect> defects() {
       {"truncated_opcode", raw(kProto + "J\x01"), "runs past the end"},
       {"list_cycle", raw(kProto + "]" + opcode('q', le(0, 1)) + opcode('h', le(0, 1)) + "a."),
        "holds a list"},
-      {"dict_cycle", raw(kProto + "}" + opcode('q', le(0, 1)) + unicode("a") + opcode('h', le(0, 1)) + "s."),
+      {"dict_cycle",
+       raw(kProto + "}" + opcode('q', le(0, 1)) + pickle_unicode("a") + opcode('h', le(0, 1)) + "s."),
        "entry 'a' is a dict, not a tensor"},
       {"million_marks", raw(kProto + std::string(1000000, '(') + "."), "nested MARKs"},
       {"million_lists", raw(kProto + std::string(1000000, ']') + "."), "holds a list"},
@@ -299,7 +302,7 @@ std::vector<Defect> defects() {
 }
 
 TEST(MalformedTorchCheckpoint, EveryDefectIsRefusedWithAMessage) {
-  const auto list = defects();
+  const auto list = torch_defects();
   ASSERT_GE(list.size(), 50u);
   for (const auto& defect : list) {
     SCOPED_TRACE(defect.name);

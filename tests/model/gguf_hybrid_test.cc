@@ -35,18 +35,6 @@ std::vector<float> logits(const Model& model, const std::vector<int32_t>& tokens
                        {OutputKind::LogitsAll, 0, form, form == ScanForm::Chunked ? 8 : 0});
 }
 
-// Rewrites the checkpoint with every A_log set to 0 (A = -1 exactly, in f32 and in any rounding).
-void zero_a_log(const std::string& dir) {
-  const TensorSet tensors = TensorSet::open_dir(dir);
-  SafetensorsWriter writer;
-  for (const auto& [name, tensor] : tensors.tensors()) {
-    std::vector<uint8_t> bytes(tensor.data, tensor.data + tensor.byte_size);
-    if (name.ends_with("A_log")) std::fill(bytes.begin(), bytes.end(), 0);
-    writer.add(name, *tensor.dtype, tensor.shape, std::move(bytes));
-  }
-  writer.write(dir + "/model.safetensors");
-}
-
 void expect_same_config(const ModelConfig& got, const ModelConfig& want) {
   EXPECT_EQ(got.family, want.family);
   EXPECT_EQ(got.d_model, want.d_model);
@@ -202,7 +190,7 @@ TEST_P(HybridGgufTypes, TheFileHoldsTheFoldersConfigAndWeights) {
                                            : DType::F32;
   o.seed = 31;
   const std::string dir = test::write_model(o, "gguf_hybrid_" + p.name);
-  zero_a_log(dir);
+  test::zero_a_log(dir);
   const std::string path = write_gguf(dir, p.type);
   LoadOptions load;
   load.weight_dtype = load_dtype;

@@ -59,18 +59,6 @@ GgufFileType file_type_for(DType dtype) {
   return GgufFileType::F32;
 }
 
-// Rewrites the folder's checkpoint with every A_log set to 0, so that A = -1 exactly.
-void zero_a_log(const std::string& dir) {
-  const TensorSet tensors = TensorSet::open_dir(dir);
-  SafetensorsWriter writer;
-  for (const auto& [name, tensor] : tensors.tensors()) {
-    std::vector<uint8_t> bytes(tensor.data, tensor.data + tensor.byte_size);
-    if (name.ends_with("A_log")) std::fill(bytes.begin(), bytes.end(), 0);
-    writer.add(name, *tensor.dtype, tensor.shape, std::move(bytes));
-  }
-  writer.write(dir + "/model.safetensors");
-}
-
 std::string write_gguf(const std::string& dir, DType dtype) {
   const std::string path = dir + "/model.gguf";
   write_gguf_checkpoint(path, load_model_config(dir), TensorSet::open_dir(dir),
@@ -158,7 +146,7 @@ TEST_P(GgufModel, LogitsAreBitIdenticalWhenARoundsExactly) {
   o.config = GetParam().config;
   o.dtype = GetParam().dtype;
   const std::string dir = test::write_model(o, "gguf_exact_" + GetParam().name);
-  zero_a_log(dir);
+  test::zero_a_log(dir);
   const auto folder = Model::load(dir);
   const auto gguf = Model::load(write_gguf(dir, GetParam().dtype));
   const int64_t vocab = folder->config().vocab_size;
@@ -217,7 +205,7 @@ TEST(GgufModel, BothDtypePathsOfTheSameWeightsAgree) {
   o.config = test::small_config(32, 2, 97);
   o.dtype = DType::BF16;
   const std::string dir = test::write_model(o, "gguf_bf16_paths");
-  zero_a_log(dir);
+  test::zero_a_log(dir);
   LoadOptions as_bf16;
   as_bf16.weight_dtype = DType::BF16;
   const auto folder = Model::load(dir, as_bf16);
@@ -233,7 +221,7 @@ TEST(GgufModel, QuantizedFilesHoldTheWeightsOfTheFolderQuantizedAtLoad) {
   MakeModelOptions o;
   o.config = test::small_config(64, 2, 97);
   const std::string dir = test::write_model(o, "gguf_quantized");
-  zero_a_log(dir);
+  test::zero_a_log(dir);
   for (const auto& [type, dtype] :
        {std::pair{GgufFileType::Q8_0, DType::Q8_0}, {GgufFileType::Q4_0, DType::Q4_0}}) {
     SCOPED_TRACE(dtype_name(dtype));

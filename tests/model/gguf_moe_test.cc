@@ -33,19 +33,6 @@ std::vector<float> logits(const Model& model, const std::vector<int32_t>& tokens
   return test::prefill(model, ComputeContext{1, best_isa()}, tokens, state, {OutputKind::LogitsAll});
 }
 
-// Rewrites the checkpoint with every A_log set to 0 (A = -1 exactly, in f32 and in any rounding),
-// so that a GGUF file's A gives the folder's bits.
-void zero_a_log(const std::string& dir) {
-  const TensorSet tensors = TensorSet::open_dir(dir);
-  SafetensorsWriter writer;
-  for (const auto& [name, tensor] : tensors.tensors()) {
-    std::vector<uint8_t> bytes(tensor.data, tensor.data + tensor.byte_size);
-    if (name.ends_with("A_log")) std::fill(bytes.begin(), bytes.end(), 0);
-    writer.add(name, *tensor.dtype, tensor.shape, std::move(bytes));
-  }
-  writer.write(dir + "/model.safetensors");
-}
-
 void expect_same_tensors(const std::string& a_path, const std::string& b_path) {
   const GgufFile a(a_path), b(b_path);
   ASSERT_EQ(a.tensors().size(), b.tensors().size());
@@ -125,7 +112,7 @@ TEST_P(MoeGgufTypes, TheFileHoldsTheFoldersConfigAndWeights) {
                                            : DType::F32;
   o.seed = 37;
   const std::string dir = test::write_model(o, "gguf_moe_" + p.name);
-  zero_a_log(dir);
+  test::zero_a_log(dir);
   const std::string path = write_gguf(dir, p.type);
   LoadOptions load;
   load.weight_dtype = load_dtype;

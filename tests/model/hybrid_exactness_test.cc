@@ -20,7 +20,7 @@ namespace {
 
 using test::same_bits;
 
-struct Shape {
+struct HybridShape {
   std::string name;
   MakeModelOptions options;
   std::optional<DType> load_dtype;
@@ -31,7 +31,7 @@ struct Shape {
 // and ReLU^2 MLPs, stored in bf16; Granite quantized to Q8_0 at load (sizes multiples of 32);
 // Granite with RoPE: all attention (the granite-4.0-micro form) with heads of 10 channels (less
 // than a vector, half of them 5), and mixed with Mamba layers at base 1e4 in bf16.
-std::vector<Shape> shapes() {
+std::vector<HybridShape> hybrid_shapes() {
   MakeModelOptions a;
   a.config = test::granite_config("*MM*");
   a.seed = 21;
@@ -57,7 +57,7 @@ std::vector<Shape> shapes() {
           {"granite_rope_mixed_bf16", e, std::nullopt, 100}};
 }
 
-const Model& model_for(const Shape& shape) {
+const Model& hybrid_model_for(const HybridShape& shape) {
   static std::map<std::string, std::unique_ptr<Model>> models;
   auto it = models.find(shape.name);
   if (it == models.end()) {
@@ -68,14 +68,14 @@ const Model& model_for(const Shape& shape) {
   return *it->second;
 }
 
-class HybridExactness : public ::testing::TestWithParam<Shape> {};
+class HybridExactness : public ::testing::TestWithParam<HybridShape> {};
 
 TEST_P(HybridExactness, PrefillEqualsDecodeStepsForEveryLength) {
-  test::expect_prefill_equals_steps_for_every_length(model_for(GetParam()), GetParam().max_length);
+  test::expect_prefill_equals_steps_for_every_length(hybrid_model_for(GetParam()), GetParam().max_length);
 }
 
 TEST_P(HybridExactness, ThreadCountsRoundSizesAndInstructionSetsChangeNoBit) {
-  const Model& model = model_for(GetParam());
+  const Model& model = hybrid_model_for(GetParam());
   // Rounds of 1, 7 and 64 positions hand the KV cache over between rounds at every kind of
   // boundary (inside and across its allocation blocks of positions).
   test::expect_threads_rounds_and_isas_change_no_bit(
@@ -83,7 +83,7 @@ TEST_P(HybridExactness, ThreadCountsRoundSizesAndInstructionSetsChangeNoBit) {
 }
 
 TEST_P(HybridExactness, EachSequenceOfABatchEqualsItAlone) {
-  const Model& model = model_for(GetParam());
+  const Model& model = hybrid_model_for(GetParam());
   const std::vector<size_t> lengths = {1, 5, 17, 70, 3, 140};
   std::vector<std::vector<int32_t>> prompts;
   for (size_t i = 0; i < lengths.size(); ++i)
@@ -94,12 +94,12 @@ TEST_P(HybridExactness, EachSequenceOfABatchEqualsItAlone) {
 }
 
 TEST_P(HybridExactness, PrefillThenDecodeContinuesLikeDecodeAllTheWay) {
-  test::expect_prefill_then_decode_equals_decode(model_for(GetParam()), ComputeContext{2, best_isa()},
+  test::expect_prefill_then_decode_equals_decode(hybrid_model_for(GetParam()), ComputeContext{2, best_isa()},
                                                  {OutputKind::None, 8});
 }
 
 TEST_P(HybridExactness, AStateHoldsThePositionsItUsedAndContinuesExactlyAfterAForkOrARestore) {
-  const Model& model = model_for(GetParam());
+  const Model& model = hybrid_model_for(GetParam());
   const ComputeContext ctx{2, best_isa()};
   const auto tokens = test::random_tokens(60, model.config().vocab_size, 7);
   const std::vector<int32_t> first(tokens.begin(), tokens.begin() + 37),
@@ -138,7 +138,7 @@ TEST_P(HybridExactness, AStateHoldsThePositionsItUsedAndContinuesExactlyAfterAFo
   EXPECT_TRUE(same_bits(slot.state.download(), state.download()));
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, HybridExactness, ::testing::ValuesIn(shapes()),
+INSTANTIATE_TEST_SUITE_P(Shapes, HybridExactness, ::testing::ValuesIn(hybrid_shapes()),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace

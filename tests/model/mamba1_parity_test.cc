@@ -13,7 +13,7 @@ namespace {
 
 using test::ParityCase;
 
-std::vector<ParityCase> parity_cases() {
+std::vector<ParityCase> mamba1_parity_cases() {
   std::vector<ParityCase> cases;
   auto add = [&](std::string name, std::function<void(MakeModelOptions&)> tweak, std::optional<DType> load = {}) {
     MakeModelOptions o;
@@ -89,7 +89,7 @@ TEST_P(Mamba1Parity, LogitsMatchDoubleReferenceOver64Steps) {
   std::printf("[ parity ] %-22s worst max|diff|/max|logit| = %.3g\n", pc.name.c_str(), worst_ratio);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, Mamba1Parity, ::testing::ValuesIn(parity_cases()),
+INSTANTIATE_TEST_SUITE_P(Shapes, Mamba1Parity, ::testing::ValuesIn(mamba1_parity_cases()),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace

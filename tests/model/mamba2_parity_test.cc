@@ -15,7 +15,7 @@ namespace {
 
 using test::ParityCase;
 
-std::vector<ParityCase> parity_cases() {
+std::vector<ParityCase> mamba2_parity_cases() {
   std::vector<ParityCase> cases;
   auto add = [&](std::string name, std::function<void(MakeModelOptions&)> tweak,
                  std::optional<DType> load = {}) {
@@ -102,7 +102,7 @@ TEST_P(Mamba2Parity, LogitsMatchDoubleReferenceOver32Positions) {
   expect_parity(test::write_model(pc.options, "m2parity_" + pc.name), pc.load_dtype, pc.name);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2Parity, ::testing::ValuesIn(parity_cases()),
+INSTANTIATE_TEST_SUITE_P(Shapes, Mamba2Parity, ::testing::ValuesIn(mamba2_parity_cases()),
                          [](const auto& info) { return info.param.name; });
 
 TEST(Mamba2Parity, DPerChannelCheckpointsMatchTheReference) {

@@ -16,7 +16,7 @@ namespace {
 using test::ParityCase;
 using test::worst_step_ratio;
 
-std::vector<ParityCase> parity_cases() {
+std::vector<ParityCase> mamba3_parity_cases() {
   std::vector<ParityCase> cases;
   auto add = [&](std::string name, std::function<void(ModelConfig&)> tweak, DType stored = DType::F32,
                  std::optional<DType> load = {}) {
@@ -98,7 +98,7 @@ TEST_P(Mamba3Parity, LogitsMatchDoubleReferenceOver32Positions) {
               pc.name.c_str(), steps, prefill[0], prefill[1]);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, Mamba3Parity, ::testing::ValuesIn(parity_cases()),
+INSTANTIATE_TEST_SUITE_P(Shapes, Mamba3Parity, ::testing::ValuesIn(mamba3_parity_cases()),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace

@@ -21,7 +21,7 @@ namespace {
 
 using test::same_bits;
 
-struct Shape {
+struct MoeShape {
   std::string name;
   MakeModelOptions options;
   std::optional<DType> load_dtype;
@@ -42,7 +42,7 @@ void tie_experts_1_and_3(const std::string& dir) {
 // Granite with attention first and last in f32; Nemotron-H in bf16; Granite with top-1 routing,
 // quantized to Q8_0 at load; Nemotron-H choosing 6 of 8 experts, quantized to Q4_0, and with
 // experts 256 wide, quantized to Q4_K; Granite with tied router scores.
-std::vector<Shape> shapes() {
+std::vector<MoeShape> moe_shapes() {
   MakeModelOptions a;
   a.config = test::granite_moe_config("*MM*");
   a.seed = 31;
@@ -73,7 +73,7 @@ std::vector<Shape> shapes() {
           {"granite_moe_tied", e, std::nullopt, 100, tie_experts_1_and_3}};
 }
 
-const Model& model_for(const Shape& shape) {
+const Model& moe_model_for(const MoeShape& shape) {
   static std::map<std::string, std::unique_ptr<Model>> models;
   auto it = models.find(shape.name);
   if (it == models.end()) {
@@ -87,16 +87,16 @@ const Model& model_for(const Shape& shape) {
 }
 
 // gtest prints a shape as its name.
-void PrintTo(const Shape& s, std::ostream* os) {
+void PrintTo(const MoeShape& s, std::ostream* os) {
   *os << s.name;
 }
 
-class MoeExactness : public ::testing::TestWithParam<Shape> {};
+class MoeExactness : public ::testing::TestWithParam<MoeShape> {};
 
 TEST_P(MoeExactness, TheExpertsAreStoredInTheLoadDtype) {
   const DType expected = GetParam().load_dtype.value_or(GetParam().options.dtype);
   int64_t moe_blocks = 0;
-  for (const auto& block : model_for(GetParam()).blocks()) {
+  for (const auto& block : moe_model_for(GetParam()).blocks()) {
     if (block->kind() != BlockKind::Moe) continue;
     ++moe_blocks;
     for (const OpQuery& op : block->ops())
@@ -106,17 +106,17 @@ TEST_P(MoeExactness, TheExpertsAreStoredInTheLoadDtype) {
 }
 
 TEST_P(MoeExactness, PrefillEqualsDecodeStepsForEveryLength) {
-  test::expect_prefill_equals_steps_for_every_length(model_for(GetParam()), GetParam().max_length);
+  test::expect_prefill_equals_steps_for_every_length(moe_model_for(GetParam()), GetParam().max_length);
 }
 
 TEST_P(MoeExactness, ThreadCountsRoundSizesAndInstructionSetsChangeNoBit) {
-  const Model& model = model_for(GetParam());
+  const Model& model = moe_model_for(GetParam());
   test::expect_threads_rounds_and_isas_change_no_bit(
       model, test::random_tokens(150, model.config().vocab_size, 4), {0, 1, 7, 64});
 }
 
 TEST_P(MoeExactness, EachSequenceOfABatchEqualsItAlone) {
-  const Model& model = model_for(GetParam());
+  const Model& model = moe_model_for(GetParam());
   const std::vector<size_t> lengths = {1, 5, 17, 70, 3, 140};
   std::vector<std::vector<int32_t>> prompts;
   for (size_t i = 0; i < lengths.size(); ++i)
@@ -127,11 +127,11 @@ TEST_P(MoeExactness, EachSequenceOfABatchEqualsItAlone) {
 }
 
 TEST_P(MoeExactness, PrefillThenDecodeContinuesLikeDecodeAllTheWay) {
-  test::expect_prefill_then_decode_equals_decode(model_for(GetParam()), ComputeContext{2, best_isa()},
+  test::expect_prefill_then_decode_equals_decode(moe_model_for(GetParam()), ComputeContext{2, best_isa()},
                                                  {OutputKind::None, 8});
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, MoeExactness, ::testing::ValuesIn(shapes()),
+INSTANTIATE_TEST_SUITE_P(Shapes, MoeExactness, ::testing::ValuesIn(moe_shapes()),
                          [](const auto& info) { return info.param.name; });
 
 // Nemotron-H's last expert of every layer gets a correction bias of -1000, so no row ever chooses

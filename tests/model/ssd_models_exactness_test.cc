@@ -22,13 +22,13 @@ using test::same_bits;
 // Mamba-3: full vectors with the SiLU gate, and partial vectors (headdim 24, d_state 20), groups
 // and the gated norm, stored in bf16. Mamba-2: groups with full vectors in f32, partial vectors
 // (headdim 24, d_state 20) with biases in bf16, and one head group of 32 channels in f16.
-struct Shape {
+struct SsdShape {
   std::string name;
   MakeModelOptions options;
   int64_t max_length;  // prefill == decode is checked for every T up to this
 };
 
-std::vector<Shape> shapes() {
+std::vector<SsdShape> ssd_shapes() {
   MakeModelOptions a;
   a.config = test::mamba3_config(64, 32, 32, 131);
   a.seed = 11;
@@ -58,7 +58,7 @@ std::vector<Shape> shapes() {
           {"mamba2_one_group_f16", e, 300}};
 }
 
-const Model& model_for(const Shape& shape) {
+const Model& ssd_model_for(const SsdShape& shape) {
   static std::map<std::string, std::unique_ptr<Model>> models;
   auto it = models.find(shape.name);
   if (it == models.end())
@@ -66,14 +66,14 @@ const Model& model_for(const Shape& shape) {
   return *it->second;
 }
 
-class SsdModelExactness : public ::testing::TestWithParam<Shape> {};
+class SsdModelExactness : public ::testing::TestWithParam<SsdShape> {};
 
 TEST_P(SsdModelExactness, SequentialPrefillEqualsDecodeStepsForEveryLength) {
-  test::expect_prefill_equals_steps_for_every_length(model_for(GetParam()), GetParam().max_length);
+  test::expect_prefill_equals_steps_for_every_length(ssd_model_for(GetParam()), GetParam().max_length);
 }
 
 TEST_P(SsdModelExactness, ThreadCountsRoundSizesAndInstructionSetsChangeNoBit) {
-  const Model& model = model_for(GetParam());
+  const Model& model = ssd_model_for(GetParam());
   const auto tokens = test::random_tokens(150, model.config().vocab_size, 4);
   // Round sizes split the chunked form into continued windows, which differ in rounding, so only
   // the sequential order is round-size invariant.
@@ -82,7 +82,7 @@ TEST_P(SsdModelExactness, ThreadCountsRoundSizesAndInstructionSetsChangeNoBit) {
 }
 
 TEST_P(SsdModelExactness, EachSequenceOfABatchEqualsItAlone) {
-  const Model& model = model_for(GetParam());
+  const Model& model = ssd_model_for(GetParam());
   const std::vector<size_t> lengths = {1, 5, 17, 70, 3, 140};
   std::vector<std::vector<int32_t>> prompts;
   for (size_t i = 0; i < lengths.size(); ++i)
@@ -97,7 +97,7 @@ TEST_P(SsdModelExactness, EachSequenceOfABatchEqualsItAlone) {
 }
 
 TEST_P(SsdModelExactness, PrefillThenDecodeContinuesLikeDecodeAllTheWay) {
-  test::expect_prefill_then_decode_equals_decode(model_for(GetParam()), ComputeContext{2, best_isa()},
+  test::expect_prefill_then_decode_equals_decode(ssd_model_for(GetParam()), ComputeContext{2, best_isa()},
                                                  {OutputKind::None, 8, ScanForm::Sequential});
 }
 
@@ -136,14 +136,14 @@ void expect_fresh_state_reproduces_mamba3(const Model& model) {
 }
 
 TEST(Mamba3Exactness, AFreshStateReproducesTheSameLogitsAndMovesEveryStatePart) {
-  for (const Shape& shape : shapes()) {
+  for (const SsdShape& shape : ssd_shapes()) {
     if (shape.options.config.arch != Architecture::Mamba3) continue;
     SCOPED_TRACE(shape.name);
-    expect_fresh_state_reproduces_mamba3(model_for(shape));
+    expect_fresh_state_reproduces_mamba3(ssd_model_for(shape));
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, SsdModelExactness, ::testing::ValuesIn(shapes()),
+INSTANTIATE_TEST_SUITE_P(Shapes, SsdModelExactness, ::testing::ValuesIn(ssd_shapes()),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace

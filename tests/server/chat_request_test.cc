@@ -13,6 +13,7 @@
 #include "common/test_util.h"
 #include "common/timing.h"
 #include "server/openai_api.h"
+#include "server_process.h"
 
 namespace mb::server {
 namespace {
@@ -29,17 +30,9 @@ const Tokenizer& tokenizer() {
   return t;
 }
 
-std::string read_data_file(const std::string& path) {
-  std::ifstream in(std::string(MB_TEST_DATA_DIR) + "/" + path, std::ios::binary);
-  EXPECT_TRUE(in) << path;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // The goldens with their key order (the order the requests below send).
 const ordered_json& goldens() {
-  static const ordered_json g = ordered_json::parse(read_data_file("chat_templates/goldens.json"));
+  static const ordered_json g = ordered_json::parse(test::read_data_file("chat_templates/goldens.json"));
   return g;
 }
 
@@ -47,8 +40,9 @@ const ordered_json& goldens() {
 // the now it was rendered at.
 ServedChatTemplate served_template(const std::string& file, const std::string& bos, const std::string& eos) {
   const std::string dir = test::make_temp_dir("chat_request_template");
-  const json config = {
-      {"bos_token", bos}, {"eos_token", eos}, {"chat_template", read_data_file("chat_templates/" + file)}};
+  const json config = {{"bos_token", bos},
+                       {"eos_token", eos},
+                       {"chat_template", test::read_data_file("chat_templates/" + file)}};
   std::ofstream(dir + "/tokenizer_config.json") << config.dump();
   ServedChatTemplate served = load_served_chat_template(dir);
   EXPECT_EQ(served.error, "") << file;

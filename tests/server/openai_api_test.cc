@@ -12,13 +12,14 @@
 
 #include "common/test_util.h"
 #include "common/timing.h"
+#include "server_process.h"
 
 namespace mb::server {
 namespace {
 
 using nlohmann::json;
 
-const Tokenizer& tokenizer() {
+const Tokenizer& api_tokenizer() {
   static const Tokenizer t = [] {
     const std::string path = test::make_temp_dir("openai_api") + "/tokenizer.json";
     write_byte_level_tokenizer_json(path, 400);
@@ -35,7 +36,7 @@ ApiRequest parse(ApiKind kind, const std::string& body, const ApiDefaults& defau
 std::pair<int, std::string> failure(ApiKind kind, const std::string& body, const ApiDefaults& defaults = {}) {
   try {
     ApiRequest request = parse(kind, body, defaults);
-    resolve_prompt(request, tokenizer(), ServedChatTemplate{}, defaults);
+    resolve_prompt(request, api_tokenizer(), ServedChatTemplate{}, defaults);
   } catch (const ApiError& e) {
     return {e.status, e.what()};
   }
@@ -177,13 +178,13 @@ TEST(OpenAiApi, PromptsAreTokenizedAndCheckedAgainstTheContext) {
   defaults.max_context = 64;
   defaults.vocab_size = 400;
   ApiRequest r = parse(ApiKind::Completion, R"({"prompt": "Hello world"})", defaults);
-  resolve_prompt(r, tokenizer(), ServedChatTemplate{}, defaults);
-  EXPECT_EQ(r.serve.prompt, tokenizer().encode("Hello world"));
+  resolve_prompt(r, api_tokenizer(), ServedChatTemplate{}, defaults);
+  EXPECT_EQ(r.serve.prompt, api_tokenizer().encode("Hello world"));
   EXPECT_EQ(r.serve.max_tokens, 16);  // OpenAI's completion default
 
   // max_tokens is cut to the room the context leaves.
   ApiRequest cut = parse(ApiKind::Completion, R"({"prompt": [1, 2, 3, 4], "max_tokens": 100})", defaults);
-  resolve_prompt(cut, tokenizer(), ServedChatTemplate{}, defaults);
+  resolve_prompt(cut, api_tokenizer(), ServedChatTemplate{}, defaults);
   EXPECT_EQ(cut.serve.max_tokens, 60);
 
   // Chat: the plain format (text parts joined with "\n"), and max_tokens up to the context by default.
@@ -192,11 +193,11 @@ TEST(OpenAiApi, PromptsAreTokenizedAndCheckedAgainstTheContext) {
                                           {"role": "user", "content": [{"type": "text", "text": "Hi"},
                                                                        {"type": "text", "text": "!"}]}]})",
                           defaults);
-  resolve_prompt(chat, tokenizer(), ServedChatTemplate{}, defaults);
-  EXPECT_EQ(chat.serve.prompt, tokenizer().encode("system: Be brief.\nuser: Hi\n!\nassistant:"));
+  resolve_prompt(chat, api_tokenizer(), ServedChatTemplate{}, defaults);
+  EXPECT_EQ(chat.serve.prompt, api_tokenizer().encode("system: Be brief.\nuser: Hi\n!\nassistant:"));
   EXPECT_EQ(chat.serve.max_tokens, 64 - static_cast<int>(chat.serve.prompt.size()));
   ApiRequest unbounded = parse(ApiKind::Chat, R"({"messages": [{"role": "user", "content": "x"}]})");
-  resolve_prompt(unbounded, tokenizer(), ServedChatTemplate{}, {});
+  resolve_prompt(unbounded, api_tokenizer(), ServedChatTemplate{}, {});
   EXPECT_EQ(unbounded.serve.max_tokens, ApiDefaults{}.chat_max_tokens_without_context);
 
   const ApiKind c = ApiKind::Completion;
@@ -255,7 +256,7 @@ TEST(OpenAiApi, AChatTemplateThatCannotRenderIsA400NamingTheTemplate) {
   try {
     ServedChatTemplate served;
     served.chat_template = failing;
-    resolve_prompt(chat, tokenizer(), served, {});
+    resolve_prompt(chat, api_tokenizer(), served, {});
     FAIL() << "rendered";
   } catch (const ApiError& e) {
     EXPECT_EQ(e.status, 400);
@@ -264,25 +265,17 @@ TEST(OpenAiApi, AChatTemplateThatCannotRenderIsA400NamingTheTemplate) {
   }
 }
 
-std::string read_data_file(const std::string& path) {
-  std::ifstream in(std::string(MB_TEST_DATA_DIR) + "/" + path, std::ios::binary);
-  EXPECT_TRUE(in) << path;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // The hybrids' published templates, in a model folder as each ships (Granite-4.0-H and
 // Nemotron-Nano-9B-v2 in tokenizer_config.json, Nemotron-3-Nano in chat_template.jinja): a chat
 // request's prompt is the encoding of Hugging Face's render of its messages, the golden of
 // tests/data/chat_templates/goldens.json.
 TEST(OpenAiApi, AHybridFoldersPublishedChatTemplateMakesTheChatPrompt) {
-  const json goldens = json::parse(read_data_file("chat_templates/goldens.json"));
+  const json goldens = json::parse(test::read_data_file("chat_templates/goldens.json"));
   int checked = 0;
   for (const std::string file : {"granite-4.0.jinja", "nemotron-nano-9b-v2.jinja",
                                  "nemotron-h-reasoning.jinja", "nemotron-3-nano.jinja"}) {
     const std::string dir = test::make_temp_dir("openai_api_hybrid_template");
-    const std::string source = read_data_file("chat_templates/" + file);
+    const std::string source = test::read_data_file("chat_templates/" + file);
     json config = {{"bos_token", "<s>"}, {"eos_token", "</s>"}};
     if (file == "nemotron-3-nano.jinja")
       std::ofstream(dir + "/chat_template.jinja", std::ios::binary) << source;
@@ -301,8 +294,8 @@ TEST(OpenAiApi, AHybridFoldersPublishedChatTemplateMakesTheChatPrompt) {
         continue;
       const json body = {{"messages", messages}};
       const ApiRequest request =
-          prepare_api_request(ApiKind::Chat, body.dump(), tokenizer(), served, {}, 1, "m");
-      EXPECT_EQ(request.serve.prompt, tokenizer().encode(c["expected"].get<std::string>()))
+          prepare_api_request(ApiKind::Chat, body.dump(), api_tokenizer(), served, {}, 1, "m");
+      EXPECT_EQ(request.serve.prompt, api_tokenizer().encode(c["expected"].get<std::string>()))
           << file << " / " << c["conversation"];
       ++checked;
     }
@@ -355,7 +348,7 @@ std::vector<json> sse_objects(const std::string& stream, bool& done) {
 TEST(OpenAiApi, CompletionResponsesHaveTextUsageAndLogprobs) {
   const ApiRequest request =
       parse(ApiKind::Completion, R"({"prompt": "hi", "logprobs": 2, "model": "tiny"})");
-  ResponseFormatter formatter(request, tokenizer(), "cmpl-1", 1700000000);
+  ResponseFormatter formatter(request, api_tokenizer(), "cmpl-1", 1700000000);
   formatter.collect(token_event(72, "H"));
   formatter.collect(token_event(105, "i"));
   EXPECT_FALSE(formatter.finished());
@@ -372,12 +365,12 @@ TEST(OpenAiApi, CompletionResponsesHaveTextUsageAndLogprobs) {
                                         "prompt_tokens_details": {"cached_tokens": 2}})"));
   const json& logprobs = r["choices"][0]["logprobs"];
   ASSERT_EQ(logprobs["tokens"].size(), 2u);
-  EXPECT_EQ(logprobs["tokens"][0], tokenizer().decode(std::vector<int32_t>{72}));
+  EXPECT_EQ(logprobs["tokens"][0], api_tokenizer().decode(std::vector<int32_t>{72}));
   EXPECT_FLOAT_EQ(logprobs["token_logprobs"][1].get<float>(), -0.5f);
   EXPECT_EQ(logprobs["top_logprobs"][0].size(), 2u);  // two alternatives asked for, three offered
   EXPECT_EQ(logprobs["text_offset"], json::parse("[0, 1]"));
 
-  ResponseFormatter stopped(parse(ApiKind::Completion, R"({"prompt": "hi"})"), tokenizer(), "cmpl-2", 0);
+  ResponseFormatter stopped(parse(ApiKind::Completion, R"({"prompt": "hi"})"), api_tokenizer(), "cmpl-2", 0);
   stopped.collect(done_event(StopReason::StopString));
   EXPECT_EQ(stopped.response()["choices"][0]["finish_reason"], "stop");
   EXPECT_TRUE(stopped.response()["choices"][0]["logprobs"].is_null());
@@ -387,7 +380,7 @@ TEST(OpenAiApi, ChatStreamsAreServerSentEventsEndingInDone) {
   const ApiRequest request = parse(
       ApiKind::Chat, R"({"messages": [{"role": "user", "content": "x"}], "stream": true, "logprobs": true,
                                "top_logprobs": 1, "stream_options": {"include_usage": true}})");
-  ResponseFormatter formatter(request, tokenizer(), "chatcmpl-1", 5);
+  ResponseFormatter formatter(request, api_tokenizer(), "chatcmpl-1", 5);
   std::string stream = formatter.stream_prelude();
   stream += formatter.stream_event(token_event(72, "H"));
   stream += formatter.stream_event(token_event(105, ""));  // a partial character: logprobs only
@@ -414,8 +407,8 @@ TEST(OpenAiApi, ChatStreamsAreServerSentEventsEndingInDone) {
 }
 
 TEST(OpenAiApi, CompletionStreamsSkipEmptyPiecesWithoutLogprobs) {
-  ResponseFormatter formatter(parse(ApiKind::Completion, R"({"prompt": "x", "stream": true})"), tokenizer(),
-                              "c", 0);
+  ResponseFormatter formatter(parse(ApiKind::Completion, R"({"prompt": "x", "stream": true})"),
+                              api_tokenizer(), "c", 0);
   EXPECT_EQ(formatter.stream_prelude(), "");
   EXPECT_EQ(formatter.stream_event(token_event(3, "")), "");
   std::string stream = formatter.stream_event(token_event(72, "H"));
@@ -434,13 +427,13 @@ TEST(OpenAiApi, AnErrorEventEndsTheStreamOrFailsTheResponse) {
   error.kind = ServeEvent::Kind::Error;
   error.error = "the model failed";
   ResponseFormatter streaming(parse(ApiKind::Chat, R"({"messages": [{"role": "user", "content": "x"}]})"),
-                              tokenizer(), "c", 0);
+                              api_tokenizer(), "c", 0);
   bool done = false;
   const std::vector<json> chunks = sse_objects(streaming.stream_event(error), done);
   EXPECT_TRUE(done);
   ASSERT_EQ(chunks.size(), 1u);
   EXPECT_EQ(chunks[0]["error"]["message"], "the model failed");
-  ResponseFormatter plain(parse(ApiKind::Completion, R"({"prompt": "x"})"), tokenizer(), "c", 0);
+  ResponseFormatter plain(parse(ApiKind::Completion, R"({"prompt": "x"})"), api_tokenizer(), "c", 0);
   plain.collect(token_event(72, "H"));
   plain.collect(error);
   EXPECT_TRUE(plain.finished());
@@ -464,13 +457,14 @@ TEST(OpenAiApi, ErrorBodiesHaveOpenAisShape) {
 }
 
 TEST(OpenAiApi, TokenizeAndDetokenizeRoundTrip) {
-  const json tokens = tokenize_response(json::parse(R"({"content": "Hello world"})"), tokenizer());
-  EXPECT_EQ(tokens["tokens"].get<std::vector<int32_t>>(), tokenizer().encode("Hello world"));
-  EXPECT_EQ(detokenize_response(json{{"tokens", tokens["tokens"]}}, tokenizer())["content"], "Hello world");
-  EXPECT_THROW(tokenize_response(json::parse(R"({"content": 5})"), tokenizer()), ApiError);
-  EXPECT_THROW(tokenize_response(json::parse(R"({})"), tokenizer()), ApiError);
-  EXPECT_THROW(detokenize_response(json::parse(R"({"tokens": [1, 100000]})"), tokenizer()), ApiError);
-  EXPECT_THROW(detokenize_response(json::parse(R"({"tokens": "1,2"})"), tokenizer()), ApiError);
+  const json tokens = tokenize_response(json::parse(R"({"content": "Hello world"})"), api_tokenizer());
+  EXPECT_EQ(tokens["tokens"].get<std::vector<int32_t>>(), api_tokenizer().encode("Hello world"));
+  EXPECT_EQ(detokenize_response(json{{"tokens", tokens["tokens"]}}, api_tokenizer())["content"],
+            "Hello world");
+  EXPECT_THROW(tokenize_response(json::parse(R"({"content": 5})"), api_tokenizer()), ApiError);
+  EXPECT_THROW(tokenize_response(json::parse(R"({})"), api_tokenizer()), ApiError);
+  EXPECT_THROW(detokenize_response(json::parse(R"({"tokens": [1, 100000]})"), api_tokenizer()), ApiError);
+  EXPECT_THROW(detokenize_response(json::parse(R"({"tokens": "1,2"})"), api_tokenizer()), ApiError);
 }
 
 TEST(OpenAiApi, MetricsAreInPrometheusTextFormat) {

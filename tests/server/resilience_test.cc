@@ -25,7 +25,7 @@ using test::server_test_model;
 using test::ServerProcess;
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
+double elapsed_seconds(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
@@ -136,7 +136,7 @@ TEST(ServeResilience, AThreeMegabyteBodyOfSmallObjectsIsAnsweredWithinSeconds) {
   ASSERT_GT(refused.size(), 3000000u);
   auto start = Clock::now();
   auto res = client.Post("/v1/completions", refused, "application/json");
-  double seconds = seconds_since(start);
+  double seconds = elapsed_seconds(start);
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
   EXPECT_NE(res->body.find("more than 131072 arrays and objects"), std::string::npos) << res->body;
@@ -147,7 +147,7 @@ TEST(ServeResilience, AThreeMegabyteBodyOfSmallObjectsIsAnsweredWithinSeconds) {
   ASSERT_GT(parsed.size(), 3000000u);
   start = Clock::now();
   res = client.Post("/v1/completions", parsed, "application/json");
-  seconds = seconds_since(start);
+  seconds = elapsed_seconds(start);
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200) << res->body;
   EXPECT_EQ(json::parse(res->body)["usage"]["completion_tokens"], 1);
@@ -222,7 +222,7 @@ TEST(ServeResilience, SigtermDuringAnEndlessStreamEndsItAndExitsZero) {
   ASSERT_TRUE(wait_for_metric(client, "mambacpp_active_requests 1"));
   const auto start = Clock::now();
   EXPECT_EQ(server.terminate(10), 0) << server.stderr_text();
-  EXPECT_LT(seconds_since(start), 1 + test::scaled_seconds(1.0));
+  EXPECT_LT(elapsed_seconds(start), 1 + test::scaled_seconds(1.0));
   stream.thread.join();
   expect_stream_ended_by_an_error(stream);
 }
@@ -242,7 +242,7 @@ TEST(ServeResilience, SigtermWithManyClientsAnswersEveryOneAndExitsZero) {
   ASSERT_TRUE(wait_for_metric(client, "mambacpp_queue_depth 4"));
   const auto start = Clock::now();
   EXPECT_EQ(server.terminate(10), 0) << server.stderr_text();
-  EXPECT_LT(seconds_since(start), 1 + test::scaled_seconds(1.0));
+  EXPECT_LT(elapsed_seconds(start), 1 + test::scaled_seconds(1.0));
   for (auto& stream : streams) {
     stream->thread.join();
     expect_stream_ended_by_an_error(*stream);
@@ -268,7 +268,7 @@ TEST(ServeResilience, KeepAliveAnswersAreNotHeldBackByNagle) {
     ASSERT_TRUE(res);
     EXPECT_EQ(res->status, 200);
   }
-  EXPECT_LT(seconds_since(start), test::scaled_seconds(1.0));
+  EXPECT_LT(elapsed_seconds(start), test::scaled_seconds(1.0));
   EXPECT_EQ(server.terminate(), 0);
 }
 

@@ -335,11 +335,11 @@ struct BackgroundStream {
   }
 };
 
-const json kEndless = {{"prompt", "Once upon a time"},
-                       {"max_tokens", 100000000},
-                       {"ignore_eos", true},
-                       {"stream", true},
-                       {"temperature", 0}};
+const json kEndlessRequest = {{"prompt", "Once upon a time"},
+                              {"max_tokens", 100000000},
+                              {"ignore_eos", true},
+                              {"stream", true},
+                              {"temperature", 0}};
 
 // After one client hung up on the only slot: a new request completes, and the server counted one
 // disconnect and one cancellation.
@@ -358,7 +358,7 @@ TEST(Serve, ADisconnectedClientFreesItsSlotAndAFullQueueIs503) {
   httplib::Client client = client_for(server);
   {
     // The only slot streams without end; its client reads a little, then hangs up.
-    BackgroundStream first(server, kEndless, 4096);
+    BackgroundStream first(server, kEndlessRequest, 4096);
     ASSERT_TRUE(first.started);
     first.thread.join();
     EXPECT_FALSE(first.result.complete);
@@ -367,9 +367,9 @@ TEST(Serve, ADisconnectedClientFreesItsSlotAndAFullQueueIs503) {
   expect_slot_freed_after_one_disconnect(client);
 
   // One request in the slot, one waiting: the next is refused with 503 and Retry-After.
-  BackgroundStream running(server, kEndless, 4 << 20);
+  BackgroundStream running(server, kEndlessRequest, 4 << 20);
   ASSERT_TRUE(running.started);
-  std::thread waiting([&] { post_stream(server, "/v1/completions", kEndless, 64); });
+  std::thread waiting([&] { post_stream(server, "/v1/completions", kEndlessRequest, 64); });
   bool queued = false;
   for (int attempt = 0; attempt < 1000 && !queued; ++attempt) {
     queued = client.Get("/metrics")->body.find("mambacpp_queue_depth 1\n") != std::string::npos;
@@ -392,7 +392,7 @@ TEST(Serve, AClientThatHangsUpOnAPlainRequestFreesItsSlot) {
     // The only slot runs a request without end; its client stops waiting after a second.
     httplib::Client impatient = client_for(server);
     impatient.set_read_timeout(1, 0);
-    json endless = kEndless;
+    json endless = kEndlessRequest;
     endless.erase("stream");
     const auto res = impatient.Post("/v1/completions", endless.dump(), "application/json");
     EXPECT_FALSE(res && res->body.find("choices") != std::string::npos);

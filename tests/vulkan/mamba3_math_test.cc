@@ -8,7 +8,8 @@
 #include "common/test_util.h"
 #include "vulkan/vulkan_test_util.h"
 
-namespace mb {
+// A namespace of its own: the test binary compiles its files in batches (a unity build).
+namespace mb::vulkan_mamba3_math_test {
 namespace {
 
 using vulkan::Buffer;
@@ -113,4 +114,4 @@ TEST_F(VulkanMamba3Math, TanhAndSinCosAreWithinAFewUlpsOfDoublePrecision) {
 }
 
 }  // namespace
-}  // namespace mb
+}  // namespace mb::vulkan_mamba3_math_test

@@ -9,7 +9,8 @@
 #include "ops/activations.h"
 #include "vulkan/vulkan_test_util.h"
 
-namespace mb {
+// A namespace of its own: the test binary compiles its files in batches (a unity build).
+namespace mb::vulkan_math_test {
 namespace {
 
 using vulkan::Buffer;
@@ -132,4 +133,4 @@ TEST_F(VulkanMath, ElementaryFunctionsEqualTheCpuBitForBit) {
 }
 
 }  // namespace
-}  // namespace mb
+}  // namespace mb::vulkan_math_test

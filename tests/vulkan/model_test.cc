@@ -18,7 +18,8 @@
 #include "core/error.h"
 #include "vulkan/vulkan_test_util.h"
 
-namespace mb {
+// A namespace of its own: the test binary compiles its files in batches (a unity build).
+namespace mb::vulkan_model_test {
 namespace {
 
 const ComputeContext kCpu{2};
@@ -601,4 +602,4 @@ TEST_F(VulkanModelErrors, HybridModelsAreRefusedNamingTheirBlocks) {
 }
 
 }  // namespace
-}  // namespace mb
+}  // namespace mb::vulkan_model_test

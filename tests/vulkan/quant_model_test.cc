@@ -23,7 +23,8 @@
 #include "ops/quant.h"
 #include "vulkan/vulkan_test_util.h"
 
-namespace mb {
+// A namespace of its own: the test binary compiles its files in batches (a unity build).
+namespace mb::vulkan_quant_model_test {
 namespace {
 
 const ComputeContext kCpu{2};
@@ -234,4 +235,4 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, VulkanQuantModel, ::testing::ValuesIn(variants(
                          [](const auto& info) { return info.param.name(); });
 
 }  // namespace
-}  // namespace mb
+}  // namespace mb::vulkan_quant_model_test

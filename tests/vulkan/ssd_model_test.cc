@@ -19,7 +19,8 @@
 #include "common/test_util.h"
 #include "vulkan/vulkan_test_util.h"
 
-namespace mb {
+// A namespace of its own: the test binary compiles its files in batches (a unity build).
+namespace mb::vulkan_ssd_model_test {
 namespace {
 
 const ComputeContext kCpu{2};
@@ -345,4 +346,4 @@ INSTANTIATE_TEST_SUITE_P(Variants, VulkanSsdModelDtypes,
                          variant_name);
 
 }  // namespace
-}  // namespace mb
+}  // namespace mb::vulkan_ssd_model_test
