@@ -233,7 +233,7 @@ class ValueBuilder {
                   " levels");
     if (++containers_ > kMaxContainers)
       throw Error(source_ + " holds more than " + std::to_string(kMaxContainers) + " arrays and objects");
-    open_.push_back(Frame{.object = object});
+    open_.emplace_back().object = object;
     return true;
   }
 

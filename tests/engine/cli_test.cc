@@ -345,7 +345,7 @@ TEST(Cli, HybridGgufFilesWorkWithEveryCommand) {
   // A is stored rounded to f32 (see model/gguf_checkpoint.h): within rounding of the folder.
   EXPECT_LE(test::max_abs_diff(from_gguf, from_folder), 1e-5 * test::max_abs(from_folder));
 
-  for (const std::string model : {granite, dir + "/nemotron_q8_0.gguf"}) {
+  for (const std::string& model : {granite, dir + "/nemotron_q8_0.gguf"}) {
     SCOPED_TRACE(model);
     const std::string m = " -m " + model + " ";
     ASSERT_EQ(run_cli("logits" + m + tokens + dir + "/p.npy").status, 0);
@@ -396,7 +396,7 @@ TEST(Cli, MixtureOfExpertsGgufFilesAreMadeQuantizedAndRun) {
   // A is stored rounded to f32 (see model/gguf_checkpoint.h): within rounding of the folder.
   EXPECT_LE(test::max_abs_diff(read_npy_f32(dir + "/f32.npy", shape), from_folder),
             1e-5 * test::max_abs(from_folder));
-  for (const std::string model : {nemotron, dir + "/granite_q8_0.gguf"}) {
+  for (const std::string& model : {nemotron, dir + "/granite_q8_0.gguf"}) {
     SCOPED_TRACE(model);
     const std::string m = " -m " + model + " ";
     ASSERT_EQ(run_cli("logits" + m + tokens + dir + "/p.npy").status, 0);

@@ -197,7 +197,9 @@ TEST_P(HybridGgufTypes, TheFileHoldsTheFoldersConfigAndWeights) {
   const auto folder = Model::load(dir, load);
   const auto gguf = Model::load(path);
   expect_same_config(gguf->config(), folder->config());
-  if (load_dtype) EXPECT_EQ(gguf->matrix_dtype(), *load_dtype);
+  if (load_dtype) {
+    EXPECT_EQ(gguf->matrix_dtype(), *load_dtype);
+  }
   const auto tokens = test::random_tokens(11, p.config.vocab_size, 5);
   EXPECT_TRUE(test::same_bits(logits(*gguf, tokens), logits(*folder, tokens)));
   // Split and reordered tensors are written back as they were read.

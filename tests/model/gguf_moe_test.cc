@@ -130,7 +130,9 @@ TEST_P(MoeGgufTypes, TheFileHoldsTheFoldersConfigAndWeights) {
   EXPECT_EQ(a.scoring, b.scoring);
   EXPECT_EQ(a.normalize, b.normalize);
   EXPECT_EQ(static_cast<float>(a.scale), static_cast<float>(b.scale));
-  if (load_dtype) EXPECT_EQ(gguf->matrix_dtype(), *load_dtype);
+  if (load_dtype) {
+    EXPECT_EQ(gguf->matrix_dtype(), *load_dtype);
+  }
   const auto tokens = test::random_tokens(13, p.config.vocab_size, 5);
   EXPECT_TRUE(test::same_bits(logits(*gguf, tokens), logits(*folder, tokens)));
   // Split and stacked experts are written back as they were read.

@@ -100,7 +100,9 @@ TEST_P(MoeExactness, TheExpertsAreStoredInTheLoadDtype) {
     if (block->kind() != BlockKind::Moe) continue;
     ++moe_blocks;
     for (const OpQuery& op : block->ops())
-      if (op.kind == OpKind::Moe) EXPECT_EQ(op.dtype, expected) << dtype_name(op.dtype);
+      if (op.kind == OpKind::Moe) {
+        EXPECT_EQ(op.dtype, expected) << dtype_name(op.dtype);
+      }
   }
   EXPECT_GT(moe_blocks, 0);
 }

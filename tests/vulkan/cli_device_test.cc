@@ -51,7 +51,7 @@ class VulkanCli : public test::VulkanTest, public ::testing::WithParamInterface<
 TEST_P(VulkanCli, LogitsGenerateAndRunEqualTheCpu) {
   const std::string dir = test::make_temp_dir("vulkan_cli_logits");
   const std::string base = "logits -m " + model() + " --tokens 5,6,7,8,9,10,11 --all-positions --chunk 3 ";
-  for (const std::string scan :
+  for (const std::string& scan :
        ssd() ? std::vector<std::string>{"sequential", "chunked"} : std::vector<std::string>{""}) {
     const std::string form = scan.empty() ? "" : "--scan " + scan + " --ssd-chunk 2 ";
     ASSERT_EQ(cli(base + form + "--out " + dir + "/cpu.npy").status, 0);
@@ -60,20 +60,26 @@ TEST_P(VulkanCli, LogitsGenerateAndRunEqualTheCpu) {
     const std::string cpu_bytes = read_text_file(dir + "/cpu.npy"),
                       gpu_bytes = read_text_file(dir + "/gpu.npy");
     ASSERT_EQ(cpu_bytes.size(), gpu_bytes.size());
-    if (ctx().exact_fma()) EXPECT_TRUE(cpu_bytes == gpu_bytes) << "the .npy files differ " << form;
+    if (ctx().exact_fma()) {
+      EXPECT_TRUE(cpu_bytes == gpu_bytes) << "the .npy files differ " << form;
+    }
   }
 
   const std::string generate = "generate -m " + model() + " --tokens 1,2,3 -n 8 --ignore-eos";
   const Output cpu_ids = cli(generate), gpu_ids = cli(generate + " --device " + device());
   ASSERT_EQ(gpu_ids.status, 0) << gpu_ids.err;
-  if (ctx().exact_fma()) EXPECT_EQ(gpu_ids.out, cpu_ids.out);
+  if (ctx().exact_fma()) {
+    EXPECT_EQ(gpu_ids.out, cpu_ids.out);
+  }
 
   const std::string run =
       "run -m " + model() + " -p \"Once upon a time\" -n 6 --temp 0.8 --seed 3 --ignore-eos";
   const Output cpu_text = cli(run), gpu_text = cli(run + " --device " + device());
   ASSERT_EQ(cpu_text.status, 0) << cpu_text.err;
   ASSERT_EQ(gpu_text.status, 0) << gpu_text.err;
-  if (ctx().exact_fma()) EXPECT_EQ(gpu_text.out, cpu_text.out);
+  if (ctx().exact_fma()) {
+    EXPECT_EQ(gpu_text.out, cpu_text.out);
+  }
 }
 
 TEST_P(VulkanCli, QuantizedLoadsEqualTheCpu) {
@@ -89,7 +95,9 @@ TEST_P(VulkanCli, QuantizedLoadsEqualTheCpu) {
     const std::string cpu_bytes = read_text_file(dir + "/cpu.npy"),
                       gpu_bytes = read_text_file(dir + "/gpu.npy");
     ASSERT_EQ(cpu_bytes.size(), gpu_bytes.size());
-    if (ctx().exact_fma()) EXPECT_TRUE(cpu_bytes == gpu_bytes) << "the .npy files differ for " << dtype;
+    if (ctx().exact_fma()) {
+      EXPECT_TRUE(cpu_bytes == gpu_bytes) << "the .npy files differ for " << dtype;
+    }
   }
   if (GetParam() != "mamba1" || !ctx().info().timestamps) return;
   // bench's device timings of a quantized load: a decode step's in_proj is one GEMV per layer (its

@@ -113,7 +113,9 @@ class VulkanSsdModel : public test::VulkanTest, public ::testing::WithParamInter
                         const std::string& what) {
     ASSERT_EQ(gpu_values.size(), cpu_values.size()) << what;
     EXPECT_LE(test::nmse(gpu_values, cpu_values), kMaxNmse) << what;
-    if (bitwise()) EXPECT_EQ(test::first_bit_difference(gpu_values, cpu_values), -1) << what;
+    if (bitwise()) {
+      EXPECT_EQ(test::first_bit_difference(gpu_values, cpu_values), -1) << what;
+    }
   }
   // The phase name of each dispatch of the workspace's current recording.
   std::vector<std::string> recorded_phases(const Workspace& ws) {
@@ -313,7 +315,9 @@ TEST_P(VulkanSsdShaderVariants, ArraysWithoutShufflesAndShufflesWithoutArraysGiv
       }
       for (size_t i = 0; i < outputs[0].size(); ++i) {
         EXPECT_LE(test::nmse(outputs[1][i], outputs[0][i]), kMaxNmse) << i;
-        if (backend.context().exact_fma()) EXPECT_TRUE(test::same_bits(outputs[1][i], outputs[0][i])) << i;
+        if (backend.context().exact_fma()) {
+          EXPECT_TRUE(test::same_bits(outputs[1][i], outputs[0][i])) << i;
+        }
       }
     }
     for (const std::string& error : backend.context().validation_errors())
