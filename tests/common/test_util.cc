@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "io/file_io.h"
 
 namespace mb::test {
 
@@ -41,6 +42,14 @@ long first_bit_difference(const std::vector<float>& a, const std::vector<float>&
   for (size_t i = 0; i < a.size(); ++i)
     if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return static_cast<long>(i);
   return -1;
+}
+
+std::string read_data_file(const std::string& path) {
+  return read_text_file(std::string(MB_TEST_DATA_DIR) + "/" + path);
+}
+
+std::vector<uint8_t> bytes_of(const std::string& text) {
+  return {text.begin(), text.end()};
 }
 
 void write_bytes(const std::string& path, const std::string& bytes) {

@@ -77,6 +77,12 @@ inline bool sampled_sweeps() {
 // A fresh temporary directory under the system temp dir.
 std::string make_temp_dir(const std::string& tag);
 
+// The bytes of `path` under tests/data (read_text_file: an mb::Error names a file it cannot read).
+std::string read_data_file(const std::string& path);
+
+// The bytes of a string, as the byte-level writers take them.
+std::vector<uint8_t> bytes_of(const std::string& text);
+
 // Writes `bytes` to `path`, replacing what was there.
 void write_bytes(const std::string& path, const std::string& bytes);
 

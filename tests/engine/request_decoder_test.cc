@@ -19,7 +19,7 @@
 namespace mb {
 namespace {
 
-const ComputeContext kCtx{1, best_isa()};
+const ComputeContext kOneThread{1, best_isa()};
 
 // The model's vocab_size. Its tokenizer is smaller, so ids from the tokenizer's size up to here
 // are padding rows: the ids the two paths used to disagree on.
@@ -309,7 +309,7 @@ struct Answer {
 };
 
 Answer through_generator(const PaddedModel& m, const ServeRequest& r) {
-  Generator generator(*m.model, m.tokenizer.get(), kCtx);
+  Generator generator(*m.model, m.tokenizer.get(), kOneThread);
   SequenceState state = m.model->new_state();
   Answer answer;
   try {
@@ -326,7 +326,7 @@ Answer through_generator(const PaddedModel& m, const ServeRequest& r) {
 Answer through_scheduler(const PaddedModel& m, const ServeRequest& r) {
   Answer answer;
   bool ended = false;
-  Scheduler scheduler(*m.model, m.tokenizer.get(), kCtx, {});  // after what its sink writes to
+  Scheduler scheduler(*m.model, m.tokenizer.get(), kOneThread, {});  // after what its sink writes to
   try {
     scheduler.submit(r, [&](const ServeEvent& e) {
       if (e.kind == ServeEvent::Kind::Token) answer.tokens.push_back(e.token);

@@ -62,7 +62,7 @@ const TextModel& hybrid_text_model(ModelFamily family) {
   return it->second;
 }
 
-const ComputeContext kSchedulerCtx{1, best_isa()};
+const ComputeContext kCtx{1, best_isa()};
 
 // What a request's sink received.
 struct Collected {
@@ -101,7 +101,7 @@ struct Expected {
 // The request run alone on a fresh state, one forward call per token, with the same sampler
 // and the same log-probability function; its tokens are checked against Generator::generate.
 Expected reference_run(const TextModel& m, const ServeRequest& r) {
-  Generator generator(*m.model, m.tokenizer.get(), kSchedulerCtx);
+  Generator generator(*m.model, m.tokenizer.get(), kCtx);
   GenerateRequest g{r.prompt, r.max_tokens, r.sampling, r.stop, r.stop_at_eos};
   SequenceState generated_state = m.model->new_state();
   const GenerateResult generated = generator.generate(g, generated_state);
@@ -111,8 +111,7 @@ Expected reference_run(const TextModel& m, const ServeRequest& r) {
   Sampler sampler(r.sampling, std::min<int32_t>(static_cast<int32_t>(m.model->config().vocab_size),
                                                 m.tokenizer->vocab_size()));
   SequenceState state = m.model->new_state();
-  std::vector<float> logits =
-      test::prefill(*m.model, kSchedulerCtx, r.prompt, state, {OutputKind::LogitsLast, 0});
+  std::vector<float> logits = test::prefill(*m.model, kCtx, r.prompt, state, {OutputKind::LogitsLast, 0});
   std::vector<int32_t> history = r.prompt;
   while (static_cast<int>(e.tokens.size()) < r.max_tokens) {
     const int32_t token = sampler.sample(logits, history);
@@ -125,7 +124,7 @@ Expected reference_run(const TextModel& m, const ServeRequest& r) {
     e.logprobs.push_back(probs.logprob);
     e.top.push_back(probs.top);
     history.push_back(token);
-    logits = test::prefill(*m.model, kSchedulerCtx, {token}, state, {OutputKind::LogitsLast, 0});
+    logits = test::prefill(*m.model, kCtx, {token}, state, {OutputKind::LogitsLast, 0});
   }
   EXPECT_EQ(e.tokens, generated.tokens) << "the reference loop disagrees with Generator::generate";
   EXPECT_EQ(e.reason, generated.stop_reason);
@@ -197,7 +196,7 @@ class SchedulerExactness : public ::testing::TestWithParam<Mode> {};
 TEST_P(SchedulerExactness, AloneColdEqualsGenerate) {
   const TextModel& m = text_model();
   const ServeRequest r = make_request(tokens(19, 1), 10, GetParam(), 7);
-  Scheduler scheduler(*m.model, m.tokenizer.get(), kSchedulerCtx, {});
+  Scheduler scheduler(*m.model, m.tokenizer.get(), kCtx, {});
   Collected got;
   scheduler.submit(r, got.sink());
   run_until_idle(scheduler);
@@ -210,7 +209,7 @@ TEST_P(SchedulerExactness, ResumedFromTheCacheEqualsGenerate) {
   const TextModel& m = text_model();
   SchedulerOptions options;
   options.cache_every = 8;
-  Scheduler scheduler(*m.model, m.tokenizer.get(), kSchedulerCtx, options);
+  Scheduler scheduler(*m.model, m.tokenizer.get(), kCtx, options);
   const std::vector<int32_t> shared = tokens(20, 2);
   const ServeRequest first = make_request(concat(shared, tokens(5, 3)), 6, GetParam(), 1);
   Collected first_got;
@@ -242,8 +241,7 @@ TEST_P(SchedulerExactness, ResumedFromTheCacheEqualsGenerate) {
 // differently from the generated ids: it resumes from the state cached at the end of the prompt.
 TEST_P(SchedulerExactness, AFollowUpResumesFromTheEndOfThePreviousPrompt) {
   const TextModel& m = text_model();
-  Scheduler scheduler(*m.model, m.tokenizer.get(), kSchedulerCtx,
-                      {});  // cache_every 512: no mid-prompt entry
+  Scheduler scheduler(*m.model, m.tokenizer.get(), kCtx, {});  // cache_every 512: no mid-prompt entry
   const ServeRequest first = make_request(tokens(23, 6), 5, GetParam(), 4);
   Collected first_got;
   scheduler.submit(first, first_got.sink());
@@ -260,7 +258,7 @@ TEST_P(SchedulerExactness, ConcurrentRequestsArrivingAtDifferentStepsEqualGenera
   const TextModel& m = text_model();
   SchedulerOptions options;
   options.step_token_budget = 16;
-  Scheduler scheduler(*m.model, m.tokenizer.get(), kSchedulerCtx, options);
+  Scheduler scheduler(*m.model, m.tokenizer.get(), kCtx, options);
   std::vector<ServeRequest> requests;
   for (int i = 0; i < 4; ++i)
     requests.push_back(
@@ -281,7 +279,7 @@ TEST_P(SchedulerExactness, APromptSplitOverManyStepsEqualsGenerate) {
   SchedulerOptions options;
   options.step_token_budget = 3;  // decode rows of the other request take part of it
   options.cache_every = 5;
-  Scheduler scheduler(*m.model, m.tokenizer.get(), kSchedulerCtx, options);
+  Scheduler scheduler(*m.model, m.tokenizer.get(), kCtx, options);
   ServeRequest other = make_request(tokens(2, 30), 20, GetParam(), 4);
   other.stop_at_eos = false;  // keeps decoding while the other prompt is prefilled
   const ServeRequest split = make_request(tokens(23, 31), 7, GetParam(), 5);
@@ -301,8 +299,7 @@ TEST_P(SchedulerExactness, APromptSplitOverManyStepsEqualsGenerate) {
 // prompt is reported cached, and the answer is the first one's bit for bit. So is a prompt equal
 // to a whole earlier conversation (prompt and reply), cached when that request ended.
 void expect_repeated_prompts_served_from_the_cache(const TextModel& m, const Mode& mode) {
-  Scheduler scheduler(*m.model, m.tokenizer.get(), kSchedulerCtx,
-                      {});  // cache_every 512: no mid-prompt entry
+  Scheduler scheduler(*m.model, m.tokenizer.get(), kCtx, {});  // cache_every 512: no mid-prompt entry
   const ServeRequest r = no_eos(make_request(tokens(17, 60), 6, mode, 8));
   const Expected want = reference_run(m, r);
   for (int i = 0; i < 3; ++i) {
@@ -341,7 +338,7 @@ void expect_concurrent_and_cached_requests_equal_generate(const TextModel& m) {
   SchedulerOptions options;
   options.step_token_budget = 6;
   options.cache_every = 4;
-  Scheduler scheduler(*m.model, m.tokenizer.get(), kSchedulerCtx, options);
+  Scheduler scheduler(*m.model, m.tokenizer.get(), kCtx, options);
   const Mode seeded{"Seeded", 0.9f, true};
   const std::vector<int32_t> shared = tokens(9, 40);
   const std::vector<ServeRequest> requests = {
@@ -388,7 +385,7 @@ TEST(Scheduler, StopStringsAndStreamedTextMatchGenerate) {
   const TextModel& m = text_model();
   ServeRequest probe = make_request(m.tokenizer->encode("Hello there"), 24, {"Greedy", 0.0f, false}, 0);
   probe.stop_at_eos = false;
-  Generator generator(*m.model, m.tokenizer.get(), kSchedulerCtx);
+  Generator generator(*m.model, m.tokenizer.get(), kCtx);
   SequenceState probe_state = m.model->new_state();
   const GenerateResult free_run =
       generator.generate({probe.prompt, probe.max_tokens, probe.sampling, {}, false}, probe_state);
@@ -399,7 +396,7 @@ TEST(Scheduler, StopStringsAndStreamedTextMatchGenerate) {
   const GenerateResult want = generator.generate({r.prompt, r.max_tokens, r.sampling, r.stop, false}, state);
   ASSERT_EQ(want.stop_reason, StopReason::StopString);
 
-  Scheduler scheduler(*m.model, m.tokenizer.get(), kSchedulerCtx, {});
+  Scheduler scheduler(*m.model, m.tokenizer.get(), kCtx, {});
   Collected got, plain;
   scheduler.submit(r, got.sink());
   scheduler.submit(probe, plain.sink());
@@ -414,7 +411,7 @@ TEST(Scheduler, StopStringsAndStreamedTextMatchGenerate) {
 
 TEST(Scheduler, ZeroMaxTokensReportsOnlyUsage) {
   const TextModel& m = text_model();
-  Scheduler scheduler(*m.model, m.tokenizer.get(), kSchedulerCtx, {});
+  Scheduler scheduler(*m.model, m.tokenizer.get(), kCtx, {});
   Collected got;
   ServeRequest r = make_request(tokens(5, 50), 0, {"Greedy", 0.0f, false}, 0);
   scheduler.submit(r, got.sink());
@@ -429,7 +426,7 @@ TEST(Scheduler, CancellationFreesTheSlotForTheNextStep) {
   const TextModel& m = text_model();
   SchedulerOptions options;
   options.max_active = 1;
-  Scheduler scheduler(*m.model, m.tokenizer.get(), kSchedulerCtx, options);
+  Scheduler scheduler(*m.model, m.tokenizer.get(), kCtx, options);
   const Mode greedy{"Greedy", 0.0f, false};
   ServeRequest long_request = make_request(tokens(4, 60), 200, greedy, 0);
   long_request.stop_at_eos = false;
@@ -490,7 +487,7 @@ TEST(Scheduler, TheQueueLimitThrowsQueueFull) {
   const TextModel& m = text_model();
   SchedulerOptions options;
   options.max_waiting = 2;
-  Scheduler scheduler(*m.model, m.tokenizer.get(), kSchedulerCtx, options);
+  Scheduler scheduler(*m.model, m.tokenizer.get(), kCtx, options);
   Collected a, b, c;
   const ServeRequest r = make_request(tokens(3, 70), 2, {"Greedy", 0.0f, false}, 0);
   scheduler.submit(r, a.sink());
@@ -506,8 +503,8 @@ TEST(Scheduler, InvalidRequestsAreRefusedWithClearMessages) {
   const TextModel& m = text_model();
   SchedulerOptions options;
   options.max_context = 40;
-  Scheduler scheduler(*m.model, m.tokenizer.get(), kSchedulerCtx, options);
-  Scheduler without_tokenizer(*m.model, nullptr, kSchedulerCtx, {});
+  Scheduler scheduler(*m.model, m.tokenizer.get(), kCtx, options);
+  Scheduler without_tokenizer(*m.model, nullptr, kCtx, {});
   auto expect_refused = [](Scheduler& s, ServeRequest r, const std::string& fragment) {
     Collected sink;
     try {
@@ -558,10 +555,10 @@ TEST(Scheduler, InvalidRequestsAreRefusedWithClearMessages) {
 
   SchedulerOptions bad;
   bad.max_active = 0;
-  EXPECT_THROW({ Scheduler s(*m.model, nullptr, kSchedulerCtx, bad); }, Error);
+  EXPECT_THROW({ Scheduler s(*m.model, nullptr, kCtx, bad); }, Error);
   bad = {};
   bad.step_token_budget = 0;
-  EXPECT_THROW({ Scheduler s(*m.model, nullptr, kSchedulerCtx, bad); }, Error);
+  EXPECT_THROW({ Scheduler s(*m.model, nullptr, kCtx, bad); }, Error);
   scheduler.stop(false);  // before `ok`, whose sink gets the Error event, goes away
 }
 
@@ -571,7 +568,7 @@ TEST(Scheduler, StopWithDrainFinishesEverythingAndWithoutSendsErrors) {
   SchedulerOptions options;
   options.max_active = 2;
   {
-    Scheduler scheduler(*m.model, m.tokenizer.get(), kSchedulerCtx, options);
+    Scheduler scheduler(*m.model, m.tokenizer.get(), kCtx, options);
     std::vector<Collected> got(3);
     std::vector<ServeRequest> requests;
     for (size_t i = 0; i < got.size(); ++i) {
@@ -584,7 +581,7 @@ TEST(Scheduler, StopWithDrainFinishesEverythingAndWithoutSendsErrors) {
     EXPECT_THROW(scheduler.submit(requests[0], got[0].sink()), Error);
   }
   {
-    Scheduler scheduler(*m.model, m.tokenizer.get(), kSchedulerCtx, options);
+    Scheduler scheduler(*m.model, m.tokenizer.get(), kCtx, options);
     std::vector<Collected> got(3);
     for (size_t i = 0; i < got.size(); ++i)
       scheduler.submit(no_eos(make_request(tokens(4, 95 + i), 50, greedy, 0)), got[i].sink());
@@ -638,7 +635,7 @@ TEST(Scheduler, MetricsCountPromptCachedAndGeneratedTokens) {
   const TextModel& m = text_model();
   SchedulerOptions options;
   options.cache_every = 4;
-  Scheduler scheduler(*m.model, m.tokenizer.get(), kSchedulerCtx, options);
+  Scheduler scheduler(*m.model, m.tokenizer.get(), kCtx, options);
   const Mode greedy{"Greedy", 0.0f, false};
   ServeRequest a = make_request(tokens(10, 110), 3, greedy, 0);
   a.stop_at_eos = false;
@@ -672,7 +669,7 @@ TEST(Scheduler, SavedAndRestoredSlotsResumeBitIdentically) {
   options.slot_save_path = test::make_temp_dir("slots");
   const std::vector<int32_t> prefix = tokens(14, 120);
   {
-    Scheduler scheduler(*m.model, m.tokenizer.get(), kSchedulerCtx, options);
+    Scheduler scheduler(*m.model, m.tokenizer.get(), kCtx, options);
     scheduler.save_prefix("conversation-1.slot", prefix);  // not cached: computed first
     scheduler.start();
     scheduler.save_prefix("again", prefix);  // through the background thread
@@ -680,7 +677,7 @@ TEST(Scheduler, SavedAndRestoredSlotsResumeBitIdentically) {
   }
   EXPECT_EQ(read_text_file(options.slot_save_path + "/again"),
             read_text_file(options.slot_save_path + "/conversation-1.slot"));
-  Scheduler restored(*m.model, m.tokenizer.get(), kSchedulerCtx, options);
+  Scheduler restored(*m.model, m.tokenizer.get(), kCtx, options);
   EXPECT_EQ(restored.restore_prefix("conversation-1.slot"), prefix.size());
   const ServeRequest r = make_request(concat(prefix, tokens(3, 121)), 6, seeded, 9);
   Collected got;
@@ -695,7 +692,7 @@ TEST(Scheduler, BadSlotNamesAndMalformedSlotFilesAreRefused) {
   SchedulerOptions options;
   options.slot_save_path = test::make_temp_dir("bad_slots");
   const std::string dir = options.slot_save_path;
-  Scheduler scheduler(*m.model, m.tokenizer.get(), kSchedulerCtx, options);
+  Scheduler scheduler(*m.model, m.tokenizer.get(), kCtx, options);
   const std::vector<int32_t> prefix = tokens(6, 130);
   auto expect_refused = [](const std::function<void()>& call, const std::string& fragment) {
     try {
@@ -711,7 +708,7 @@ TEST(Scheduler, BadSlotNamesAndMalformedSlotFilesAreRefused) {
   expect_refused([&] { scheduler.restore_prefix("../x"); }, "invalid slot name");
   expect_refused([&] { scheduler.restore_prefix("missing"); }, "missing");
   expect_refused([&] { scheduler.save_prefix("empty", {}); }, "empty prefix");
-  Scheduler disabled(*m.model, m.tokenizer.get(), kSchedulerCtx, {});
+  Scheduler disabled(*m.model, m.tokenizer.get(), kCtx, {});
   expect_refused([&] { disabled.save_prefix("x", prefix); }, "slot saving is disabled");
 
   scheduler.save_prefix("good", prefix);
@@ -736,7 +733,7 @@ TEST(Scheduler, BadSlotNamesAndMalformedSlotFilesAreRefused) {
   // A slot saved from another model.
   SchedulerOptions other_options = options;
   const TextModel& other = text_model(Architecture::Mamba2);
-  Scheduler other_scheduler(*other.model, other.tokenizer.get(), kSchedulerCtx, other_options);
+  Scheduler other_scheduler(*other.model, other.tokenizer.get(), kCtx, other_options);
   other_scheduler.save_prefix("other-model", prefix);
   expect_refused([&] { scheduler.restore_prefix("other-model"); }, "different model");
   EXPECT_EQ(scheduler.restore_prefix("good"), prefix.size());

@@ -18,10 +18,6 @@
 namespace mb {
 namespace {
 
-std::vector<uint8_t> pickle_bytes(const std::string& text) {
-  return {text.begin(), text.end()};
-}
-
 std::string le(uint64_t value, int bytes) {
   std::string out;
   for (int i = 0; i < bytes; ++i) out.push_back(i < 8 ? static_cast<char>(value >> (8 * i)) : '\0');
@@ -72,10 +68,10 @@ std::string one_tensor_pickle(const OneTensor& t) {
 // A torch.save archive under `archive/` with `pickle` and a 16-byte storage "0".
 std::vector<uint8_t> archive_with(const std::string& pickle, const std::string& byteorder = "little") {
   ZipWriter zip;
-  zip.add("archive/data.pkl", pickle_bytes(pickle));
-  zip.add("archive/byteorder", pickle_bytes(byteorder));
+  zip.add("archive/data.pkl", test::bytes_of(pickle));
+  zip.add("archive/byteorder", test::bytes_of(byteorder));
   zip.add("archive/data/0", std::vector<uint8_t>(16, 0x3f));
-  zip.add("archive/version", pickle_bytes("3\n"));
+  zip.add("archive/version", test::bytes_of("3\n"));
   return zip.finish();
 }
 
@@ -176,29 +172,29 @@ std::vector<TorchDefect> torch_defects() {
       {"missing_data_pkl",
        [] {
          ZipWriter z;
-         z.add("archive/version", pickle_bytes("3\n"));
+         z.add("archive/version", test::bytes_of("3\n"));
          return z.finish();
        },
        "no 'archive/data.pkl'"},
       {"missing_version",
        [good] {
          ZipWriter z;
-         z.add("archive/data.pkl", pickle_bytes(good));
+         z.add("archive/data.pkl", test::bytes_of(good));
          return z.finish();
        },
        "no 'archive/version'"},
       {"entry_outside_folder",
        [good] {
          ZipWriter z;
-         z.add("archive/data.pkl", pickle_bytes(good));
-         z.add("other/version", pickle_bytes("3\n"));
+         z.add("archive/data.pkl", test::bytes_of(good));
+         z.add("other/version", test::bytes_of("3\n"));
          return z.finish();
        },
        "outside the archive folder 'archive/'"},
       {"entry_not_in_folder",
        [good] {
          ZipWriter z;
-         z.add("data.pkl", pickle_bytes(good));
+         z.add("data.pkl", test::bytes_of(good));
          return z.finish();
        },
        "is not inside a folder"},

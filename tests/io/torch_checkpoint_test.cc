@@ -18,10 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<uint8_t> bytes_of(const std::string& text) {
-  return {text.begin(), text.end()};
-}
-
 template <typename T>
 std::vector<uint8_t> raw_bytes(const std::vector<T>& values) {
   std::vector<uint8_t> out(values.size() * sizeof(T));
@@ -71,7 +67,7 @@ std::string int1(int value) {
 }  // BININT1
 
 TEST(Crc32, MatchesTheStandardCheckValue) {
-  const std::vector<uint8_t> text = bytes_of("123456789");
+  const std::vector<uint8_t> text = test::bytes_of("123456789");
   EXPECT_EQ(crc32(text), 0xCBF43926u);
   EXPECT_EQ(crc32({}), 0u);
   // A running checksum over two pieces equals the checksum of the whole.
@@ -360,10 +356,10 @@ TorchSaveStream torch_save_stream() {
 // A torch.save archive in folder `archive/` holding `pickle` and one storage "0".
 std::vector<uint8_t> archive_with(const std::string& pickle, const std::vector<uint8_t>& storage) {
   ZipWriter zip;
-  zip.add("archive/data.pkl", bytes_of(pickle));
-  zip.add("archive/byteorder", bytes_of("little"));
+  zip.add("archive/data.pkl", test::bytes_of(pickle));
+  zip.add("archive/byteorder", test::bytes_of("little"));
   zip.add("archive/data/0", storage);
-  zip.add("archive/version", bytes_of("3\n"));
+  zip.add("archive/version", test::bytes_of("3\n"));
   return zip.finish();
 }
 
@@ -453,7 +449,7 @@ TEST(TorchCheckpoint, ReadsZip64Records) {
   // An archive whose central directory stores the size and local-header offset only in a
   // ZIP64 extra field, as archives past 4 GiB must (the 2.7b checkpoint is 5.4 GB).
   const std::string name = "archive/data/0";
-  const std::vector<uint8_t> data = bytes_of("0123456789");
+  const std::vector<uint8_t> data = test::bytes_of("0123456789");
   std::vector<uint8_t> zip;
   auto put = [&](uint64_t value, int bytes) {
     for (int i = 0; i < bytes; ++i) zip.push_back(i < 8 ? static_cast<uint8_t>(value >> (8 * i)) : 0);

@@ -11,6 +11,7 @@
 #include "common/hybrid_configs.h"
 #include "common/layer_reference.h"
 #include "common/model_fixture.h"
+#include "common/ref_math.h"
 #include "common/test_util.h"
 
 namespace mb {
@@ -21,15 +22,12 @@ using test::ref::rms_norm;
 using test::ref::Tensors;
 using test::ref::Vec;
 
-double silu(double v) {
-  return v / (1.0 + std::exp(-v));
-}
-
 // SwiGLU of a [2 W] product (gate | up), or ReLU^2 of a [W] one.
 Vec activate(const Vec& up, bool swiglu) {
   const size_t w = swiglu ? up.size() / 2 : up.size();
   Vec h(w);
-  for (size_t i = 0; i < w; ++i) h[i] = swiglu ? silu(up[i]) * up[w + i] : std::pow(std::max(up[i], 0.0), 2);
+  for (size_t i = 0; i < w; ++i)
+    h[i] = swiglu ? test::silu(up[i]) * up[w + i] : std::pow(std::max(up[i], 0.0), 2);
   return h;
 }
 

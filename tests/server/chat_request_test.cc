@@ -13,7 +13,6 @@
 #include "common/test_util.h"
 #include "common/timing.h"
 #include "server/openai_api.h"
-#include "server_process.h"
 
 namespace mb::server {
 namespace {

@@ -12,7 +12,6 @@
 
 #include "common/test_util.h"
 #include "common/timing.h"
-#include "server_process.h"
 
 namespace mb::server {
 namespace {

@@ -481,13 +481,6 @@ TEST(Serve, AChatTemplateThatCannotRenderIsA400) {
   EXPECT_EQ(server.terminate(), 0);
 }
 
-std::string read_chat_template_file(const std::string& name) {
-  std::ifstream in(std::string(MB_TEST_DATA_DIR) + "/chat_templates/" + name, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // A Granite-4.0-H folder (random weights, the real layout) with the template IBM publishes in its
 // tokenizer_config.json.
 std::string granite_hybrid_folder(const std::string& name) {
@@ -497,7 +490,7 @@ std::string granite_hybrid_folder(const std::string& name) {
   EXPECT_EQ(std::system(make.c_str()), 0);
   const json config = {{"bos_token", "<|end_of_text|>"},
                        {"eos_token", "<|end_of_text|>"},
-                       {"chat_template", read_chat_template_file("granite-4.0.jinja")}};
+                       {"chat_template", test::read_data_file("chat_templates/granite-4.0.jinja")}};
   std::ofstream(dir + "/tokenizer_config.json") << config.dump();
   return dir;
 }
@@ -505,7 +498,7 @@ std::string granite_hybrid_folder(const std::string& name) {
 // The Granite-4.0 golden of tests/data/chat_templates for `conversation`, with the generation
 // prompt, its keys in their order.
 nlohmann::ordered_json granite_golden(const std::string& conversation) {
-  const auto goldens = nlohmann::ordered_json::parse(read_chat_template_file("goldens.json"));
+  const auto goldens = nlohmann::ordered_json::parse(test::read_data_file("chat_templates/goldens.json"));
   for (const auto& c : goldens["cases"])
     if (c["template"] == "granite-4.0.jinja" && c["conversation"] == conversation &&
         c["add_generation_prompt"].get<bool>())

@@ -135,12 +135,4 @@ const std::string& server_test_model() {
   return dir;
 }
 
-std::string read_data_file(const std::string& path) {
-  std::ifstream in(std::string(MB_TEST_DATA_DIR) + "/" + path, std::ios::binary);
-  EXPECT_TRUE(in) << path;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 }  // namespace mb::test

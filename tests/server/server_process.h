@@ -42,9 +42,6 @@ struct ServeExit {
 ServeExit serve_until_exit(const std::string& model_path, const std::string& arguments,
                            double timeout_seconds);
 
-// The bytes of `path` under tests/data (a failed test when it cannot be read).
-std::string read_data_file(const std::string& path);
-
 // A tiny random checkpoint (made once per test binary with make-model) and its folder.
 const std::string& server_test_model();
 
