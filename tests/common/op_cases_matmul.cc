@@ -187,7 +187,8 @@ void add_matmul_cases(std::vector<OpCase>& cases) {
 }
 
 // Quantized weights: each format over activation-block counts of 1 to 32, outputs short of and
-// past a 16-wide panel, rows past a 64-row block (70), every epilogue and the norm prologue (in
+// past a 16-wide panel, rows past a 64-row block (70) and a K-quant 256-row block walked in spans
+// of K (300 rows, 3 K-quant blocks: a span and a half), every epilogue and the norm prologue (in
 // decode-sized and prefill-sized products). The
 // reference sees the activations as the kernel quantizes them, so the tolerance is the float one.
 void add_quant_matmul_cases(std::vector<OpCase>& cases) {
@@ -212,6 +213,7 @@ void add_quant_matmul_cases(std::vector<OpCase>& cases) {
     const int64_t steps_k = small_blocks ? 544 : 768;
     add(cases, {6, 24, steps_k, type, true, false, false, true, true});
     add(cases, {66, 17, steps_k, type, false, true, false, true});
+    add(cases, {300, 20, steps_k, type, true});
   }
 }
 
