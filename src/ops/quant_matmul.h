@@ -43,13 +43,12 @@
 // quantize_activations' bits.
 //
 // Speed: for a block of up to kQuantRowBlock activation rows (four times that for the K-quants),
-// a group of panels (two for the 32-weight formats and Q4_K where registers allow) has its levels
-// unpacked once; tiles of a few rows then run over every block of those panels with their output
-// accumulators in registers (the K-quants in spans of kQuantSpan weights, every row tile through
-// one span before the next, so the span's unpacked levels stay in L1), and prefill runs at GEMM
-// speed rather than as M GEMVs. A single row (a decode step) reads Q8_0,
-// Q4_0 and Q4_K levels (a load and a nibble mask) and the K-quant scales straight from the
-// streaming tiles, so nothing is unpacked to memory on the way.
+// a group of panels (two where registers allow) has its levels unpacked once; tiles of a few rows
+// then run over every block of those panels with their output accumulators in registers (the
+// K-quants in spans of K, every row tile through one span before the next, so the span's unpacked
+// levels stay in L1), and prefill runs at GEMM speed rather than as M GEMVs. A single row (a
+// decode step) reads Q8_0, Q4_0 and Q4_K levels (a load and a nibble mask) and the K-quant scales
+// straight from the streaming tiles, so nothing is unpacked to memory on the way.
 #pragma once
 
 #include <cstdint>
@@ -62,8 +61,6 @@ namespace mb {
 
 inline constexpr int64_t kQuantPanel = 16;
 inline constexpr int64_t kQuantRowBlock = 64;
-// Weights per span of K in which prefill's row tiles reuse unpacked panels (quant_kernels.inc).
-inline constexpr int64_t kQuantSpan = 512;
 
 // Weights per activation block for a quantized weight dtype: 32 for Q8_0/Q4_0, 256 otherwise.
 int64_t activation_block(DType weight_dtype);
