@@ -1,6 +1,5 @@
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
 #include <optional>
 #include <random>
 
@@ -10,12 +9,11 @@
 #include "engine/gguf_tokenizer.h"
 #include "engine/state_file.h"
 #include "io/file_io.h"
-#include "model/make_model.h"
 #include "sampling_flags.h"
 
 namespace mb::cli {
 
-void add_sampling_flags(CLI::App& cmd, SamplingFlags& f) {
+void add_sampling_flags(CLI::App& cmd, SamplingFlags& f, bool state_flags) {
   cmd.add_option("--temp", f.params.temperature, "Temperature (0 = greedy)")->capture_default_str();
   cmd.add_option("--top-k", f.params.top_k, "Top-k (0 = off)")->capture_default_str();
   cmd.add_option("--top-p", f.params.top_p, "Top-p (1 = off)")->capture_default_str();
@@ -26,8 +24,10 @@ void add_sampling_flags(CLI::App& cmd, SamplingFlags& f) {
       ->capture_default_str();
   cmd.add_option("--seed", f.seed, "Sampling seed (-1 = random)")->capture_default_str();
   cmd.add_option("--stop", f.stops, "Stop string (repeatable)");
-  cmd.add_option("--state-in", f.state_in, "Continue from a saved state file");
-  cmd.add_option("--state-out", f.state_out, "Save the final state to this file");
+  if (state_flags) {
+    cmd.add_option("--state-in", f.state_in, "Continue from a saved state file");
+    cmd.add_option("--state-out", f.state_out, "Save the final state to this file");
+  }
   cmd.add_flag("--ignore-eos", f.ignore_eos, "Keep generating past end-of-sequence tokens");
 }
 
@@ -130,16 +130,7 @@ void add_run(CLI::App& app) {
     check_flag_range("-n/--n-predict", args->n, 0, INT64_MAX);
     const SamplingParams sampling = resolve_sampling(args->sampling);
     const auto ctx = make_context(args->threads);
-    std::string model_dir = args->model;
-    if (model_dir.empty()) {
-      model_dir = "models/demo-tiny";
-      if (!std::filesystem::exists(model_dir + "/config.json")) {
-        std::fprintf(stderr, "no --model given: writing a random tiny demo model to %s\n", model_dir.c_str());
-        MakeModelOptions o;
-        o.config = preset_config("tiny");
-        make_model(model_dir, o);
-      }
-    }
+    const std::string model_dir = model_or_demo(args->model);
     std::string text = args->prompt;
     if (!args->prompt_file.empty())
       text = read_file_limited(args->prompt_file, kMaxPromptFileBytes, "prompt file");

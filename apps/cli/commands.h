@@ -19,6 +19,7 @@ void add_make_model(CLI::App& app);
 void add_logits(CLI::App& app);
 void add_generate(CLI::App& app);
 void add_run(CLI::App& app);
+void add_chat(CLI::App& app);
 void add_tokenize(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_devices(CLI::App& app);
@@ -57,6 +58,9 @@ LoadOptions make_load_options(const std::string& dtype, const std::string& devic
 void add_device_option(CLI::App* cmd, std::string& device);
 // Where `model` runs, as bench and serve report it: "cpu" or the device's description.
 std::string device_description(const Model& model);
+// `model`, or when it is empty the demo model of `run` and `chat`: models/demo-tiny, written
+// (random weights, the tiny preset) on first use.
+std::string model_or_demo(const std::string& model);
 // "sequential" | "chunked" | "auto" of --scan; throws mb::Error naming the flag.
 ScanForm parse_scan_form(const std::string& text);
 

@@ -1,9 +1,12 @@
 #include <charconv>
 #include <cstdint>
+#include <cstdio>
+#include <filesystem>
 #include <new>
 
 #include "commands.h"
 #include "core/error.h"
+#include "model/make_model.h"
 
 namespace mb::cli {
 
@@ -62,6 +65,18 @@ ScanForm parse_scan_form(const std::string& text) {
 void add_device_option(CLI::App* cmd, std::string& device) {
   cmd->add_option("--device", device, "Where to run: cpu | vulkan | vulkan:N (`mambacpp devices` lists them)")
       ->capture_default_str();
+}
+
+std::string model_or_demo(const std::string& model) {
+  if (!model.empty()) return model;
+  const std::string dir = "models/demo-tiny";
+  if (!std::filesystem::exists(dir + "/config.json")) {
+    std::fprintf(stderr, "no --model given: writing a random tiny demo model to %s\n", dir.c_str());
+    MakeModelOptions o;
+    o.config = preset_config("tiny");
+    make_model(dir, o);
+  }
+  return dir;
 }
 
 std::string device_description(const Model& model) {

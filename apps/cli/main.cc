@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   mb::cli::add_logits(app);
   mb::cli::add_generate(app);
   mb::cli::add_run(app);
+  mb::cli::add_chat(app);
   mb::cli::add_tokenize(app);
   mb::cli::add_bench(app);
   mb::cli::add_devices(app);

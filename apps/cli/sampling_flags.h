@@ -1,4 +1,4 @@
-// Sampling and state flags shared by `generate` and `run`.
+// Sampling and state flags shared by `generate`, `run` and `chat`.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -18,7 +18,8 @@ struct SamplingFlags {
   bool ignore_eos = false;
 };
 
-void add_sampling_flags(CLI::App& cmd, SamplingFlags& flags);
+// state_flags: also --state-in and --state-out (`chat` keeps its state in the conversation).
+void add_sampling_flags(CLI::App& cmd, SamplingFlags& flags, bool state_flags = true);
 // Resolves the seed (random when -1) and validates; returns the parameters to use.
 SamplingParams resolve_sampling(const SamplingFlags& flags);
 

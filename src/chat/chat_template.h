@@ -32,6 +32,8 @@ struct Program;
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant", "tool", ...
   std::string content;
+
+  friend bool operator==(const ChatMessage&, const ChatMessage&) = default;
 };
 
 struct ChatRenderOptions {

@@ -235,6 +235,38 @@ TEST(Cli, TokenizeRoundTripsAndRunStreamsText) {
             run.out);
 }
 
+// `chat` answers each input line (a trailing backslash continues a message), resumes every turn
+// after the first from the cache, stops at /exit, and names a bad flag.
+TEST(Cli, ChatAnswersEachMessageAndResumesTheConversation) {
+  const std::string input = "printf 'Hello there\\nHow are\\\\\\nyou?\\n/exit\\nnot read\\n' | ";
+  const Output chat = run_cli(
+      "chat -m " + cli_model() + " -n 4 --seed 2 --ignore-eos --stats -t 1 --system 'Be brief.'", input);
+  ASSERT_EQ(chat.status, 0) << chat.err;
+  std::vector<long long> prompt, resumed;
+  for (size_t at = chat.err.find("[turn "); at != std::string::npos; at = chat.err.find("[turn ", at + 1)) {
+    long long turn = 0, p = 0, r = 0;
+    ASSERT_EQ(
+        std::sscanf(chat.err.c_str() + at, "[turn %lld: prompt %lld tokens, %lld resumed", &turn, &p, &r), 3)
+        << chat.err;
+    prompt.push_back(p);
+    resumed.push_back(r);
+  }
+  // "How are\" continues onto "you?", and "not read" comes after /exit.
+  ASSERT_EQ(prompt.size(), 2u) << chat.err;
+  EXPECT_EQ(resumed[0], 0);
+  EXPECT_GE(resumed[1], prompt[0]);
+  // Two threads answer the same text.
+  const Output same =
+      run_cli("chat -m " + cli_model() + " -n 4 --seed 2 --ignore-eos -t 2 --system 'Be brief.'", input);
+  EXPECT_EQ(same.out, chat.out);
+  const Output bad = run_cli("chat -m " + cli_model() + " -n -1", "printf 'hi\\n' | ");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.err.find("-n/--n-predict"), std::string::npos) << bad.err;
+  const Output full = run_cli("chat -m " + cli_model() + " -c 8", "printf 'a rather long message\\n' | ");
+  EXPECT_NE(full.status, 0);
+  EXPECT_NE(full.err.find("context size"), std::string::npos) << full.err;
+}
+
 TEST(Cli, StateFilesContinueAConversation) {
   const std::string dir = test::make_temp_dir("cli_state");
   const std::string m = " -m " + cli_model() + " --temp 0 ";

@@ -1,0 +1,113 @@
+#include "server/chat_session.h"
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace mb::server {
+
+ChatSession::ChatSession(const Model& model, const Tokenizer& tokenizer, const ServedChatTemplate& chat,
+                         ComputeContext ctx, ChatSessionOptions options)
+    : tokenizer_(tokenizer), chat_(chat), options_(std::move(options)) {
+  if (!chat_.error.empty()) throw Error("the model's chat template cannot be used: " + chat_.error);
+  if (options_.max_tokens < 0) throw Error("max_tokens must be >= 0");
+  if (options_.max_context < 0) throw Error("max_context must be >= 0");
+  options_.sampling.validate();
+  defaults_.max_context = options_.max_context;
+  SchedulerOptions scheduler;
+  // One conversation at a time; the cache keeps its states between turns.
+  scheduler.max_active = 1;
+  scheduler.max_context = options_.max_context;
+  scheduler.cache_bytes = options_.cache_bytes;
+  scheduler_ = std::make_unique<Scheduler>(model, &tokenizer_, ctx, scheduler);
+  clear();
+}
+
+ChatSession::~ChatSession() = default;
+
+void ChatSession::clear() {
+  messages_.clear();
+  if (!options_.system.empty()) messages_.push_back({"system", options_.system});
+}
+
+// The conversation as a /v1/chat/completions body, so it is rendered, tokenized and bounded by
+// the code that serves the same request over HTTP. Keys keep their order (role, then content), as
+// a client's JSON would give them to a template that prints mappings. The sampling floats come back
+// as written: JSON prints a number so that it parses to the same double, which rounds back to the
+// same float.
+std::string ChatSession::request_body() const {
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  for (const ChatMessage& m : messages_) messages.push_back({{"role", m.role}, {"content", m.content}});
+  const SamplingParams& s = options_.sampling;
+  nlohmann::ordered_json body = {{"messages", messages},
+                                 {"max_tokens", options_.max_tokens},
+                                 {"temperature", s.temperature},
+                                 {"top_k", s.top_k},
+                                 {"top_p", s.top_p},
+                                 {"min_p", s.min_p},
+                                 {"repeat_penalty", s.repeat_penalty},
+                                 {"repeat_last_n", s.repeat_last_n},
+                                 {"seed", s.seed},
+                                 {"ignore_eos", !options_.stop_at_eos}};
+  if (!options_.stop.empty()) body["stop"] = options_.stop;
+  return body.dump();
+}
+
+ChatTurn ChatSession::reply(std::string_view user, const std::function<void(std::string_view)>& on_text,
+                            const std::atomic<bool>* interrupt) {
+  const auto start = std::chrono::steady_clock::now();
+  messages_.push_back({"user", std::string(user)});
+  ApiRequest request;
+  try {
+    request = prepare_api_request(ApiKind::Chat, request_body(), tokenizer_, chat_, defaults_,
+                                  options_.sampling.seed, "");
+  } catch (const Error&) {
+    messages_.pop_back();  // the conversation stays as it was
+    throw;
+  }
+  request.serve.logprobs = false;
+  ChatTurn turn;
+  std::string error;
+  bool done = false, cancelled = false;
+  RequestId id = 0;
+  // Steps run only below, after submit returned the id, so the sink can cancel by it; a cancel
+  // (rather than a sink returning false) still ends with a Done event that carries the usage.
+  id = scheduler_->submit(std::move(request.serve), [&](const ServeEvent& event) {
+    switch (event.kind) {
+      case ServeEvent::Kind::Token:
+        turn.tokens.push_back(event.token);
+        turn.reply += event.text;
+        if (on_text && !event.text.empty()) on_text(event.text);
+        break;
+      case ServeEvent::Kind::Done:
+        turn.reply += event.text;
+        if (on_text && !event.text.empty()) on_text(event.text);
+        turn.stop_reason = event.stop_reason;
+        turn.prompt_tokens = event.prompt_tokens;
+        turn.cached_tokens = event.cached_tokens;
+        turn.completion_tokens = event.completion_tokens;
+        done = true;
+        break;
+      case ServeEvent::Kind::Error:
+        error = event.error;
+        break;
+    }
+    if (!cancelled && interrupt != nullptr && interrupt->load(std::memory_order_relaxed)) {
+      scheduler_->cancel(id);
+      cancelled = true;
+    }
+    return true;
+  });
+  while (scheduler_->step()) {
+  }
+  if (!done) {
+    messages_.pop_back();
+    throw Error("the reply failed: " + (error.empty() ? std::string("no answer") : error));
+  }
+  messages_.push_back({"assistant", turn.reply});
+  turn.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return turn;
+}
+
+}  // namespace mb::server
