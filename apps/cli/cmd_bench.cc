@@ -9,6 +9,56 @@
 
 namespace mb::cli {
 
+namespace {
+
+// Device time per phase (from timestamp queries) of one prefill call and one decode step, into
+// `out` and, when `print`, onto stdout.
+void add_device_phases(const BenchResult& r, bool print, nlohmann::json& out) {
+  if (r.device_prefill.empty() && r.device_decode_step.empty()) return;
+  auto device_phases = [](const std::vector<DevicePhaseTime>& times) {
+    nlohmann::json phases = nlohmann::json::object();
+    for (const DevicePhaseTime& time : times)
+      phases[time.phase] = {{"ms", time.milliseconds}, {"dispatches", time.dispatches}};
+    return phases;
+  };
+  out["device_phases"] = {{"prefill", device_phases(r.device_prefill)},
+                          {"decode_step", device_phases(r.device_decode_step)}};
+  if (!print) return;
+  for (const auto& [call, times] :
+       {std::pair{"prefill", &r.device_prefill}, std::pair{"decode step", &r.device_decode_step}})
+    for (const DevicePhaseTime& time : *times)
+      std::printf("  device %-12s %-12s %9.3f ms  %4lld dispatches\n", call, time.phase.c_str(),
+                  time.milliseconds, static_cast<long long>(time.dispatches));
+}
+
+// --profile: prefill's time per phase and its split by kind of block, into `out` and, when
+// `print`, onto stdout.
+void add_profile(const BenchResult& r, bool print, nlohmann::json& out) {
+  nlohmann::json phases = nlohmann::json::object();
+  const double total = r.prefill_phases.total();
+  for (size_t i = 0; i < r.prefill_phases.seconds.size(); ++i) {
+    const double seconds = r.prefill_phases.seconds[i];
+    if (seconds <= 0) continue;
+    phases[r.prefill_phases.name(static_cast<PhaseId>(i))] = {{"ms", seconds * 1e3},
+                                                              {"share", seconds / total}};
+  }
+  out["prefill_phases"] = phases;
+  nlohmann::json blocks = nlohmann::json::object();
+  for (const auto& [kind, share] : r.prefill_block_shares) blocks[kind] = share;
+  out["prefill_block_shares"] = blocks;
+  out["prefill_attention_core_share"] = r.prefill_attention_core_share;
+  if (!print) return;
+  for (const auto& [name, value] : phases.items())
+    std::printf("  %-30s %9.2f ms  %5.1f%%\n", name.c_str(), value["ms"].get<double>(),
+                100 * value["share"].get<double>());
+  std::printf("  by block:");
+  for (const auto& [kind, share] : r.prefill_block_shares)
+    std::printf(" %s %.1f%%", kind.c_str(), 100 * share);
+  std::printf(" (attention core %.1f%%)\n", 100 * r.prefill_attention_core_share);
+}
+
+}  // namespace
+
 void add_bench(CLI::App& app) {
   struct Args {
     std::string model, dtype, scan = "sequential", device = "cpu", isa = "auto";
@@ -92,48 +142,8 @@ void add_bench(CLI::App& app) {
                           {"state_floats_per_sequence", model->state_floats()},
                           {"state_layout", model->state_layout().describe()},
                           {"device", device_description(*model)}};
-    // Device time per phase (from timestamp queries) of one prefill call and one decode step.
-    auto device_phases = [](const std::vector<DevicePhaseTime>& times) {
-      nlohmann::json phases = nlohmann::json::object();
-      for (const DevicePhaseTime& time : times)
-        phases[time.phase] = {{"ms", time.milliseconds}, {"dispatches", time.dispatches}};
-      return phases;
-    };
-    if (!r.device_prefill.empty() || !r.device_decode_step.empty()) {
-      out["device_phases"] = {{"prefill", device_phases(r.device_prefill)},
-                              {"decode_step", device_phases(r.device_decode_step)}};
-      if (!args->json) {
-        for (const auto& [call, times] :
-             {std::pair{"prefill", &r.device_prefill}, std::pair{"decode step", &r.device_decode_step}})
-          for (const DevicePhaseTime& time : *times)
-            std::printf("  device %-12s %-12s %9.3f ms  %4lld dispatches\n", call, time.phase.c_str(),
-                        time.milliseconds, static_cast<long long>(time.dispatches));
-      }
-    }
-    if (args->options.profile) {
-      nlohmann::json phases = nlohmann::json::object();
-      const double total = r.prefill_phases.total();
-      for (size_t i = 0; i < r.prefill_phases.seconds.size(); ++i) {
-        const double seconds = r.prefill_phases.seconds[i];
-        if (seconds <= 0) continue;
-        phases[r.prefill_phases.name(static_cast<PhaseId>(i))] = {{"ms", seconds * 1e3},
-                                                                  {"share", seconds / total}};
-      }
-      out["prefill_phases"] = phases;
-      nlohmann::json blocks = nlohmann::json::object();
-      for (const auto& [kind, share] : r.prefill_block_shares) blocks[kind] = share;
-      out["prefill_block_shares"] = blocks;
-      out["prefill_attention_core_share"] = r.prefill_attention_core_share;
-      if (!args->json) {
-        for (const auto& [name, value] : phases.items())
-          std::printf("  %-30s %9.2f ms  %5.1f%%\n", name.c_str(), value["ms"].get<double>(),
-                      100 * value["share"].get<double>());
-        std::printf("  by block:");
-        for (const auto& [kind, share] : r.prefill_block_shares)
-          std::printf(" %s %.1f%%", kind.c_str(), 100 * share);
-        std::printf(" (attention core %.1f%%)\n", 100 * r.prefill_attention_core_share);
-      }
-    }
+    add_device_phases(r, !args->json, out);
+    if (args->options.profile) add_profile(r, !args->json, out);
     if (args->json) {
       std::printf("%s\n", out.dump().c_str());
     } else {

@@ -165,25 +165,127 @@ void configure_hybrid(const std::string& arch, const HybridArgs& a, bool n_layer
   c.ssm.d_inner = !granite && a.mamba_heads > 0 ? a.mamba_heads * c.ssm.headdim : c.ssm.expand * c.d_model;
 }
 
+// The size flags by name, each remembered at registration (see add_make_model).
+using SizeOptions = std::map<std::string, CLI::Option*>;
+
+struct MakeModelArgs {
+  std::string out, preset = "tiny", dtype = "f32", form = "hf", arch = "mamba1", format = "safetensors";
+  int64_t d_model = 0, n_layer = 0, vocab = 0, d_state = 0, d_conv = 0, expand = 0, dt_rank = 0,
+          input_dim = 0;
+  int64_t seed = 0;  // signed, so that a negative value is refused rather than wrapped
+  bool untied = false, use_bias = false, no_conv_bias = false;
+  int shards = 1;
+  int64_t headdim = 0, ngroups = 0, chunk_size = 0;
+  double rope_fraction = 0.5;
+  bool outproj_norm = false;
+};
+
+// make-model's action: the config from the preset and the flags, checked, then the files.
+void run_make_model(const MakeModelArgs& a, const HybridArgs& hybrid, const CLI::Option& form_option,
+                    const SizeOptions& sizes) {
+  MakeModelOptions o;
+  o.config = preset_config(a.preset);
+  ModelConfig& c = o.config;
+  // The upper bounds are the loader's (config.cc) and the kernels' (d_state, d_conv), so a
+  // folder make-model writes always loads.
+  auto set = [&](const std::string& flag, int64_t value, int64_t& field, int64_t max) {
+    if (sizes.at(flag)->count() == 0) return;
+    check_flag_range(flag, value, 1, max);
+    field = value;
+  };
+  set("--d-model", a.d_model, c.d_model, int64_t{1} << 16);
+  set("--n-layer", a.n_layer, c.n_layer, 4096);
+  set("--vocab", a.vocab, c.vocab_size, int64_t{1} << 24);
+  set("--d-state", a.d_state, c.ssm.d_state, kMaxStateSize);
+  set("--d-conv", a.d_conv, c.ssm.d_conv, kMaxConvKernel);
+  set("--expand", a.expand, c.ssm.expand, 64);
+  c.ssm.dt_rank = (c.d_model + 15) / 16;
+  set("--dt-rank", a.dt_rank, c.ssm.dt_rank, int64_t{1} << 16);
+  c.tie_embeddings = !a.untied;
+  c.ssm.use_bias = a.use_bias;
+  c.ssm.use_conv_bias = !a.no_conv_bias;
+  const bool hybrid_arch = a.arch == "granite-hybrid" || a.arch == "nemotron-h";
+  if (a.arch != "mamba1" && a.arch != "mamba2" && a.arch != "falcon-mamba" && a.arch != "mamba3" &&
+      !hybrid_arch)
+    throw Error("--arch must be mamba1, mamba2, falcon-mamba, mamba3, granite-hybrid or nemotron-h");
+  // FalconMamba is Mamba-1 plus the mixer norm, at FalconMambaConfig's default epsilon.
+  c.ssm.mixer_rms_norm = a.arch == "falcon-mamba";
+  if (a.arch == "mamba2" || hybrid_arch) {
+    // Mamba-2 defaults are mamba_ssm's: d_state 128, headdim 64, ngroups 1, chunk_size 256.
+    c.arch = Architecture::Mamba2;
+    if (sizes.at("--d-state")->count() == 0) c.ssm.d_state = 128;
+    c.ssm.chunk_size = 256;
+    set("--headdim", a.headdim, c.ssm.headdim, int64_t{1} << 16);
+    set("--ngroups", a.ngroups, c.ssm.ngroups, int64_t{1} << 16);
+    set("--chunk-size", a.chunk_size, c.ssm.chunk_size, int64_t{1} << 24);
+    if (hybrid_arch) configure_hybrid(a.arch, hybrid, sizes.at("--n-layer")->count() > 0, c);
+  } else if (a.arch == "mamba3") {
+    // Mamba-3 defaults are mamba_ssm's: d_state 128, headdim 64.
+    c.arch = Architecture::Mamba3;
+    if (sizes.at("--d-state")->count() == 0) c.ssm.d_state = 128;
+    set("--headdim", a.headdim, c.ssm.headdim, int64_t{1} << 16);
+    set("--ngroups", a.ngroups, c.ssm.ngroups, int64_t{1} << 16);
+    set("--chunk-size", a.chunk_size, c.ssm.chunk_size, int64_t{1} << 24);
+    if (a.rope_fraction != 0.5 && a.rope_fraction != 1.0)
+      throw Error("--rope-fraction must be 0.5 or 1.0, got " + std::to_string(a.rope_fraction));
+    c.ssm.rope_fraction = a.rope_fraction;
+    c.ssm.is_outproj_norm = a.outproj_norm;
+  }
+  check_flag_range("--input-dim", a.input_dim, 0, int64_t{1} << 20, "0 = no input projection");
+  check_flag_range("--shards", a.shards, 1, 4096);
+  const double values = make_model_value_count(c, a.input_dim);
+  if (values > static_cast<double>(kMaxMakeModelValues))
+    throw Error("--d-model " + std::to_string(c.d_model) + ", --vocab " + std::to_string(c.vocab_size) +
+                ", --n-layer " + std::to_string(c.n_layer) + " and --expand " + std::to_string(c.ssm.expand) +
+                " make about " + std::to_string(static_cast<int64_t>(values)) +
+                " weight values; make-model writes at most " + std::to_string(kMaxMakeModelValues) +
+                " (16 GiB as f32)");
+  if (a.form != "hf" && a.form != "original") throw Error("--layout must be hf or original");
+  if (hybrid_arch && a.form == "original")
+    throw Error("--layout original: the hybrid models only exist in the Hugging Face layout (use hf)");
+  if (a.arch == "mamba3" && a.form == "hf" && form_option.count() > 0)
+    throw Error("--layout hf: Mamba-3 checkpoints only exist in the state-spaces layout (use original)");
+  if (a.arch == "falcon-mamba" && a.form == "original")
+    throw Error("--layout original: FalconMamba checkpoints only exist in the Hugging Face layout (use hf)");
+  o.form = a.form == "hf" ? ConfigForm::HuggingFace : ConfigForm::Original;
+  if (a.format != "safetensors" && a.format != "bin" && a.format != "gguf")
+    throw Error("--format must be safetensors, bin or gguf");
+  const bool gguf = a.format == "gguf";
+  const GgufFileType gguf_type = gguf ? parse_gguf_file_type(a.dtype) : GgufFileType::F32;
+  // A quantized GGUF is made from f32 weights; a float one from weights already in its dtype.
+  o.dtype = !gguf                             ? parse_dtype(a.dtype)
+            : gguf_type == GgufFileType::F16  ? DType::F16
+            : gguf_type == GgufFileType::BF16 ? DType::BF16
+                                              : DType::F32;
+  check_flag_range("--seed", a.seed, 0, INT64_MAX);
+  o.seed = static_cast<uint64_t>(a.seed);
+  o.shards = a.shards;
+  o.format = a.format == "bin" ? CheckpointFormat::TorchBin : CheckpointFormat::Safetensors;
+  o.input_dim = a.input_dim;
+  {
+    // A large model shows its progress on a terminal; the line is erased before the summary.
+    ProgressLine progress("make-model");
+    o.progress = &progress;
+    if (gguf) {
+      if (a.shards != 1) throw Error("--format gguf writes one file: --shards must be 1");
+      make_gguf_model(a.out, o, gguf_type);
+    } else {
+      make_model(a.out, o);
+    }
+  }
+  std::fprintf(stderr, "wrote %s (d_model %lld, %lld layers, vocab %lld, %s)\n", a.out.c_str(),
+               static_cast<long long>(c.d_model), static_cast<long long>(c.n_layer),
+               static_cast<long long>(c.vocab_size), a.dtype.c_str());
+}
+
 }  // namespace
 
 void add_make_model(CLI::App& app) {
-  struct Args {
-    std::string out, preset = "tiny", dtype = "f32", form = "hf", arch = "mamba1", format = "safetensors";
-    int64_t d_model = 0, n_layer = 0, vocab = 0, d_state = 0, d_conv = 0, expand = 0, dt_rank = 0,
-            input_dim = 0;
-    int64_t seed = 0;  // signed, so that a negative value is refused rather than wrapped
-    bool untied = false, use_bias = false, no_conv_bias = false;
-    int shards = 1;
-    int64_t headdim = 0, ngroups = 0, chunk_size = 0;
-    double rope_fraction = 0.5;
-    bool outproj_norm = false;
-  };
-  auto args = std::make_shared<Args>();
+  auto args = std::make_shared<MakeModelArgs>();
   auto hybrid = std::make_shared<HybridArgs>();
   // Each size option is remembered so the callback can tell "not given" (keep the preset's
   // value) from a given value, which is then checked against its range and never replaced.
-  auto sizes = std::make_shared<std::map<std::string, CLI::Option*>>();
+  auto sizes = std::make_shared<SizeOptions>();
   CLI::App* cmd =
       app.add_subcommand("make-model", "Write a random-weight checkpoint in the Hugging Face layout");
   auto size_option = [&](const std::string& flag, int64_t& value, const std::string& help) {
@@ -225,103 +327,7 @@ void add_make_model(CLI::App& app) {
                 "Mamba-3 gated RMSNorm before out_proj (is_outproj_norm)");
   size_option("--chunk-size", args->chunk_size, "Mamba-2/3 SSD chunk length (default 256 / 64)");
   add_hybrid_options(cmd, *hybrid);
-  cmd->callback([args, hybrid, form_option, sizes] {
-    MakeModelOptions o;
-    o.config = preset_config(args->preset);
-    ModelConfig& c = o.config;
-    // The upper bounds are the loader's (config.cc) and the kernels' (d_state, d_conv), so a
-    // folder make-model writes always loads.
-    auto set = [&](const std::string& flag, int64_t value, int64_t& field, int64_t max) {
-      if (sizes->at(flag)->count() == 0) return;
-      check_flag_range(flag, value, 1, max);
-      field = value;
-    };
-    set("--d-model", args->d_model, c.d_model, int64_t{1} << 16);
-    set("--n-layer", args->n_layer, c.n_layer, 4096);
-    set("--vocab", args->vocab, c.vocab_size, int64_t{1} << 24);
-    set("--d-state", args->d_state, c.ssm.d_state, kMaxStateSize);
-    set("--d-conv", args->d_conv, c.ssm.d_conv, kMaxConvKernel);
-    set("--expand", args->expand, c.ssm.expand, 64);
-    c.ssm.dt_rank = (c.d_model + 15) / 16;
-    set("--dt-rank", args->dt_rank, c.ssm.dt_rank, int64_t{1} << 16);
-    c.tie_embeddings = !args->untied;
-    c.ssm.use_bias = args->use_bias;
-    c.ssm.use_conv_bias = !args->no_conv_bias;
-    const bool hybrid_arch = args->arch == "granite-hybrid" || args->arch == "nemotron-h";
-    if (args->arch != "mamba1" && args->arch != "mamba2" && args->arch != "falcon-mamba" &&
-        args->arch != "mamba3" && !hybrid_arch)
-      throw Error("--arch must be mamba1, mamba2, falcon-mamba, mamba3, granite-hybrid or nemotron-h");
-    // FalconMamba is Mamba-1 plus the mixer norm, at FalconMambaConfig's default epsilon.
-    c.ssm.mixer_rms_norm = args->arch == "falcon-mamba";
-    if (args->arch == "mamba2" || hybrid_arch) {
-      // Mamba-2 defaults are mamba_ssm's: d_state 128, headdim 64, ngroups 1, chunk_size 256.
-      c.arch = Architecture::Mamba2;
-      if (sizes->at("--d-state")->count() == 0) c.ssm.d_state = 128;
-      c.ssm.chunk_size = 256;
-      set("--headdim", args->headdim, c.ssm.headdim, int64_t{1} << 16);
-      set("--ngroups", args->ngroups, c.ssm.ngroups, int64_t{1} << 16);
-      set("--chunk-size", args->chunk_size, c.ssm.chunk_size, int64_t{1} << 24);
-      if (hybrid_arch) configure_hybrid(args->arch, *hybrid, sizes->at("--n-layer")->count() > 0, c);
-    } else if (args->arch == "mamba3") {
-      // Mamba-3 defaults are mamba_ssm's: d_state 128, headdim 64.
-      c.arch = Architecture::Mamba3;
-      if (sizes->at("--d-state")->count() == 0) c.ssm.d_state = 128;
-      set("--headdim", args->headdim, c.ssm.headdim, int64_t{1} << 16);
-      set("--ngroups", args->ngroups, c.ssm.ngroups, int64_t{1} << 16);
-      set("--chunk-size", args->chunk_size, c.ssm.chunk_size, int64_t{1} << 24);
-      if (args->rope_fraction != 0.5 && args->rope_fraction != 1.0)
-        throw Error("--rope-fraction must be 0.5 or 1.0, got " + std::to_string(args->rope_fraction));
-      c.ssm.rope_fraction = args->rope_fraction;
-      c.ssm.is_outproj_norm = args->outproj_norm;
-    }
-    check_flag_range("--input-dim", args->input_dim, 0, int64_t{1} << 20, "0 = no input projection");
-    check_flag_range("--shards", args->shards, 1, 4096);
-    const double values = make_model_value_count(c, args->input_dim);
-    if (values > static_cast<double>(kMaxMakeModelValues))
-      throw Error("--d-model " + std::to_string(c.d_model) + ", --vocab " + std::to_string(c.vocab_size) +
-                  ", --n-layer " + std::to_string(c.n_layer) + " and --expand " +
-                  std::to_string(c.ssm.expand) + " make about " +
-                  std::to_string(static_cast<int64_t>(values)) +
-                  " weight values; make-model writes at most " + std::to_string(kMaxMakeModelValues) +
-                  " (16 GiB as f32)");
-    if (args->form != "hf" && args->form != "original") throw Error("--layout must be hf or original");
-    if (hybrid_arch && args->form == "original")
-      throw Error("--layout original: the hybrid models only exist in the Hugging Face layout (use hf)");
-    if (args->arch == "mamba3" && args->form == "hf" && form_option->count() > 0)
-      throw Error("--layout hf: Mamba-3 checkpoints only exist in the state-spaces layout (use original)");
-    if (args->arch == "falcon-mamba" && args->form == "original")
-      throw Error(
-          "--layout original: FalconMamba checkpoints only exist in the Hugging Face layout (use hf)");
-    o.form = args->form == "hf" ? ConfigForm::HuggingFace : ConfigForm::Original;
-    if (args->format != "safetensors" && args->format != "bin" && args->format != "gguf")
-      throw Error("--format must be safetensors, bin or gguf");
-    const bool gguf = args->format == "gguf";
-    const GgufFileType gguf_type = gguf ? parse_gguf_file_type(args->dtype) : GgufFileType::F32;
-    // A quantized GGUF is made from f32 weights; a float one from weights already in its dtype.
-    o.dtype = !gguf                             ? parse_dtype(args->dtype)
-              : gguf_type == GgufFileType::F16  ? DType::F16
-              : gguf_type == GgufFileType::BF16 ? DType::BF16
-                                                : DType::F32;
-    check_flag_range("--seed", args->seed, 0, INT64_MAX);
-    o.seed = static_cast<uint64_t>(args->seed);
-    o.shards = args->shards;
-    o.format = args->format == "bin" ? CheckpointFormat::TorchBin : CheckpointFormat::Safetensors;
-    o.input_dim = args->input_dim;
-    {
-      // A large model shows its progress on a terminal; the line is erased before the summary.
-      ProgressLine progress("make-model");
-      o.progress = &progress;
-      if (gguf) {
-        if (args->shards != 1) throw Error("--format gguf writes one file: --shards must be 1");
-        make_gguf_model(args->out, o, gguf_type);
-      } else {
-        make_model(args->out, o);
-      }
-    }
-    std::fprintf(stderr, "wrote %s (d_model %lld, %lld layers, vocab %lld, %s)\n", args->out.c_str(),
-                 static_cast<long long>(c.d_model), static_cast<long long>(c.n_layer),
-                 static_cast<long long>(c.vocab_size), args->dtype.c_str());
-  });
+  cmd->callback([args, hybrid, form_option, sizes] { run_make_model(*args, *hybrid, *form_option, *sizes); });
 }
 
 }  // namespace mb::cli
