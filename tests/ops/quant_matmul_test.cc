@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "common/test_util.h"
@@ -49,6 +50,37 @@ TEST(QuantPack, PackedRowsDequantizeLikeTheOriginalBlocks) {
     EXPECT_EQ(pack_weights(f.data(), DType::F32, rows, cols, type), packed) << dtype_name(type);
   }
   EXPECT_THROW(pack_quantized(nullptr, DType::Q4_K, 1, 32), Error);
+}
+
+// Blocks of random bytes (every level and scale bit pattern; the f16 scales set to 1 so that each
+// level shows in the dequantized floats) pack so that reading the tile back a level at a time
+// (dequantize_packed_row) gives the original blocks' values, in every lane of full and partial
+// panels.
+TEST(QuantPack, EveryBitOfRandomBlocksLandsWhereTheLayoutSays) {
+  for (DType type : kQuantTypes) {
+    const int64_t rows = 21, cols = 512;
+    const size_t row_bytes = dtype_row_bytes(type, cols), block_bytes = dtype_block_bytes(type);
+    std::vector<uint8_t> blocks(rows * row_bytes);
+    uint64_t state = 12345;
+    for (uint8_t& byte : blocks) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      byte = static_cast<uint8_t>(state >> 56);
+    }
+    const uint16_t one = 0x3C00;
+    for (size_t b = 0; b < blocks.size(); b += block_bytes) {
+      const size_t d = type == DType::Q6_K ? 208 : 0;  // Q6_K keeps d after its levels and scales
+      std::memcpy(&blocks[b + d], &one, 2);
+      if (type == DType::Q4_K) std::memcpy(&blocks[b + 2], &one, 2);  // dmin
+    }
+    const std::vector<uint8_t> packed = pack_quantized(blocks.data(), type, rows, cols);
+    const WeightMatrix w{packed.data(), type, rows, cols};
+    for (int64_t n = 0; n < rows; ++n) {
+      std::vector<float> want(cols), got(cols);
+      dequantize_row(type, blocks.data() + n * row_bytes, cols, want.data());
+      dequantize_packed_row(w, n, got.data());
+      ASSERT_TRUE(same_bits(want, got)) << dtype_name(type) << " row " << n;
+    }
+  }
 }
 
 // packed_bytes is what a product with one input row streams, so it must be the packed size
