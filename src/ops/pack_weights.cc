@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
@@ -19,6 +20,63 @@ int64_t slot_in_row(int64_t lane, DType dtype) {
   if (dtype != DType::BF16) return lane;
   const int64_t pair = lane / 32, vector = (lane / 16) % 2, index = lane % 16;
   return pair * 32 + 2 * index + vector;
+}
+
+// One float element of dtype kType at p, as f32 (exact: bf16 and f16 widen without rounding).
+template <DType kType>
+float read_f32(const uint8_t* p) {
+  if constexpr (kType == DType::F32) {
+    float value;
+    std::memcpy(&value, p, 4);
+    return value;
+  } else {
+    uint16_t half;
+    std::memcpy(&half, p, 2);
+    return kType == DType::BF16 ? bf16_to_f32(half) : f16_to_f32(half);
+  }
+}
+
+// Rows of a row-major [rows, cols] float matrix of dtype kFrom into panels of kTo: panel by panel
+// in parallel (each writes only its own bytes), a row's elements converted to kTo (rounding to
+// nearest even when it narrows) or copied as they are when the dtypes agree.
+template <DType kTo, DType kFrom>
+void pack_float_panels(const uint8_t* src, int64_t rows, int64_t cols, uint8_t* packed) {
+  using Stored = std::conditional_t<kTo == DType::F32, uint32_t, uint16_t>;
+  constexpr size_t kFromBytes = kFrom == DType::F32 ? 4 : 2;
+  const int64_t panels = (rows + kPanelWidth - 1) / kPanelWidth;
+#pragma omp parallel for schedule(static)
+  for (int64_t panel = 0; panel < panels; ++panel) {
+    auto* panel_start = reinterpret_cast<Stored*>(packed) + panel * cols * kPanelWidth;
+    for (int64_t n = panel * kPanelWidth; n < std::min(rows, (panel + 1) * kPanelWidth); ++n) {
+      Stored* to = panel_start + slot_in_row(n % kPanelWidth, kTo);
+      const uint8_t* from = src + static_cast<size_t>(n * cols) * kFromBytes;
+      for (int64_t k = 0; k < cols; ++k) {
+        Stored value;
+        if constexpr (kFrom == kTo) {
+          std::memcpy(&value, from + k * kFromBytes, sizeof value);
+        } else {
+          const float f = read_f32<kFrom>(from + k * kFromBytes);
+          if constexpr (kTo == DType::F32)
+            std::memcpy(&value, &f, 4);
+          else
+            value = kTo == DType::BF16 ? f32_to_bf16(f) : f32_to_f16(f);
+        }
+        to[k * kPanelWidth] = value;
+      }
+    }
+  }
+}
+
+template <DType kTo>
+void pack_float_rows(const uint8_t* src, DType from, int64_t rows, int64_t cols, uint8_t* packed) {
+  switch (from) {
+    case DType::F32:
+      return pack_float_panels<kTo, DType::F32>(src, rows, cols, packed);
+    case DType::BF16:
+      return pack_float_panels<kTo, DType::BF16>(src, rows, cols, packed);
+    default:
+      return pack_float_panels<kTo, DType::F16>(src, rows, cols, packed);
+  }
 }
 
 }  // namespace
@@ -66,35 +124,18 @@ std::vector<uint8_t> pack_weights(const void* source, DType source_dtype, int64_
     return pack_weights(converted.data(), target_dtype, rows, cols, target_dtype);
   }
   const int64_t panels = (rows + kPanelWidth - 1) / kPanelWidth;
-  const size_t element = dtype_size(target_dtype);
-  std::vector<uint8_t> packed(static_cast<size_t>(panels * cols * kPanelWidth) * element, 0);
+  std::vector<uint8_t> packed(static_cast<size_t>(panels * cols * kPanelWidth) * dtype_size(target_dtype), 0);
   const auto* src = static_cast<const uint8_t*>(source);
-  const size_t source_element = dtype_size(source_dtype);
-  for (int64_t n = 0; n < rows; ++n) {
-    const int64_t panel = n / kPanelWidth, lane = n % kPanelWidth;
-    for (int64_t k = 0; k < cols; ++k) {
-      const uint8_t* from = src + (n * cols + k) * source_element;
-      uint8_t* to =
-          packed.data() + ((panel * cols + k) * kPanelWidth + slot_in_row(lane, target_dtype)) * element;
-      if (source_dtype == target_dtype) {
-        std::memcpy(to, from, element);
-        continue;
-      }
-      float value;
-      if (source_dtype == DType::F32) {
-        std::memcpy(&value, from, 4);
-      } else {
-        uint16_t half;
-        std::memcpy(&half, from, 2);
-        value = source_dtype == DType::BF16 ? bf16_to_f32(half) : f16_to_f32(half);
-      }
-      if (target_dtype == DType::F32) {
-        std::memcpy(to, &value, 4);
-      } else {
-        const uint16_t half = target_dtype == DType::BF16 ? f32_to_bf16(value) : f32_to_f16(value);
-        std::memcpy(to, &half, 2);
-      }
-    }
+  switch (target_dtype) {
+    case DType::F32:
+      pack_float_rows<DType::F32>(src, source_dtype, rows, cols, packed.data());
+      break;
+    case DType::BF16:
+      pack_float_rows<DType::BF16>(src, source_dtype, rows, cols, packed.data());
+      break;
+    default:
+      pack_float_rows<DType::F16>(src, source_dtype, rows, cols, packed.data());
+      break;
   }
   return packed;
 }

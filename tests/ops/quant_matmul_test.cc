@@ -83,6 +83,41 @@ TEST(QuantPack, EveryBitOfRandomBlocksLandsWhereTheLayoutSays) {
   }
 }
 
+// Float matrices pack into panels of 64 outputs (bf16 pairs of vectors interleaved) from every float
+// dtype to every other: each element lands in its slot, converted once through f32 (exact when it
+// widens, rounded to nearest even when it narrows), in full and partial panels.
+TEST(PackWeights, EveryFloatElementLandsInItsSlotConvertedOnce) {
+  const DType kFloats[] = {DType::F32, DType::BF16, DType::F16};
+  for (DType from : kFloats)
+    for (DType to : kFloats)
+      for (const int64_t rows : {1, 63, 64, 65, 130}) {
+        const int64_t cols = 19;
+        const std::vector<float> values = random_floats(rows * cols, 7 + rows);
+        std::vector<uint8_t> source(values.size() * dtype_size(from));
+        for (size_t i = 0; i < values.size(); ++i) {
+          if (from == DType::F32) {
+            std::memcpy(&source[4 * i], &values[i], 4);
+          } else {
+            const uint16_t half = from == DType::BF16 ? f32_to_bf16(values[i]) : f32_to_f16(values[i]);
+            std::memcpy(&source[2 * i], &half, 2);
+          }
+        }
+        const std::vector<uint8_t> packed = pack_weights(source.data(), from, rows, cols, to);
+        ASSERT_EQ(packed.size(), packed_bytes({nullptr, to, rows, cols}));
+        const WeightMatrix w{packed.data(), to, rows, cols};
+        for (int64_t n = 0; n < rows; ++n)
+          for (int64_t k = 0; k < cols; ++k) {
+            const float wide = load_as_f32(source.data(), from, static_cast<size_t>(n * cols + k));
+            const float want = to == DType::F32    ? wide
+                               : to == DType::BF16 ? bf16_to_f32(f32_to_bf16(wide))
+                                                   : f16_to_f32(f32_to_f16(wide));
+            ASSERT_TRUE(same_bits(std::vector<float>{want}, std::vector<float>{packed_weight(w, n, k)}))
+                << dtype_name(from) << " -> " << dtype_name(to) << ", rows " << rows << ", [" << n << ", "
+                << k << "]";
+          }
+      }
+}
+
 // packed_bytes is what a product with one input row streams, so it must be the packed size
 // itself, padding rows of the last panel included, for float panels of 64 and quantized of 16.
 TEST(QuantPack, PackedBytesIsTheSizeOfThePackedMatrix) {
