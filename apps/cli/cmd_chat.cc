@@ -74,7 +74,7 @@ void print_stats(int turn, const server::ChatTurn& t) {
 
 void add_chat(CLI::App& app) {
   struct Args {
-    std::string model, dtype, system, device = "cpu";
+    std::string model, dtype, system, template_kwargs, device = "cpu";
     int n = 512, threads = 0;
     int64_t context = 0;
     bool stats = false;
@@ -93,6 +93,8 @@ void add_chat(CLI::App& app) {
   add_device_option(cmd, args->device);
   cmd->add_option("--dtype", args->dtype,
                   "Weight storage: f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q6_k (default: as stored)");
+  cmd->add_option("--chat-template-kwargs", args->template_kwargs,
+                  "Template variables as a JSON object, e.g. '{\"enable_thinking\": false}'");
   cmd->add_flag("--stats", args->stats, "After each reply, print its token counts and time on stderr");
   add_sampling_flags(*cmd, args->sampling, /*state_flags=*/false);
   cmd->callback([args] {
@@ -105,6 +107,7 @@ void add_chat(CLI::App& app) {
     options.sampling = resolve_sampling(args->sampling);
     options.stop = args->sampling.stops;
     options.stop_at_eos = !args->sampling.ignore_eos;
+    options.template_kwargs = args->template_kwargs;
     const auto ctx = make_context(args->threads);
     const std::string model_dir = model_or_demo(args->model);
     const auto model = load_model(model_dir, args->dtype, args->device);

@@ -1,7 +1,6 @@
 #include "server/chat_session.h"
 
 #include <chrono>
-#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 
@@ -14,6 +13,12 @@ ChatSession::ChatSession(const Model& model, const Tokenizer& tokenizer, const S
   if (options_.max_tokens < 0) throw Error("max_tokens must be >= 0");
   if (options_.max_context < 0) throw Error("max_context must be >= 0");
   options_.sampling.validate();
+  if (!options_.template_kwargs.empty()) {
+    template_kwargs_ = nlohmann::ordered_json::parse(options_.template_kwargs, nullptr, false);
+    if (!template_kwargs_.is_object())
+      throw Error(
+          "the chat template's keyword arguments must be a JSON object, e.g. {\"enable_thinking\": false}");
+  }
   defaults_.max_context = options_.max_context;
   SchedulerOptions scheduler;
   // One conversation at a time; the cache keeps its states between turns.
@@ -51,6 +56,7 @@ std::string ChatSession::request_body() const {
                                  {"seed", s.seed},
                                  {"ignore_eos", !options_.stop_at_eos}};
   if (!options_.stop.empty()) body["stop"] = options_.stop;
+  if (!template_kwargs_.is_null()) body["chat_template_kwargs"] = template_kwargs_;
   return body.dump();
 }
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +38,9 @@ struct ChatSessionOptions {
   SamplingParams sampling;  // its seed samples every turn
   std::vector<std::string> stop;
   bool stop_at_eos = true;
+  // Template variables as a JSON object's text, e.g. {"enable_thinking": false}: the request's
+  // chat_template_kwargs (llama.cpp's and vLLM's field). Empty for none.
+  std::string template_kwargs;
   size_t cache_bytes = 256u << 20;  // the scheduler's prefix cache (SchedulerOptions::cache_bytes)
 };
 
@@ -54,7 +58,8 @@ struct ChatTurn {
 class ChatSession {
  public:
   // The model, tokenizer and template must outlive the session. Throws mb::Error when the
-  // template cannot be used (ServedChatTemplate::error) or an option is out of range.
+  // template cannot be used (ServedChatTemplate::error), an option is out of range or
+  // template_kwargs is not a JSON object.
   ChatSession(const Model& model, const Tokenizer& tokenizer, const ServedChatTemplate& chat,
               ComputeContext ctx, ChatSessionOptions options);
   ~ChatSession();
@@ -80,6 +85,8 @@ class ChatSession {
 
  private:
   std::string request_body() const;
+
+  nlohmann::ordered_json template_kwargs_;  // options_.template_kwargs, parsed
 
   const Tokenizer& tokenizer_;
   const ServedChatTemplate& chat_;

@@ -17,21 +17,24 @@
 namespace mb {
 namespace {
 
-// A Granite-4.0-H folder (random weights, the real layout) with its published chat template, or
-// a Nemotron-H mixture of experts with the plain format (no template).
-std::string session_model(const std::string& name, const std::string& flags, bool granite_template) {
+// A hybrid folder (random weights, the real layout) with `chat_template` (none: the plain format).
+std::string session_model(const std::string& name, const std::string& flags,
+                          const std::string& chat_template) {
   const std::string dir = test::make_temp_dir(name) + "/model";
   const std::string make = std::string(MB_CLI_PATH) + " make-model --out " + dir + " " + flags +
                            " --d-model 32 --vocab 301 --seed 5 >/dev/null 2>&1";
   EXPECT_EQ(std::system(make.c_str()), 0) << make;
-  if (granite_template) {
+  if (!chat_template.empty()) {
     const nlohmann::json config = {
-        {"bos_token", "<|end_of_text|>"},
-        {"eos_token", "<|end_of_text|>"},
-        {"chat_template", test::read_data_file("chat_templates/granite-4.0.jinja")}};
+        {"bos_token", "<|end_of_text|>"}, {"eos_token", "<|end_of_text|>"}, {"chat_template", chat_template}};
     std::ofstream(dir + "/tokenizer_config.json") << config.dump();
   }
   return dir;
+}
+
+// The template Granite-4.0 publishes.
+std::string granite_template() {
+  return test::read_data_file("chat_templates/granite-4.0.jinja");
 }
 
 struct Loaded {
@@ -62,8 +65,7 @@ TEST(ChatSession, AFollowUpResumesFromTheCacheAndEqualsAFreshSessionsAnswer) {
        "--expert-width 24 --shared-width 30 --d-state 16 --headdim 16"}};
   for (const auto& [name, flags] : models) {
     SCOPED_TRACE(name);
-    const bool granite = name == "chat_session_granite";
-    const Loaded m(session_model(name, flags, granite));
+    const Loaded m(session_model(name, flags, name == "chat_session_granite" ? granite_template() : ""));
     ASSERT_TRUE(m.chat.error.empty()) << m.chat.error;
     server::ChatSession warm(*m.model, m.tokenizer, m.chat, ComputeContext{1}, sampled_options());
     std::string streamed;
@@ -94,7 +96,8 @@ TEST(ChatSession, AFollowUpResumesFromTheCacheAndEqualsAFreshSessionsAnswer) {
 }
 
 TEST(ChatSession, AnInterruptedReplyKeepsWhatWasShown) {
-  const Loaded m(session_model("chat_session_interrupt", "--arch granite-hybrid --pattern 'M*'", true));
+  const Loaded m(
+      session_model("chat_session_interrupt", "--arch granite-hybrid --pattern 'M*'", granite_template()));
   server::ChatSessionOptions options = sampled_options();
   options.max_tokens = 50;
   server::ChatSession session(*m.model, m.tokenizer, m.chat, ComputeContext{1}, options);
@@ -119,7 +122,8 @@ TEST(ChatSession, AnInterruptedReplyKeepsWhatWasShown) {
 }
 
 TEST(ChatSession, ATurnThatCannotBeTakenLeavesTheConversationAsItWas) {
-  const Loaded m(session_model("chat_session_refused", "--arch granite-hybrid --pattern 'M*'", true));
+  const Loaded m(
+      session_model("chat_session_refused", "--arch granite-hybrid --pattern 'M*'", granite_template()));
   server::ChatSessionOptions options = sampled_options();
   options.max_context = 200;
   server::ChatSession session(*m.model, m.tokenizer, m.chat, ComputeContext{1}, options);
@@ -141,6 +145,36 @@ TEST(ChatSession, ATurnThatCannotBeTakenLeavesTheConversationAsItWas) {
   EXPECT_THROW(server::ChatSession(*m.model, m.tokenizer, broken, ComputeContext{1}, options), Error);
   options.max_tokens = -1;
   EXPECT_THROW(server::ChatSession(*m.model, m.tokenizer, m.chat, ComputeContext{1}, options), Error);
+}
+
+// --chat-template-kwargs' object reaches the template as variables (as the server's
+// chat_template_kwargs does); anything but a JSON object is refused when the session starts.
+TEST(ChatSession, TemplateKeywordArgumentsReachTheTemplate) {
+  const std::string chat_template =
+      "{% if preamble %}{{ preamble }}\n{% endif %}{% for m in messages %}{{ m.role }}: {{ m.content }}\n"
+      "{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
+  const Loaded m(session_model("chat_session_kwargs", "--arch granite-hybrid --pattern 'M*'", chat_template));
+  server::ChatSessionOptions options = sampled_options();
+  options.max_tokens = 1;
+  const int64_t plain = server::ChatSession(*m.model, m.tokenizer, m.chat, ComputeContext{1}, options)
+                            .reply("Hi.", nullptr)
+                            .prompt_tokens;
+  const std::string preamble = "A long preamble of several words.";
+  options.template_kwargs = R"({"preamble": ")" + preamble + R"("})";
+  const int64_t with_preamble = server::ChatSession(*m.model, m.tokenizer, m.chat, ComputeContext{1}, options)
+                                    .reply("Hi.", nullptr)
+                                    .prompt_tokens;
+  EXPECT_GE(with_preamble, plain + static_cast<int64_t>(m.tokenizer.encode(preamble).size()));
+  for (const std::string bad : {"[1, 2]", "not json"}) {
+    options.template_kwargs = bad;
+    EXPECT_THROW(server::ChatSession(*m.model, m.tokenizer, m.chat, ComputeContext{1}, options), Error)
+        << bad;
+  }
+  // Keys the request itself sets are the server's refusal, at the turn; the conversation stays.
+  options.template_kwargs = R"({"messages": []})";
+  server::ChatSession session(*m.model, m.tokenizer, m.chat, ComputeContext{1}, options);
+  EXPECT_THROW(session.reply("Hi.", nullptr), Error);
+  EXPECT_EQ(session.messages().size(), 1u);  // the system message
 }
 
 }  // namespace
