@@ -1,6 +1,7 @@
 #include "server/chat_session.h"
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 
@@ -14,8 +15,7 @@ ChatSession::ChatSession(const Model& model, const Tokenizer& tokenizer, const S
   if (options_.max_context < 0) throw Error("max_context must be >= 0");
   options_.sampling.validate();
   if (!options_.template_kwargs.empty()) {
-    template_kwargs_ = nlohmann::ordered_json::parse(options_.template_kwargs, nullptr, false);
-    if (!template_kwargs_.is_object())
+    if (!nlohmann::ordered_json::parse(options_.template_kwargs, nullptr, false).is_object())
       throw Error(
           "the chat template's keyword arguments must be a JSON object, e.g. {\"enable_thinking\": false}");
   }
@@ -56,7 +56,8 @@ std::string ChatSession::request_body() const {
                                  {"seed", s.seed},
                                  {"ignore_eos", !options_.stop_at_eos}};
   if (!options_.stop.empty()) body["stop"] = options_.stop;
-  if (!template_kwargs_.is_null()) body["chat_template_kwargs"] = template_kwargs_;
+  if (!options_.template_kwargs.empty())
+    body["chat_template_kwargs"] = nlohmann::ordered_json::parse(options_.template_kwargs);
   return body.dump();
 }
 

@@ -17,7 +17,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -85,8 +84,6 @@ class ChatSession {
 
  private:
   std::string request_body() const;
-
-  nlohmann::ordered_json template_kwargs_;  // options_.template_kwargs, parsed
 
   const Tokenizer& tokenizer_;
   const ServedChatTemplate& chat_;
