@@ -56,6 +56,30 @@ char* copy_string(const std::string& text) {
   return copy;
 }
 
+mb::SamplingParams sampling_params(const mb_sampling& s) {
+  mb::SamplingParams params;
+  params.temperature = s.temperature;
+  params.top_k = s.top_k;
+  params.top_p = s.top_p;
+  params.min_p = s.min_p;
+  params.repeat_penalty = s.repeat_penalty;
+  params.repeat_last_n = s.repeat_last_n;
+  params.seed = s.seed;
+  return params;
+}
+
+mb_stop_reason stop_reason(mb::StopReason reason) {
+  switch (reason) {
+    case mb::StopReason::Eos:
+      return MB_STOP_EOS;
+    case mb::StopReason::Callback:
+      return MB_STOP_CALLBACK;
+    default:
+      // The C API sets no stop strings, so the remaining reason is the token limit.
+      return MB_STOP_MAX_TOKENS;
+  }
+}
+
 }  // namespace mb::capi
 
 extern "C" {

@@ -12,6 +12,8 @@
 #include <string>
 #include <thread>
 
+#include "engine/request_decoder.h"
+#include "engine/sampler.h"
 #include "mambacpp.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -21,6 +23,7 @@ namespace mb::capi {
 // A loaded model with what its calls share: the tokenizer, the thread count and one Workspace,
 // which is why calls that run the model take `mutex` (see Lock).
 struct LoadedModel {
+  std::string path;  // the checkpoint, where a chat finds its template
   std::unique_ptr<Model> model;
   std::optional<Tokenizer> tokenizer;
   std::mutex mutex;
@@ -104,6 +107,11 @@ T* copy_to_malloc(const T* values, size_t count) {
 }
 // A NUL-terminated malloc'ed copy of `text`.
 char* copy_string(const std::string& text);
+
+// The engine's sampling parameters of `s` (checked where they are used).
+SamplingParams sampling_params(const mb_sampling& s);
+// The C API's stop reason of the engine's (it sets no stop strings, so that one never occurs).
+mb_stop_reason stop_reason(StopReason reason);
 
 }  // namespace mb::capi
 

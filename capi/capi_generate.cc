@@ -11,32 +11,10 @@ using mb::capi::guard;
 using mb::capi::LoadedModel;
 using mb::capi::Lock;
 using mb::capi::require;
+using mb::capi::sampling_params;
+using mb::capi::stop_reason;
 
 namespace {
-
-mb::SamplingParams sampling_params(const mb_sampling& s) {
-  mb::SamplingParams params;
-  params.temperature = s.temperature;
-  params.top_k = s.top_k;
-  params.top_p = s.top_p;
-  params.min_p = s.min_p;
-  params.repeat_penalty = s.repeat_penalty;
-  params.repeat_last_n = s.repeat_last_n;
-  params.seed = s.seed;
-  return params;
-}
-
-mb_stop_reason stop_reason(mb::StopReason reason) {
-  switch (reason) {
-    case mb::StopReason::Eos:
-      return MB_STOP_EOS;
-    case mb::StopReason::Callback:
-      return MB_STOP_CALLBACK;
-    default:
-      // The C API sets no stop strings, so the remaining reason is the token limit.
-      return MB_STOP_MAX_TOKENS;
-  }
-}
 
 // The request of `params`: its prompt tokenized or copied, its settings checked by the engine.
 mb::GenerateRequest make_request(const LoadedModel& model, const mb_generate_params& params) {

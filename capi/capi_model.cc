@@ -108,6 +108,7 @@ mb_status mb_model_load(const char* path, const mb_load_options* options, mb_mod
     const mb::LoadOptions parsed = load_options(given);
     auto impl = std::make_shared<LoadedModel>();
     impl->n_threads = resolve_threads(given.n_threads);
+    impl->path = path;
     impl->model = mb::Model::load(path, parsed);
     impl->tokenizer = mb::find_tokenizer(path);
     *out = new mb_model{std::move(impl)};

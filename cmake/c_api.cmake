@@ -7,7 +7,7 @@ file(GLOB MB_CAPI_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/capi/*.cc)
 add_library(mambacpp_shared SHARED ${MB_CAPI_SOURCES})
 target_include_directories(mambacpp_shared PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
                                                   $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
-target_link_libraries(mambacpp_shared PRIVATE mambacpp_core)
+target_link_libraries(mambacpp_shared PRIVATE mambacpp_core mambacpp_api)
 target_compile_definitions(mambacpp_shared PRIVATE MB_VERSION="${PROJECT_VERSION}")
 set_target_properties(mambacpp_shared PROPERTIES
   OUTPUT_NAME mambacpp

@@ -224,6 +224,61 @@ MB_API mb_status mb_generate(mb_model* model, mb_state* state, const mb_generate
                              mb_generate_result* result);
 MB_API void mb_generate_result_free(mb_generate_result* result);
 
+/* ---- Chat ------------------------------------------------------------------------------ */
+
+/* A conversation held by the library. Its messages are rendered with the checkpoint's chat
+ * template (the plain "role: content" lines when it has none) and tokenized as `mambacpp serve`
+ * renders a /v1/chat/completions request, and each turn resumes from the state the previous one
+ * left, so it prefills only its new text; a reply equals, bit for bit, what a fresh conversation
+ * given the same messages answers. It needs a model with a tokenizer, runs with the model's
+ * thread count at mb_chat_new, and keeps the model's weights alive until mb_chat_free. */
+typedef struct mb_chat mb_chat;
+
+typedef struct mb_chat_params {
+  const char* system;          /* a system message first, or NULL */
+  int32_t max_tokens;          /* per reply, >= 0 */
+  int64_t max_context;         /* tokens a turn may hold, prompt and reply; 0 = no limit */
+  mb_sampling sampling;        /* its seed samples every turn */
+  int32_t stop_at_eos;         /* nonzero: an end-of-text token ends a reply */
+  const char* template_kwargs; /* template variables as a JSON object's text, or NULL */
+} mb_chat_params;
+
+/* No system message, 512 tokens per reply, no context limit, mb_sampling_default(), stop at EOS,
+ * no template variables. */
+MB_API mb_chat_params mb_chat_params_default(void);
+
+/* MB_ERR_UNSUPPORTED when the model has no tokenizer or its chat template cannot be parsed. */
+MB_API mb_status mb_chat_new(mb_model* model, const mb_chat_params* params, mb_chat** out);
+MB_API void mb_chat_free(mb_chat* chat);
+
+/* Called with each piece of a reply's text as it becomes final (text_len bytes, NUL-terminated,
+ * valid during the call only). Return nonzero to end the reply there; what was given stays in
+ * the conversation, and text held back until then (an incomplete character) may follow in one
+ * last call. */
+typedef int (*mb_text_callback)(const char* text, size_t text_len, void* user_data);
+
+typedef struct mb_chat_reply {
+  char* text; /* the reply, NUL-terminated, as it went into the conversation */
+  size_t text_len;
+  int64_t prompt_tokens;     /* the rendered conversation */
+  int64_t cached_tokens;     /* of those, resumed from the previous turns instead of prefilled */
+  int64_t completion_tokens; /* the reply's tokens */
+  mb_stop_reason stop_reason;
+} mb_chat_reply;
+
+/* Adds the user's message and writes the assistant's reply (callback may be NULL). When the
+ * template cannot render the conversation or its prompt leaves no room under max_context, returns
+ * MB_ERR_INVALID_ARGUMENT with the conversation unchanged. Release the reply with
+ * mb_chat_reply_free. */
+MB_API mb_status mb_chat_send(mb_chat* chat, const char* message, mb_text_callback callback, void* user_data,
+                              mb_chat_reply* reply);
+MB_API void mb_chat_reply_free(mb_chat_reply* reply);
+/* Appends a message without answering it, to continue a conversation kept elsewhere (its user
+ * and assistant messages in order); the next mb_chat_send answers as if they had been sent. */
+MB_API mb_status mb_chat_add(mb_chat* chat, const char* role, const char* content);
+/* Starts the conversation over with only the system message. */
+MB_API mb_status mb_chat_clear(mb_chat* chat);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,7 @@
 /* The C API (include/mambacpp.h) driven from C11: every call, its errors, and the exactness
  * claims: a batch equals each sequence alone bit for bit, logits equal what `mambacpp logits`
- * writes bit for bit, and greedy generation equals a loop of greedy forward steps.
+ * writes bit for bit, greedy generation equals a loop of greedy forward steps, and a chat's
+ * resumed turn equals a fresh chat's answer.
  *
  * Usage: test_capi CLI WORK_DIR, where CLI is the command that starts the mambacpp program (under
  * an emulator in a cross build) and WORK_DIR a folder for the models it makes. */
@@ -595,6 +596,11 @@ static void test_without_tokenizer(const char* model_dir) {
   EXPECT_STATUS(mb_detokenize(model, prompt, 2, &text, NULL), MB_ERR_UNSUPPORTED);
   params.prompt = "text";
   EXPECT_STATUS(mb_generate(model, NULL, &params, &result), MB_ERR_UNSUPPORTED);
+  {
+    mb_chat* chat = NULL;
+    EXPECT_STATUS(mb_chat_new(model, NULL, &chat), MB_ERR_UNSUPPORTED);
+    CHECK(chat == NULL);
+  }
   params.prompt = NULL;
   params.prompt_tokens = prompt;
   params.n_prompt_tokens = 2;
@@ -604,6 +610,84 @@ static void test_without_tokenizer(const char* model_dir) {
   CHECK(result.n_tokens == 3 && result.text != NULL && result.text[0] == '\0');
   mb_generate_result_free(&result);
   mb_model_free(model);
+}
+
+/* What a chat's text callback saw, and after which piece it asks to stop (0: never). */
+typedef struct chat_stream {
+  char text[8192];
+  size_t len;
+  int pieces, stop_after;
+} chat_stream;
+
+static int on_chat_text(const char* text, size_t text_len, void* user_data) {
+  chat_stream* s = (chat_stream*)user_data;
+  CHECK(strlen(text) == text_len);
+  if (s->len + text_len < sizeof s->text) {
+    memcpy(s->text + s->len, text, text_len);
+    s->len += text_len;
+    s->text[s->len] = '\0';
+  }
+  ++s->pieces;
+  return s->stop_after != 0 && s->pieces >= s->stop_after;
+}
+
+/* A conversation's second turn resumes from the first (its prompt is not prefilled again) and
+ * answers what a fresh conversation given the same messages answers, text for text; a callback
+ * ends a reply early; a turn past the context is refused and the conversation goes on. */
+static void test_chat(mb_model* model) {
+  mb_chat *chat = NULL, *fresh = NULL;
+  mb_chat_params params = mb_chat_params_default();
+  mb_chat_reply first, second, again, cut;
+  chat_stream stream;
+  char long_message[2048];
+  printf("chat\n");
+  CHECK(params.max_tokens == 512 && params.stop_at_eos == 1 && params.system == NULL);
+  params.system = "Be brief.";
+  params.max_tokens = 6;
+  params.stop_at_eos = 0;
+  params.sampling.temperature = 0.9f;
+  params.sampling.seed = 5;
+  EXPECT_OK(mb_chat_new(model, &params, &chat));
+  EXPECT_OK(mb_chat_new(model, &params, &fresh));
+  if (chat == NULL || fresh == NULL) return;
+  memset(&stream, 0, sizeof stream);
+  EXPECT_OK(mb_chat_send(chat, "Hello there.", on_chat_text, &stream, &first));
+  CHECK(first.completion_tokens == 6 && first.cached_tokens == 0 && first.stop_reason == MB_STOP_MAX_TOKENS);
+  CHECK(strcmp(first.text, stream.text) == 0 && first.text_len == stream.len);
+  EXPECT_OK(mb_chat_send(chat, "And then?", NULL, NULL, &second));
+  CHECK(second.cached_tokens >= first.prompt_tokens && second.cached_tokens < second.prompt_tokens);
+  EXPECT_OK(mb_chat_add(fresh, "user", "Hello there."));
+  EXPECT_OK(mb_chat_add(fresh, "assistant", first.text));
+  EXPECT_OK(mb_chat_send(fresh, "And then?", NULL, NULL, &again));
+  CHECK(again.cached_tokens == 0 && again.prompt_tokens == second.prompt_tokens);
+  CHECK(strcmp(again.text, second.text) == 0);
+
+  memset(&stream, 0, sizeof stream);
+  stream.stop_after = 2;
+  EXPECT_OK(mb_chat_clear(chat));
+  EXPECT_OK(mb_chat_send(chat, "Tell me more.", on_chat_text, &stream, &cut));
+  CHECK(cut.stop_reason == MB_STOP_CALLBACK && cut.completion_tokens < 6);
+  CHECK(strcmp(cut.text, stream.text) == 0);
+
+  mb_chat_free(fresh);
+  params.max_context = 40;
+  EXPECT_OK(mb_chat_new(model, &params, &fresh));
+  memset(long_message, 'x', sizeof long_message - 1);
+  long_message[sizeof long_message - 1] = '\0';
+  EXPECT_STATUS(mb_chat_send(fresh, long_message, NULL, NULL, &again), MB_ERR_INVALID_ARGUMENT);
+  CHECK(again.text == NULL);
+  EXPECT_OK(mb_chat_send(fresh, "Hi.", NULL, NULL, &again));
+  CHECK(again.prompt_tokens + again.completion_tokens <= 40);
+  mb_chat_reply_free(&again);
+
+  params.template_kwargs = "[1]";
+  EXPECT_STATUS(mb_chat_new(model, &params, &chat), MB_ERR_INVALID_ARGUMENT);
+  CHECK(chat == NULL);
+  EXPECT_STATUS(mb_chat_send(NULL, "a", NULL, NULL, &again), MB_ERR_INVALID_ARGUMENT);
+  mb_chat_reply_free(&first);
+  mb_chat_reply_free(&second);
+  mb_chat_reply_free(&cut);
+  mb_chat_free(fresh);
 }
 
 /* A state keeps its model's weights alive after the model handle is freed. */
@@ -671,6 +755,7 @@ int main(int argc, char** argv) {
   test_tokens(model);
   test_generate_greedy(model);
   test_generate_sampled(model, other);
+  test_chat(model);
   test_without_tokenizer(model_dir);
   test_state_outlives_model(other);
 
