@@ -365,16 +365,17 @@ struct ScaleOp {
 // scratch contents are fixed by no contract). Only the chosen experts' matrices are read.
 struct MoeOp {
   MoeParams params{};
-  View x{};  // [m, d_model]
+  View x{};   // [m, d_model]: what the router reads
+  View xe{};  // [m, latent]: what latent experts read (params.latent > 0), or none (x)
   int64_t m = 0;
   Matrix router{};                       // [n_experts, d_model], f32
   View correction_bias{};                // [n_experts], or none
-  std::span<const Matrix> up{}, down{};  // n_experts each: [up_rows, d_model] and [d_model, width]
-  View y{};                              // [m, d_model]
+  std::span<const Matrix> up{}, down{};  // n_experts each: [up_rows, expert_dim] and [expert_dim, width]
+  View y{};                              // [m, expert_dim]
   bool accumulate = false;
   View logits{};                        // [m, n_experts]
   View routes{};                        // [m, 2 top_k]: each slot's expert (as a float), then its weight
-  View rows{}, hidden{}, out{}, acc{};  // [m, d_model], [m, up_rows], [m, d_model], [m, d_model]
+  View rows{}, hidden{}, out{}, acc{};  // [m, expert_dim], [m, up_rows], [m, expert_dim], [m, expert_dim]
   PhaseId router_phase = 0;             // the router product and the routing
   PhaseId phase = 0;                    // the experts and the sums
 };

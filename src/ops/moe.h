@@ -27,6 +27,10 @@
 //   o = h down_e^T            [rows, d]
 // and each of its rows adds its term to the row's sum: acc[r] = fma(w_e, o[r], acc[r]), from
 // acc = 0, over the row's chosen experts in ascending expert order. Finally y = acc, or y = y + acc.
+//
+// Latent experts (Nemotron-3-Super's LatentMoE, `moe_latent_size`): the router reads x (d_model
+// wide) while the experts read their own input xe and write sums of `latent` width; the block
+// projects x into xe before the op and the sums back to d_model after it.
 // Every product's per-output chain depends only on its depth, and each row's sum is the same fixed
 // sequence of operations whichever rows share the call, so a row's result never depends on the
 // batch, the chunk, the thread count or the instruction set. An expert no row chose is skipped:
@@ -57,15 +61,18 @@ struct MoeParams {
   MoeScoring scoring = MoeScoring::SoftmaxTopK;
   bool normalize = false;  // divide the chosen weights by their sum (+ kMoeNormEpsilon)
   float scale = 1.0f;      // multiplies every weight (routed_scaling_factor)
+  int64_t latent = 0;      // the experts' input and output width (moe_latent_size); 0: d_model
   // Rows of each expert's up matrix: 2 width (gate | up) for SwiGlu, width for ReluSquared.
   int64_t up_rows() const { return activation == Activation::SwiGlu ? 2 * width : width; }
+  // The width the experts read and write: latent, or d_model.
+  int64_t expert_dim() const { return latent > 0 ? latent : d_model; }
 };
 
 struct MoeWeights {
   WeightMatrix router{};                   // [n_experts, d_model], f32
   const float* correction_bias = nullptr;  // [n_experts]: SigmoidBias's choice bias, or null (none)
-  std::span<const WeightMatrix> up{};      // n_experts matrices [up_rows, d_model]
-  std::span<const WeightMatrix> down{};    // n_experts matrices [d_model, width]
+  std::span<const WeightMatrix> up{};      // n_experts matrices [up_rows, expert_dim]
+  std::span<const WeightMatrix> down{};    // n_experts matrices [expert_dim, width]
 };
 
 // Where the op keeps its intermediate values: row-major buffers of at least m rows, each row
@@ -76,13 +83,13 @@ struct MoeScratch {
   int64_t ld_logits = 0;
   float* routes = nullptr;  // [m, 2 top_k]: slot j's expert index (as a float), then its weight
   int64_t ld_routes = 0;
-  float* rows = nullptr;  // [capacity, d_model]: a group of experts' gathered rows
+  float* rows = nullptr;  // [capacity, expert_dim]: a group of experts' gathered rows
   int64_t ld_rows = 0;
   float* hidden = nullptr;  // [capacity, up_rows]: their up product, then its activation
   int64_t ld_hidden = 0;
-  float* out = nullptr;  // [capacity, d_model]: their down product
+  float* out = nullptr;  // [capacity, expert_dim]: their down product
   int64_t ld_out = 0;
-  float* acc = nullptr;  // [m, d_model]: each row's weighted sum
+  float* acc = nullptr;  // [m, expert_dim]: each row's weighted sum
   int64_t ld_acc = 0;
   // Rows that rows, hidden and out hold; 0 means m. Experts run in groups of consecutive experts
   // whose rows fit (every expert's rows do: a row chooses an expert once), all the products of a
@@ -101,12 +108,15 @@ inline int64_t moe_group_rows(const MoeParams& p, int64_t m) {
 }
 
 struct MoeArgs {
-  const float* x = nullptr;  // [m, ldx]
+  const float* x = nullptr;  // [m, ldx]: what the router reads (d_model floats per row)
   int64_t ldx = 0;
   int64_t m = 0;
-  float* y = nullptr;  // [m, ldy]: d_model floats per row written (or added to)
+  float* y = nullptr;  // [m, ldy]: expert_dim floats per row written (or added to)
   int64_t ldy = 0;
   bool accumulate = false;
+  // What the experts read, expert_dim floats per row: null means x (then latent must be 0).
+  const float* xe = nullptr;
+  int64_t ldxe = 0;
 };
 
 void moe(const ComputeContext& ctx, const MoeParams& params, const MoeWeights& weights, const MoeArgs& args,

@@ -63,9 +63,12 @@ std::vector<int64_t> choose(const std::vector<double>& scores, int64_t top_k) {
 
 void moe_reference(const MoeParams& p, const MoeWeights& w, const MoeArgs& a, float* routes,
                    int64_t ld_routes) {
-  const int64_t d = p.d_model, E = p.n_experts, k = p.top_k;
+  const int64_t d = p.d_model, de = p.expert_dim(), E = p.n_experts, k = p.top_k;
   for (int64_t r = 0; r < a.m; ++r) {
     const std::vector<double> x(a.x + r * a.ldx, a.x + r * a.ldx + d);
+    // The experts' input: the latent row, or the router's.
+    const std::vector<double> xe =
+        a.xe != nullptr ? std::vector<double>(a.xe + r * a.ldxe, a.xe + r * a.ldxe + de) : x;
     std::vector<double> logits(E, 0.0);
     for (int64_t e = 0; e < E; ++e)
       for (int64_t c = 0; c < d; ++c) logits[e] += x[c] * packed_weight(w.router, e, c);
@@ -98,10 +101,10 @@ void moe_reference(const MoeParams& p, const MoeWeights& w, const MoeArgs& a, fl
     }
     for (double& v : weight) v *= p.scale;
 
-    std::vector<double> y(d, 0.0);
+    std::vector<double> y(de, 0.0);
     for (int64_t j = 0; j < k; ++j) {
       const int64_t e = chosen[j];
-      const std::vector<double> up = product(w.up[e], x);
+      const std::vector<double> up = product(w.up[e], xe);
       std::vector<double> h(p.width);
       for (int64_t c = 0; c < p.width; ++c) {
         if (p.activation == Activation::SwiGlu) {
@@ -113,10 +116,10 @@ void moe_reference(const MoeParams& p, const MoeWeights& w, const MoeArgs& a, fl
         }
       }
       const std::vector<double> o = product(w.down[e], h);
-      for (int64_t c = 0; c < d; ++c) y[c] += weight[j] * o[c];
+      for (int64_t c = 0; c < de; ++c) y[c] += weight[j] * o[c];
     }
     float* out = a.y + r * a.ldy;
-    for (int64_t c = 0; c < d; ++c) out[c] = static_cast<float>(a.accumulate ? out[c] + y[c] : y[c]);
+    for (int64_t c = 0; c < de; ++c) out[c] = static_cast<float>(a.accumulate ? out[c] + y[c] : y[c]);
     if (routes != nullptr)
       for (int64_t j = 0; j < k; ++j) {
         routes[r * ld_routes + j] = static_cast<float>(chosen[j]);

@@ -3,7 +3,8 @@
 // 40; widths 20 and 33), more experts than rows (experts no row chooses), router scores tied on
 // purpose (two experts with the same router row, or every score equal), the accumulating form,
 // every float storage dtype and the quantized ones, and each row also routed on its own, which must
-// give the bits it has in the block (a decode step equals its row of a prefill).
+// give the bits it has in the block (a decode step equals its row of a prefill); latent experts,
+// whose input and sums are narrower or wider than the router's rows.
 #include <string>
 
 #include "common/op_cases.h"
@@ -29,6 +30,7 @@ struct MoeShape {
   DType dtype = DType::F32;
   Ties ties = Ties::None;
   bool accumulate = false;
+  int64_t latent = 0;  // the experts' width (MoeParams::latent); 0: d
 };
 
 std::string describe(const MoeShape& s) {
@@ -38,7 +40,7 @@ std::string describe(const MoeShape& s) {
          activation_name(s.activation) + " " + moe_scoring_name(s.scoring) +
          (s.normalize ? " normalize" : "") + (s.scale != 1.0f ? " scaled" : "") + " " +
          std::string(dtype_name(s.dtype)) + ties[static_cast<int>(s.ties)] +
-         (s.accumulate ? " accumulate" : "");
+         (s.accumulate ? " accumulate" : "") + (s.latent > 0 ? " latent=" + std::to_string(s.latent) : "");
 }
 
 std::vector<float> router_values(const MoeShape& s) {
@@ -54,12 +56,15 @@ std::vector<float> router_values(const MoeShape& s) {
 }
 
 void moe_body(const MoeShape& s, OpRun& run) {
-  const MoeParams p{s.d, s.experts, s.top_k, s.width, s.activation, s.scoring, s.normalize, s.scale};
-  const int64_t k = s.top_k, up_rows = p.up_rows();
+  const MoeParams p{s.d,       s.experts,   s.top_k, s.width, s.activation,
+                    s.scoring, s.normalize, s.scale, s.latent};
+  const int64_t k = s.top_k, up_rows = p.up_rows(), de = p.expert_dim();
   const Rows x_rows{2, s.m, s.d, s.d + 3};
-  const Rows y_rows{1, s.m, s.d, s.d + 2};
-  const std::vector<float> y0 = random_floats(s.m * s.d, 4);
+  const Rows xe_rows{0, s.m, de, de + 1};
+  const Rows y_rows{1, s.m, de, de + 2};
+  const std::vector<float> y0 = random_floats(s.m * de, 4);
   const TensorId x = run.tensor("x", x_rows, random_floats(s.m * s.d, 3, 2.0f));
+  const TensorId xe = s.latent > 0 ? run.tensor("latent x", xe_rows, random_floats(s.m * de, 8, 2.0f)) : x;
   const TensorId y = run.tensor("y", y_rows, y0);
   run.writes(y, Check::Nmse);
   // Each row also routed on its own, into y_alone.
@@ -73,7 +78,7 @@ void moe_body(const MoeShape& s, OpRun& run) {
   run.writes(routes, Check::Nmse, 0, s.m, k, k, "weights");
   std::vector<TensorId> scratch;
   for (const auto& [name, width] : std::vector<std::pair<const char*, int64_t>>{
-           {"gathered rows", s.d}, {"hidden", up_rows}, {"expert out", s.d}, {"sums", s.d}}) {
+           {"gathered rows", de}, {"hidden", up_rows}, {"expert out", de}, {"sums", de}}) {
     scratch.push_back(run.tensor(name, {1, s.m, width, width + 1}, random_floats(s.m * width, 7)));
     run.writes(scratch.back(), Check::Scratch);
   }
@@ -84,8 +89,8 @@ void moe_body(const MoeShape& s, OpRun& run) {
   const WeightsId correction = run.weights(bias, 2);
   std::vector<MatrixId> up, down;
   for (int64_t e = 0; e < s.experts; ++e) {
-    up.push_back(run.matrix(s.dtype, up_rows, s.d, random_floats(up_rows * s.d, 100 + e, 0.4f)));
-    down.push_back(run.matrix(s.dtype, s.d, s.width, random_floats(s.d * s.width, 200 + e, 0.4f)));
+    up.push_back(run.matrix(s.dtype, up_rows, de, random_floats(up_rows * de, 100 + e, 0.4f)));
+    down.push_back(run.matrix(s.dtype, de, s.width, random_floats(de * s.width, 200 + e, 0.4f)));
   }
   const bool biased = s.scoring == MoeScoring::SigmoidBias;
 
@@ -98,6 +103,7 @@ void moe_body(const MoeShape& s, OpRun& run) {
     MoeOp op;
     op.params = p;
     op.x = run.view(x);
+    if (s.latent > 0) op.xe = run.view(xe);
     op.m = s.m;
     op.router = run.matrix(router);
     op.correction_bias = biased ? run.view(correction) : View{};
@@ -115,6 +121,7 @@ void moe_body(const MoeShape& s, OpRun& run) {
     for (int64_t r = 0; r < s.m; ++r) {
       MoeOp row = op;
       row.x = op.x.row(r);
+      if (s.latent > 0) row.xe = op.xe.row(r);
       row.m = 1;
       row.y = run.view(y_alone).row(r);
       row.logits = op.logits.row(r);
@@ -129,9 +136,14 @@ void moe_body(const MoeShape& s, OpRun& run) {
       downs.push_back(run.host(down[e]));
     }
     const MoeWeights w{run.host(router), biased ? run.host(correction) : nullptr, ups, downs};
-    for (TensorId out : {y, y_alone})
-      moe_reference(p, w, {run.host(x), x_rows.ld, s.m, run.host(out), y_rows.ld, s.accumulate},
-                    run.host(routes), run.rows(routes).ld);
+    for (TensorId out : {y, y_alone}) {
+      MoeArgs args{run.host(x), x_rows.ld, s.m, run.host(out), y_rows.ld, s.accumulate};
+      if (s.latent > 0) {
+        args.xe = run.host(xe);
+        args.ldxe = xe_rows.ld;
+      }
+      moe_reference(p, w, args, run.host(routes), run.rows(routes).ld);
+    }
     // The logits are a by-product the reference does not keep: the baseline's bits are checked.
   });
 }
@@ -163,6 +175,10 @@ void add_moe_cases(std::vector<OpCase>& cases) {
       {6, 64, 5, 2, 32, SwiGlu, SoftmaxTopK, false, 1.0f, Q8_0},
       {5, 96, 6, 3, 64, ReluSquared, SigmoidBias, true, 2.5f, Q4_0, Ties::None, true},
       {3, 256, 3, 2, 256, SwiGlu, SoftmaxTopK, false, 1.0f, Q4_K},
+      // Latent experts (Nemotron-3-Super): narrower than the router's rows, and wider; quantized.
+      {9, 40, 7, 3, 20, ReluSquared, SigmoidBias, true, 2.5f, F32, Ties::None, true, 24},
+      {5, 24, 5, 2, 12, ReluSquared, SigmoidBias, true, 2.5f, BF16, Ties::None, false, 33},
+      {4, 40, 6, 2, 64, ReluSquared, SigmoidBias, true, 2.5f, Q8_0, Ties::None, false, 64},
   };
   for (const MoeShape& s : shapes)
     cases.push_back({"moe", describe(s), kFloatNmse, {{OpKind::Moe, s.dtype}}, false, [s](OpRun& run) {

@@ -416,7 +416,7 @@ void CpuBackend::moe(Stream& stream, const MoeOp& op) const {
                      data(op.hidden), op.hidden.ld, data(op.out),    op.out.ld,    data(op.acc),  op.acc.ld};
   const int64_t capacity = moe_group_rows(op.params, op.m);
   if (capacity > op.m) {
-    const int64_t d = op.params.d_model, up = op.params.up_rows();
+    const int64_t d = op.params.expert_dim(), up = op.params.up_rows();
     const auto floats = static_cast<size_t>(capacity * (2 * d + up));
     if (s.moe_group.size() < floats) s.moe_group.resize(floats);
     scratch.rows = s.moe_group.data();
@@ -427,7 +427,11 @@ void CpuBackend::moe(Stream& stream, const MoeOp& op) const {
     scratch.ld_out = d;
     scratch.capacity = capacity;
   }
-  const MoeArgs args{data(op.x), op.x.ld, op.m, data(op.y), op.y.ld, op.accumulate};
+  MoeArgs args{data(op.x), op.x.ld, op.m, data(op.y), op.y.ld, op.accumulate};
+  if (op.params.latent > 0) {
+    args.xe = data(op.xe);
+    args.ldxe = op.xe.ld;
+  }
   // The router and the routing are timed as their phase, the experts and sums as the op's.
   {
     ScopedPhase timer(s.ctx.profile, op.router_phase);

@@ -132,13 +132,15 @@ void check(const MoeParams& p, const MoeWeights& w, const MoeArgs& a, const MoeS
   MB_CHECK(w.router.rows == p.n_experts && w.router.cols == p.d_model && w.router.dtype == DType::F32);
   MB_CHECK(static_cast<int64_t>(w.up.size()) == p.n_experts &&
            static_cast<int64_t>(w.down.size()) == p.n_experts);
+  const int64_t de = p.expert_dim();
   for (int64_t e = 0; e < p.n_experts; ++e) {
-    MB_CHECK(w.up[e].rows == p.up_rows() && w.up[e].cols == p.d_model);
-    MB_CHECK(w.down[e].rows == p.d_model && w.down[e].cols == p.width);
+    MB_CHECK(w.up[e].rows == p.up_rows() && w.up[e].cols == de);
+    MB_CHECK(w.down[e].rows == de && w.down[e].cols == p.width);
   }
-  MB_CHECK(a.m >= 0 && a.ldx >= p.d_model && a.ldy >= p.d_model);
-  MB_CHECK(s.ld_logits >= p.n_experts && s.ld_routes >= 2 * p.top_k && s.ld_rows >= p.d_model);
-  MB_CHECK(s.ld_hidden >= p.up_rows() && s.ld_out >= p.d_model && s.ld_acc >= p.d_model);
+  MB_CHECK(p.latent >= 0 && (a.xe != nullptr || p.latent == 0) && (a.xe == nullptr || a.ldxe >= de));
+  MB_CHECK(a.m >= 0 && a.ldx >= p.d_model && a.ldy >= de);
+  MB_CHECK(s.ld_logits >= p.n_experts && s.ld_routes >= 2 * p.top_k && s.ld_rows >= de);
+  MB_CHECK(s.ld_hidden >= p.up_rows() && s.ld_out >= de && s.ld_acc >= de);
   MB_CHECK(s.capacity == 0 || s.capacity >= a.m);
   MB_CHECK(a.m == 0 || (a.x && a.y && s.logits && s.routes && s.rows && s.hidden && s.out && s.acc));
 }
@@ -196,7 +198,10 @@ void moe_experts(const ComputeContext& ctx, const MoeParams& p, const MoeWeights
   ComputeContext one = ctx;
   one.n_threads = 1;
   const cpu::KernelTable& kernels = cpu::kernels_for(ctx.isa);
-  const int64_t d = p.d_model, m = a.m;
+  // The experts' width, and their input: the latent rows, or the router's.
+  const int64_t d = p.expert_dim(), m = a.m;
+  const float* xe = a.xe != nullptr ? a.xe : a.x;
+  const int64_t ldxe = a.xe != nullptr ? a.ldxe : a.ldx;
   const int64_t sum_items = (d + kSumColumns - 1) / kSumColumns;
   // m > 0 rows choose at least one expert, so there is an active[0].
   g.up_rows.prepare(w.up[g.active[0]].dtype, capacity, d);
@@ -211,7 +216,7 @@ void moe_experts(const ComputeContext& ctx, const MoeParams& p, const MoeWeights
       const int64_t experts = e1 - e0;
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < count; ++i) {  // -> rows [count, d]
-        std::memcpy(s.rows + i * s.ld_rows, a.x + g.rows[first + i] * a.ldx, d * sizeof(float));
+        std::memcpy(s.rows + i * s.ld_rows, xe + g.rows[first + i] * ldxe, d * sizeof(float));
         g.up_rows.quantize(kernels.quant, s.rows + i * s.ld_rows, i);
       }
       expert_products(one, kernels, g, e0, experts, w.up, s.rows, s.ld_rows, s.hidden, s.ld_hidden,
