@@ -36,7 +36,7 @@ void make_gguf_model(const std::string& path, const MakeModelOptions& options, G
 struct HybridArgs {
   std::string pattern;
   int64_t heads = 4, kv_heads = 2, head_dim = 0, mlp_width = 0, mamba_heads = 0;
-  int64_t experts = 0, top_k = 0, expert_width = 0, shared_width = 0;
+  int64_t experts = 0, top_k = 0, expert_width = 0, shared_width = 0, moe_latent_size = 0;
   double routed_scaling_factor = 2.5;
   double attention_multiplier = 0.0, embedding_multiplier = 12.0, residual_multiplier = 0.22,
          logits_scaling = 8.0;
@@ -64,6 +64,10 @@ void add_hybrid_options(CLI::App* cmd, HybridArgs& h) {
   cmd->add_option("--shared-width", h.shared_width,
                   "nemotron-h shared expert width (default 2 x --expert-width; granite-hybrid's shared MLP "
                   "is --mlp-width)");
+  cmd->add_option("--moe-latent-size", h.moe_latent_size,
+                  "nemotron-h: the routed experts' width in LatentMoE (Nemotron-3-Super), projected from and "
+                  "back to d_model around them; 0 = none")
+      ->capture_default_str();
   cmd->add_option("--routed-scaling-factor", h.routed_scaling_factor,
                   "nemotron-h multiplier of the routed experts' weights")
       ->capture_default_str();
@@ -87,8 +91,8 @@ void configure_experts(bool granite, const HybridArgs& a, ModelConfig& c) {
     throw Error(a.experts > 0 ? "--experts needs E layers in --pattern"
                               : "--pattern holds E layers: give their --experts");
   if (a.experts == 0) {
-    if (a.top_k != 0 || a.expert_width != 0 || a.shared_width != 0)
-      throw Error("--top-k, --expert-width and --shared-width need --experts");
+    if (a.top_k != 0 || a.expert_width != 0 || a.shared_width != 0 || a.moe_latent_size != 0)
+      throw Error("--top-k, --expert-width, --shared-width and --moe-latent-size need --experts");
     return;
   }
   check_flag_range("--top-k", a.top_k, 0, a.experts, "0 = min(2, --experts)");
@@ -96,6 +100,8 @@ void configure_experts(bool granite, const HybridArgs& a, ModelConfig& c) {
   check_flag_range("--shared-width", a.shared_width, 0, int64_t{1} << 20, "0 = 2 x --expert-width");
   if (granite && a.shared_width != 0)
     throw Error("--shared-width is nemotron-h's: granite-hybrid's shared MLP is --mlp-width wide");
+  check_flag_range("--moe-latent-size", a.moe_latent_size, 0, int64_t{1} << 20, "0 = none");
+  if (granite && a.moe_latent_size != 0) throw Error("--moe-latent-size is nemotron-h's (Nemotron-3-Super)");
   if (!std::isfinite(a.routed_scaling_factor) || a.routed_scaling_factor <= 0.0)
     throw Error("--routed-scaling-factor must be a positive number");
   MoeConfig& e = c.hybrid.moe;
@@ -110,6 +116,7 @@ void configure_experts(bool granite, const HybridArgs& a, ModelConfig& c) {
   e.scoring = MoeScoring::SigmoidBias;
   e.normalize = true;
   e.scale = a.routed_scaling_factor;
+  e.latent = a.moe_latent_size;
 }
 
 // The hybrid sections of `c`, whose sizes and Mamba-2 mixer the common options have set.

@@ -135,7 +135,7 @@ constexpr int64_t kMaxExperts = 1 << 16;
 // The routed experts: expert_count (0 or absent: a dense model) and expert_used_count (top-k),
 // which llama.cpp requires to lie in [1, expert_count] where there are experts and to be 0 (or
 // absent) where there are none. Routing the engine does not run is refused: grouped selection
-// (expert_group_count above 1) and latent expert projections (moe_latent_size).
+// (expert_group_count above 1).
 struct ExpertCounts {
   int64_t experts = 0, used = 0;
 };
@@ -157,9 +157,6 @@ ExpertCounts expert_counts(const HybridMetadata& meta) {
   if (const uint64_t groups = meta.count_or_zero("expert_group_count"); groups > 1)
     throw Error(meta.where("expert_group_count") + " = " + std::to_string(groups) +
                 ": group-limited expert routing is not supported");
-  if (const uint64_t latent = meta.count_or_zero("moe_latent_size"); latent > 0)
-    throw Error(meta.where("moe_latent_size") + " = " + std::to_string(latent) +
-                ": latent mixture-of-experts projections (Nemotron-3-Super) are not supported");
   return {static_cast<int64_t>(experts), static_cast<int64_t>(used)};
 }
 
@@ -255,6 +252,9 @@ json granite_config(const HybridMetadata& meta, int64_t vocab_rows) {
   const std::vector<int64_t> ff = meta.required_per_layer("feed_forward_length", s.n_layer, 1 << 20);
   const int64_t width = common_value(meta, "feed_forward_length", ff, std::vector<bool>(ff.size(), true), 0);
   const ExpertCounts e = expert_counts(meta);
+  if (const uint64_t latent = meta.count_or_zero("moe_latent_size"); latent > 0)
+    throw Error(meta.where("moe_latent_size") + " = " + std::to_string(latent) +
+                ": latent expert projections are Nemotron-3-Super's (nemotron_h_moe), not Granite's");
   int64_t shared_width = width;
   if (e.experts > 0) {
     // llama.cpp runs a Granite file's experts without a shared MLP when this key is absent; every
@@ -308,7 +308,10 @@ json nemotron_moe_keys(const HybridMetadata& meta, const ExpertCounts& e) {
           {"moe_shared_expert_intermediate_size", meta.size("expert_shared_feed_forward_length", 1 << 20)},
           {"n_shared_experts", 1},
           {"norm_topk_prob", meta.file().bool_if_present(meta.key("expert_weights_norm")).value_or(false)},
-          {"routed_scaling_factor", meta.multiplier("expert_weights_scale").value_or(1.0)}};
+          {"routed_scaling_factor", meta.multiplier("expert_weights_scale").value_or(1.0)},
+          // LatentMoE (Nemotron-3-Super): 0 or absent in the files without it.
+          {"moe_latent_size",
+           meta.count_or_zero("moe_latent_size") > 0 ? json(meta.size("moe_latent_size", 1 << 20)) : json()}};
 }
 
 json nemotron_config(const HybridMetadata& meta, int64_t vocab_rows, bool moe_arch) {
@@ -430,6 +433,7 @@ void set_gguf_hybrid_metadata(GgufWriter& writer, const ModelConfig& c, int64_t 
       writer.set(key("expert_weights_norm"), GgufValue::boolean(e.normalize));
       writer.set(key("expert_weights_scale"), GgufValue::f32(static_cast<float>(e.scale)));
       writer.set(key("expert_group_count"), u32(1));
+      if (e.latent > 0) writer.set(key("moe_latent_size"), u32(e.latent));
     }
   }
   writer.set(key("ssm.conv_kernel"), u32(c.ssm.d_conv));

@@ -93,4 +93,13 @@ inline ModelConfig nemotron_moe_config(const std::string& pattern = "ME*E-M", in
   return c;
 }
 
+// Nemotron-3-Super's LatentMoE: the 'E' layers' routed experts read fc1_latent_proj x (`latent`
+// wide, here narrower than d_model) and their sum goes back through fc2_latent_proj.
+inline ModelConfig nemotron_latent_config(const std::string& pattern = "ME*E", int64_t latent = 24,
+                                          int64_t experts = 7, int64_t top_k = 3, int64_t width = 20) {
+  ModelConfig c = nemotron_moe_config(pattern, experts, top_k, width);
+  c.hybrid.moe.latent = latent;
+  return c;
+}
+
 }  // namespace mb::test

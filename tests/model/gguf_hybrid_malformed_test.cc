@@ -219,7 +219,8 @@ TEST(HybridGgufMalformed, GraniteExpertFilesAreRefusedNamingTheKeyOrTensor) {
            "'blk.0.ffn_gate_exps.weight' has dims {40, 24, 5} but the metadata implies {40, 36, 5}"},
           {set(p + "expert_weights_scale", GgufValue::f32(2.5f)), "Granite's routing weights are not scaled"},
           {set(p + "expert_group_count", GgufValue::u32(2)), "group-limited expert routing"},
-          {set(p + "moe_latent_size", GgufValue::u32(16)), "'granitehybrid.moe_latent_size' = 16: latent"},
+          {set(p + "moe_latent_size", GgufValue::u32(16)),
+           "'granitehybrid.moe_latent_size' = 16: latent expert"},
           {set(p + "nextn_predict_layers", GgufValue::u32(1)), "multi-token-prediction blocks"},
           {drop_tensor("blk.1.ffn_gate_exps.weight"), "missing tensor 'blk.1.ffn_gate_exps.weight'"},
           {drop_tensor("blk.0.ffn_up_exps.weight"), "missing tensor 'blk.0.ffn_up_exps.weight'"},
@@ -270,6 +271,27 @@ TEST(HybridGgufMalformed, NemotronHMoeFilesAreRefusedNamingTheKeyOrTensor) {
            "'blk.3.ffn_down_exps.weight' has dims {24, 40, 9, 2} but the metadata implies {24, 40, 9}"},
           {retype_tensor("blk.1.exp_probs_b.bias", {8}, kGgmlF32),
            "'blk.1.exp_probs_b.bias' has dims {8} but the metadata implies {9}"},
+          // A latent width the experts were not made for, or without its projections.
+          {set(p + "moe_latent_size", GgufValue::u32(16)),
+           "'blk.1.ffn_up_exps.weight' has dims {40, 24, 9} but the metadata implies {16, 24, 9}"},
+      });
+}
+
+TEST(HybridGgufMalformed, NemotronLatentFilesAreRefusedNamingTheKeyOrTensor) {
+  // The file above with LatentMoE: experts 16 wide in and out between the two projections.
+  const std::string good =
+      written(test::nemotron_latent_config("ME*E", 16, 9, 3, 24), "gguf_bad_nemotron_latent");
+  const std::string p = "nemotron_h_moe.";
+  ASSERT_EQ(GgufFile(good).unsigned_value(p + "moe_latent_size"), 16u);
+  expect_refused(
+      good,
+      {
+          {drop_tensor("blk.3.ffn_latent_down.weight"), "missing tensor 'blk.3.ffn_latent_down.weight'"},
+          {drop_tensor("blk.1.ffn_latent_up.weight"), "missing tensor 'blk.1.ffn_latent_up.weight'"},
+          {set(p + "moe_latent_size", std::nullopt),
+           "'blk.1.ffn_up_exps.weight' has dims {16, 24, 9} but the metadata implies {40, 24, 9}"},
+          {retype_tensor("blk.1.ffn_latent_up.weight", {16, 20}, kGgmlF32),
+           "'blk.1.ffn_latent_up.weight' has dims {16, 20} but the metadata implies {16, 40}"},
       });
 }
 

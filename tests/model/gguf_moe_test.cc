@@ -75,6 +75,14 @@ ModelConfig nemotron_moe() {
   return c;
 }
 
+// Nemotron-3-Super's LatentMoE on those layers: experts 32 wide in and out, between
+// ffn_latent_down and ffn_latent_up.
+ModelConfig nemotron_latent() {
+  ModelConfig c = nemotron_moe();
+  c.hybrid.moe.latent = 32;
+  return c;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Every file type.
 
@@ -86,7 +94,9 @@ struct TypeCase {
 
 std::vector<TypeCase> type_cases() {
   std::vector<TypeCase> cases;
-  for (const auto& [arch, config] : {std::pair{"granite", granite_moe()}, {"nemotron", nemotron_moe()}})
+  for (const auto& [arch, config] : {std::pair{"granite", granite_moe()},
+                                     {"nemotron", nemotron_moe()},
+                                     {"nemotron_latent", nemotron_latent()}})
     for (const auto& [type_name, type] : {std::pair{"f32", GgufFileType::F32},
                                           {"f16", GgufFileType::F16},
                                           {"bf16", GgufFileType::BF16},
@@ -130,6 +140,7 @@ TEST_P(MoeGgufTypes, TheFileHoldsTheFoldersConfigAndWeights) {
   EXPECT_EQ(a.scoring, b.scoring);
   EXPECT_EQ(a.normalize, b.normalize);
   EXPECT_EQ(static_cast<float>(a.scale), static_cast<float>(b.scale));
+  EXPECT_EQ(a.latent, b.latent);
   if (load_dtype) {
     EXPECT_EQ(gguf->matrix_dtype(), *load_dtype);
   }
@@ -227,6 +238,27 @@ TEST(MoeGguf, NemotronExpertsAreStackedIntoNemotronHMoeTensors) {
       EXPECT_EQ(std::memcmp(stacked->data + e * one.byte_size, one.data, one.byte_size), 0) << kind << e;
     }
   }
+}
+
+// A LatentMoE file: moe_latent_size, the experts' dims in the latent width, and the projections
+// under llama.cpp's names ({n_embd, moe_n_embd} down, {moe_n_embd, n_embd} up).
+TEST(MoeGguf, NemotronLatentProjectionsAreWrittenUnderLlamaCppsNames) {
+  MakeModelOptions o;
+  o.config = nemotron_latent();
+  const std::string dir = test::write_model(o, "gguf_moe_nemotron_latent_names");
+  const GgufFile file(write_gguf(dir, GgufFileType::F32));
+  EXPECT_EQ(file.unsigned_value("nemotron_h_moe.moe_latent_size"), 32u);
+  const std::map<std::string, std::vector<int64_t>> want = {{"blk.3.ffn_latent_down.weight", {64, 32}},
+                                                            {"blk.3.ffn_latent_up.weight", {32, 64}},
+                                                            {"blk.3.ffn_up_exps.weight", {32, 32, 6}},
+                                                            {"blk.3.ffn_down_exps.weight", {32, 32, 6}},
+                                                            {"blk.3.ffn_up_shexp.weight", {64, 64}}};
+  for (const auto& [name, dims] : want) {
+    const GgufTensorInfo* t = file.find_tensor(name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->ne, dims) << name;
+  }
+  EXPECT_EQ(file.find_tensor("blk.0.ffn_latent_down.weight"), nullptr);  // a Mamba layer
 }
 
 TEST(MoeGguf, WhatNemotronHMoeFilesCannotHoldIsNotWritten) {

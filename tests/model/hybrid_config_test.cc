@@ -118,7 +118,10 @@ TEST(HybridConfig, WhatTheEngineCannotRunIsRefusedNamingTheKey) {
   expect_error([&] { parse_model_config(with(granite, "mamba_d_head", 24), "g"); }, {"mamba_d_head"});
   const json nemotron_moe = with(nemotron, "hybrid_override_pattern", "M-E*EM");
   expect_error([&] { parse_model_config(with(nemotron_moe, "n_group", 2), "n"); }, {"n_group", "topk_group"});
-  expect_error([&] { parse_model_config(with(nemotron_moe, "moe_latent_size", 1024), "n"); },
+  // LatentMoE's width is read (Nemotron-3-Super); null means none, as in the models without it.
+  EXPECT_EQ(parse_model_config(with(nemotron_moe, "moe_latent_size", 1024), "n").hybrid.moe.latent, 1024);
+  EXPECT_EQ(parse_model_config(with(nemotron_moe, "moe_latent_size", nullptr), "n").hybrid.moe.latent, 0);
+  expect_error([&] { parse_model_config(with(nemotron_moe, "moe_latent_size", 0), "n"); },
                {"moe_latent_size"});
   expect_error([&] { parse_model_config(with(nemotron_moe, "n_shared_experts", 2), "n"); },
                {"n_shared_experts"});

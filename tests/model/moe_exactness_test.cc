@@ -41,7 +41,8 @@ void tie_experts_1_and_3(const std::string& dir) {
 
 // Granite with attention first and last in f32; Nemotron-H in bf16; Granite with top-1 routing,
 // quantized to Q8_0 at load; Nemotron-H choosing 6 of 8 experts, quantized to Q4_0, and with
-// experts 256 wide, quantized to Q4_K; Granite with tied router scores.
+// experts 256 wide, quantized to Q4_K; Granite with tied router scores; Nemotron-3-Super's latent
+// experts in f32 and quantized to Q8_0.
 std::vector<MoeShape> moe_shapes() {
   MakeModelOptions a;
   a.config = test::granite_moe_config("*MM*");
@@ -65,12 +66,21 @@ std::vector<MoeShape> moe_shapes() {
   f.config = test::nemotron_moe_config("E*", 4, 2, 256, 256);
   f.config.hybrid.moe.shared_width = 256;
   f.seed = 37;
+  MakeModelOptions g;
+  g.config = test::nemotron_latent_config("ME*E", 24);
+  g.seed = 38;
+  MakeModelOptions h;
+  h.config = test::nemotron_latent_config("E*", 64, 6, 2, 64);
+  h.config.hybrid.moe.shared_width = 64;
+  h.seed = 39;
   return {{"granite_moe_f32", a, std::nullopt, 300},
           {"nemotron_moe_bf16", b, std::nullopt, 300},
           {"granite_moe_top1_q8_0", c, DType::Q8_0, 100},
           {"nemotron_moe_top6_q4_0", d, DType::Q4_0, 100},
           {"nemotron_moe_q4_k", f, DType::Q4_K, 40},
-          {"granite_moe_tied", e, std::nullopt, 100, tie_experts_1_and_3}};
+          {"granite_moe_tied", e, std::nullopt, 100, tie_experts_1_and_3},
+          {"nemotron_latent_f32", g, std::nullopt, 100},
+          {"nemotron_latent_q8_0", h, DType::Q8_0, 60}};
 }
 
 const Model& moe_model_for(const MoeShape& shape) {

@@ -2,7 +2,8 @@
 // checkpoint's own tensors (Granite's stacked input_linear with each expert's gate rows first,
 // Nemotron-H's per-expert up/down tensors and its correction bias): the logits of one-layer models
 // over every position of a prompt, with top-k 1 and 6, more experts than the prompt's rows x top-k
-// (experts no row chooses), expert counts and widths that are multiples of nothing.
+// (experts no row chooses), expert counts and widths that are multiples of nothing, and
+// Nemotron-3-Super's latent experts (fc1_latent_proj before them, fc2_latent_proj after).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -40,7 +41,8 @@ std::vector<int64_t> top_k(const Vec& scores, int64_t k) {
   return order;
 }
 
-// f = shared(x) + sum_j w_j expert_j(x), as each family's modeling code computes it.
+// f = shared(x) + sum_j w_j expert_j(x), as each family's modeling code computes it; with latent
+// experts, f = shared(x) + fc2(sum_j w_j expert_j(fc1 x)).
 Vec moe_layer(const ModelConfig& c, const Tensors& t, const std::string& p, const Vec& x) {
   const bool granite = c.family == ModelFamily::GraniteHybrid;
   const MoeConfig& e = c.hybrid.moe;
@@ -73,6 +75,10 @@ Vec moe_layer(const ModelConfig& c, const Tensors& t, const std::string& p, cons
     for (int64_t j : chosen) sum += s[j];
     for (int64_t j : chosen) weights.push_back(s[j] / (sum + 1e-20) * e.scale);
   }
+  // The experts' input and the width of their outputs: fc1 x (latent), or x.
+  const int64_t L = e.latent, de = L > 0 ? L : d;
+  const Vec xe = L > 0 ? product(t(p + "mixer.fc1_latent_proj.weight"), x, L) : x;
+  Vec sum(de, 0.0);
   const Vec up_all = granite ? t(p + "block_sparse_moe.input_linear.weight") : Vec{};
   const Vec down_all = granite ? t(p + "block_sparse_moe.output_linear.weight") : Vec{};
   for (size_t j = 0; j < chosen.size(); ++j) {
@@ -83,11 +89,13 @@ Vec moe_layer(const ModelConfig& c, const Tensors& t, const std::string& p, cons
       out = product(down_all, h, d, ex * d);
     } else {
       const std::string name = p + "mixer.experts." + std::to_string(ex) + ".";
-      out = product(t(name + "down_proj.weight"), activate(product(t(name + "up_proj.weight"), x, I), false),
-                    d);
+      out = product(t(name + "down_proj.weight"), activate(product(t(name + "up_proj.weight"), xe, I), false),
+                    de);
     }
-    for (int64_t i = 0; i < d; ++i) f[i] += weights[j] * out[i];
+    for (int64_t i = 0; i < de; ++i) sum[i] += weights[j] * out[i];
   }
+  const Vec routed = L > 0 ? product(t(p + "mixer.fc2_latent_proj.weight"), sum, d) : sum;
+  for (int64_t i = 0; i < d; ++i) f[i] += routed[i];
   return f;
 }
 
@@ -154,7 +162,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(LayerShape{"granite_top6_of_9", test::granite_moe_config("*", 9, 6, 20)},
                       LayerShape{"granite_top1_of_16", test::granite_moe_config("*", 16, 1, 12)},
                       LayerShape{"nemotron_top6_of_7", test::nemotron_moe_config("E", 7, 6, 24)},
-                      LayerShape{"nemotron_top1_of_16", test::nemotron_moe_config("E", 16, 1, 20)}),
+                      LayerShape{"nemotron_top1_of_16", test::nemotron_moe_config("E", 16, 1, 20)},
+                      LayerShape{"nemotron_latent_24", test::nemotron_latent_config("E", 24)},
+                      LayerShape{"nemotron_latent_72", test::nemotron_latent_config("E", 72, 9, 6, 33)}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace

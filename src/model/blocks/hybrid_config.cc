@@ -77,10 +77,8 @@ void parse_nemotron_moe(const ConfigReader& reader, MoeConfig& e) {
   if (groups > 1 && kept != groups)
     throw Error(reader.where() + ": 'n_group' = " + std::to_string(groups) + " with 'topk_group' = " +
                 std::to_string(kept) + ": group-limited expert routing is not supported");
-  if (reader.has("moe_latent_size"))
-    throw Error(reader.where() +
-                ": 'moe_latent_size' is set: latent mixture-of-experts projections "
-                "(Nemotron-3-Super) are not supported");
+  // LatentMoE (Nemotron-3-Super): null or absent in the models without it.
+  e.latent = reader.has("moe_latent_size") ? reader.positive_int("moe_latent_size", kMaxWidth) : 0;
 }
 
 // The sizes every family reads the same way, and attention's heads.
@@ -427,6 +425,7 @@ json hybrid_config_to_hf_json(const ModelConfig& c) {
                {"routed_scaling_factor", h.moe.scale},
                {"n_group", 1},
                {"topk_group", 1}});
+  if (h.moe.latent > 0) hf["moe_latent_size"] = h.moe.latent;
   return hf;
 }
 

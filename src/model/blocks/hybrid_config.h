@@ -49,6 +49,9 @@ struct MoeConfig {
   MoeScoring scoring = MoeScoring::SoftmaxTopK;
   bool normalize = false;  // norm_topk_prob
   double scale = 1.0;      // routed_scaling_factor
+  // moe_latent_size (Nemotron-3-Super's LatentMoE): the routed experts read and write vectors of
+  // this width, projected from and back to d_model around them; 0: none (they read d_model).
+  int64_t latent = 0;
 };
 
 // One character per layer, as Nemotron-H's hybrid_override_pattern spells them.
@@ -75,7 +78,7 @@ struct HybridConfig {
 
 // Hugging Face `model_type` "granitemoehybrid" and "nemotron_h": the whole config (the model-level
 // sizes too), as transformers' configuration classes read it; keys the engine cannot honour
-// (RoPE scaling or a partial rotary factor, grouped or latent expert routing, other
+// (RoPE scaling or a partial rotary factor, grouped expert routing, other
 // activations) are refused naming them.
 void parse_granite_hybrid(const ConfigReader& reader, ModelConfig& config);
 void parse_nemotron_h(const ConfigReader& reader, ModelConfig& config);

@@ -15,15 +15,29 @@ enum Phase : int {
   kSharedDownPhase,
   kRouterPhase,
   kExpertsPhase,
-  kResidualPhase
+  kResidualPhase,
+  kLatentDownPhase,
+  kLatentUpPhase
 };
-constexpr std::string_view kPhaseNames[] = {"rmsnorm",          "shared up gemm", "shared activation",
-                                            "shared down gemm", "moe router",     "moe experts",
-                                            "moe residual"};
-static_assert(std::size(kPhaseNames) == kResidualPhase + 1);
+constexpr std::string_view kPhaseNames[] = {"rmsnorm",          "shared up gemm",       "shared activation",
+                                            "shared down gemm", "moe router",           "moe experts",
+                                            "moe residual",     "moe latent down gemm", "moe latent up gemm"};
+static_assert(std::size(kPhaseNames) == kLatentUpPhase + 1);
 
 // Scratch buffers, in the order of scratch_widths().
-enum Scratch : size_t { kXn, kSharedRows, kOut, kLogits, kRoutes, kGathered, kHidden, kExpertOut, kSums };
+enum Scratch : size_t {
+  kXn,
+  kSharedRows,
+  kOut,
+  kLogits,
+  kRoutes,
+  kGathered,
+  kHidden,
+  kExpertOut,
+  kSums,
+  kLatentIn,
+  kLatentOut
+};
 
 bool granite(const ModelConfig& c) {
   return c.family == ModelFamily::GraniteHybrid;
@@ -38,7 +52,8 @@ MoeParams moe_params(const ModelConfig& c) {
           granite(c) ? Activation::SwiGlu : Activation::ReluSquared,
           e.scoring,
           e.normalize,
-          static_cast<float>(e.scale)};
+          static_cast<float>(e.scale),
+          granite(c) ? 0 : e.latent};
 }
 
 // The shared MLP's width and activation: Granite's shared_mlp, or Nemotron-H's shared expert.
@@ -73,12 +88,13 @@ TensorSpec bias_spec(std::string name, int64_t rows, bool wanted, std::string gg
 std::vector<TensorSpec> MoeBlock::schema(const ModelConfig& c, const BlockSpec& block) {
   const MoeParams p = moe_params(c);
   const bool g = granite(c);
-  const int64_t d = c.d_model, E = p.n_experts, S = shared_width(c);
+  const int64_t d = c.d_model, E = p.n_experts, S = shared_width(c), de = p.expert_dim(), L = p.latent;
   const Activation shared_activation = g ? Activation::SwiGlu : Activation::ReluSquared;
   const bool bias = !g && c.hybrid.mlp.bias;
   // Unit-variance products for unit-variance inputs; the down products write the residual stream
   // and are scaled down by sqrt(n_layer), as the MLP's are (mlp_block.cc).
   const double in_bound = std::sqrt(3.0 / static_cast<double>(d)), depth = std::sqrt(double(c.n_layer));
+  const double expert_in_bound = std::sqrt(3.0 / static_cast<double>(de));
   const double shared_down_bound = std::sqrt(3.0 / static_cast<double>(S)) / depth;
   const double expert_down_bound = std::sqrt(3.0 / static_cast<double>(p.width)) / depth;
 
@@ -113,10 +129,18 @@ std::vector<TensorSpec> MoeBlock::schema(const ModelConfig& c, const BlockSpec& 
   // Granite stores each kind of expert matrix stacked ([E, rows, cols]); Nemotron-H's checkpoints
   // one tensor per expert, and transformers' own saves stacked under the module's parameter name.
   TensorSpec up = matrix_spec(block.tensor(g ? "input_linear.weight" : "experts.up_proj"),
-                              {E, p.up_rows(), d}, in_bound, block.gguf("ffn_up_exps.weight"));
+                              {E, p.up_rows(), de}, expert_in_bound, block.gguf("ffn_up_exps.weight"));
   split_if_granite(up, "ffn_gate_exps.weight", "ffn_up_exps.weight");
   TensorSpec down = matrix_spec(block.tensor(g ? "output_linear.weight" : "experts.down_proj"),
-                                {E, d, p.width}, expert_down_bound, block.gguf("ffn_down_exps.weight"));
+                                {E, de, p.width}, expert_down_bound, block.gguf("ffn_down_exps.weight"));
+  // LatentMoE's projections around the experts (llama.cpp: ffn_latent_down before, ffn_latent_up
+  // after); a config without moe_latent_size has neither.
+  TensorSpec latent_down = matrix_spec(block.tensor("fc1_latent_proj.weight"), {L, d}, in_bound,
+                                       block.gguf("ffn_latent_down.weight"));
+  TensorSpec latent_up = matrix_spec(block.tensor("fc2_latent_proj.weight"), {d, L},
+                                     std::sqrt(3.0 / static_cast<double>(L > 0 ? L : 1)) / depth,
+                                     block.gguf("ffn_latent_up.weight"));
+  latent_down.wanted = latent_up.wanted = L > 0;
   if (!g) {
     up.expert_name = block.tensor("experts.{e}.up_proj.weight");
     down.expert_name = block.tensor("experts.{e}.down_proj.weight");
@@ -130,7 +154,9 @@ std::vector<TensorSpec> MoeBlock::schema(const ModelConfig& c, const BlockSpec& 
           router,
           correction,
           up,
-          down};
+          down,
+          latent_down,
+          latent_up};
 }
 
 MoeBlock::MoeBlock(const ModelConfig& c, const BlockSpec& spec, WeightBinder& binder)
@@ -144,16 +170,18 @@ MoeBlock::MoeBlock(const ModelConfig& c, const BlockSpec& spec, WeightBinder& bi
 }
 
 std::vector<int64_t> MoeBlock::scratch_widths() const {
-  const int64_t d = params_.d_model;
+  const int64_t d = params_.d_model, de = params_.expert_dim(), latent = params_.latent > 0 ? de : 1;
   return {d,
           rows_for(shared_activation_, shared_width_),
           d,
           params_.n_experts,
           2 * params_.top_k,
-          d,
+          de,
           params_.up_rows(),
-          d,
-          d};
+          de,
+          de,
+          latent,
+          latent};
 }
 
 std::span<const std::string_view> MoeBlock::phase_names() const {
@@ -161,13 +189,17 @@ std::span<const std::string_view> MoeBlock::phase_names() const {
 }
 
 std::vector<OpQuery> MoeBlock::ops() const {
-  return {{OpKind::RmsNorm},
-          {OpKind::Matmul, weight(kSharedUp).host_matrix.dtype},
-          {OpKind::Matmul, weight(kSharedDown).host_matrix.dtype},
-          {OpKind::Glu},
-          {OpKind::Moe, weight(kExpertsUp).host_experts.front().dtype},
-          {OpKind::Moe, weight(kExpertsDown).host_experts.front().dtype},
-          {OpKind::Scale}};
+  std::vector<OpQuery> ops = {{OpKind::RmsNorm},
+                              {OpKind::Matmul, weight(kSharedUp).host_matrix.dtype},
+                              {OpKind::Matmul, weight(kSharedDown).host_matrix.dtype},
+                              {OpKind::Glu},
+                              {OpKind::Moe, weight(kExpertsUp).host_experts.front().dtype},
+                              {OpKind::Moe, weight(kExpertsDown).host_experts.front().dtype},
+                              {OpKind::Scale}};
+  if (params_.latent > 0)
+    for (const Tensor t : {kLatentDown, kLatentUp})
+      ops.push_back({OpKind::Matmul, weight(t).host_matrix.dtype});
+  return ops;
 }
 
 size_t MoeBlock::step_matrix_bytes() const {
@@ -204,16 +236,22 @@ void MoeBlock::forward(LayerContext& ctx) const {
                 false,
                 {},
                 phase(kSharedDownPhase)});  // -> [m, d]
+  // Latent experts read fc1 xn and sum into the latent rows, which fc2 then adds to f.
+  const bool latent = params_.latent > 0;
+  const View latent_in = ctx.scratch[kLatentIn], latent_out = ctx.scratch[kLatentOut];
+  if (latent)
+    be.matmul(s, {xn, m, matrix(kLatentDown), {}, latent_in, false, false, {}, phase(kLatentDownPhase)});
   MoeOp moe;
   moe.params = params_;
   moe.x = xn;
+  if (latent) moe.xe = latent_in;  // [m, latent]
   moe.m = m;
   moe.router = matrix(kRouter);
   moe.correction_bias = values(kCorrectionBias);
   moe.up = weight(kExpertsUp).experts;
   moe.down = weight(kExpertsDown).experts;
-  moe.y = out;  // f = shared + experts
-  moe.accumulate = true;
+  moe.y = latent ? latent_out : out;  // f = shared + experts, or their latent sums
+  moe.accumulate = !latent;
   moe.logits = ctx.scratch[kLogits];
   moe.routes = ctx.scratch[kRoutes];
   moe.rows = ctx.scratch[kGathered];
@@ -223,6 +261,9 @@ void MoeBlock::forward(LayerContext& ctx) const {
   moe.router_phase = phase(kRouterPhase);
   moe.phase = phase(kExpertsPhase);
   be.moe(s, moe);
+  if (latent)
+    be.matmul(s,
+              {latent_out, m, matrix(kLatentUp), {}, out, true, false, {}, phase(kLatentUpPhase)});  // f +=
   // h + f * residual_multiplier, as the reference adds a scaled branch (a multiplier of 1 is exact).
   be.scale(s, {out, m, d, residual_multiplier_, true, ctx.hidden, phase(kResidualPhase)});
 }

@@ -6,7 +6,10 @@
 // experts are SwiGLU too (block_sparse_moe.input_linear [E, 2 I, d], each expert's first I rows
 // the gate), chosen by the top logits and weighted by a softmax over them. Nemotron-H: the shared
 // expert and the experts are ReLU^2 without a gate, the choice is a sigmoid steered by
-// e_score_correction_bias, renormalized and scaled by routed_scaling_factor.
+// e_score_correction_bias, renormalized and scaled by routed_scaling_factor. Nemotron-3-Super's
+// LatentMoE (moe_latent_size) runs the routed experts in a narrower space: the router reads x,
+// the experts read fc1_latent_proj x, and their weighted sum goes back through fc2_latent_proj:
+//   f = shared(x) + fc2(moe(x; fc1 x))
 #pragma once
 
 #include <vector>
@@ -29,8 +32,10 @@ class MoeBlock final : public Block {
     kSharedDownBias,  // [d_model] or absent
     kRouter,          // [n_experts, d_model], packed in f32
     kCorrectionBias,  // [n_experts] (Nemotron-H) or absent
-    kExpertsUp,       // [n_experts, up rows, d_model]
-    kExpertsDown,     // [n_experts, d_model, width]
+    kExpertsUp,       // [n_experts, up rows, expert_dim]
+    kExpertsDown,     // [n_experts, expert_dim, width]
+    kLatentDown,      // [latent, d_model] (fc1_latent_proj), or absent
+    kLatentUp,        // [d_model, latent] (fc2_latent_proj), or absent
     kTensors,
   };
 
