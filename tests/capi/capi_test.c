@@ -661,6 +661,7 @@ static void test_chat(mb_model* model) {
   EXPECT_OK(mb_chat_send(fresh, "And then?", NULL, NULL, &again));
   CHECK(again.cached_tokens == 0 && again.prompt_tokens == second.prompt_tokens);
   CHECK(strcmp(again.text, second.text) == 0);
+  mb_chat_reply_free(&again);
 
   memset(&stream, 0, sizeof stream);
   stream.stop_after = 2;
@@ -680,6 +681,8 @@ static void test_chat(mb_model* model) {
   CHECK(again.prompt_tokens + again.completion_tokens <= 40);
   mb_chat_reply_free(&again);
 
+  mb_chat_free(chat);
+  chat = NULL;
   params.template_kwargs = "[1]";
   EXPECT_STATUS(mb_chat_new(model, &params, &chat), MB_ERR_INVALID_ARGUMENT);
   CHECK(chat == NULL);
