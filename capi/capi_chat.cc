@@ -3,7 +3,6 @@
 // `mambacpp serve` do.
 #include <atomic>
 #include <string>
-#include <vector>
 
 #include "capi_common.h"
 #include "server/chat_session.h"
@@ -105,9 +104,7 @@ mb_status mb_chat_add(mb_chat* chat, const char* role, const char* content) {
     require(chat, "chat");
     require(role, "role");
     require(content, "content");
-    std::vector<mb::ChatMessage> messages = chat->session->messages();
-    messages.push_back({role, content});
-    chat->session->set_messages(std::move(messages));
+    chat->session->add_message({role, content});
   });
 }
 

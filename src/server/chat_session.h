@@ -75,10 +75,9 @@ class ChatSession {
 
   // The conversation so far (the system message first, when given).
   const std::vector<ChatMessage>& messages() const { return messages_; }
-  // Replaces the conversation, e.g. to continue a saved one; a system message, if wanted, must
-  // be its first element. The cache keeps what it holds: a conversation that shares a prefix with
-  // an earlier one still resumes from it.
-  void set_messages(std::vector<ChatMessage> messages) { messages_ = std::move(messages); }
+  // Appends a message without answering it, to continue a conversation kept elsewhere (its user
+  // and assistant messages in order); the next reply answers as if they had been sent.
+  void add_message(ChatMessage message) { messages_.push_back(std::move(message)); }
   // Starts over with only the system message.
   void clear();
 

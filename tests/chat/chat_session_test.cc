@@ -37,6 +37,11 @@ std::string granite_template() {
   return test::read_data_file("chat_templates/granite-4.0.jinja");
 }
 
+// A two-layer Granite-4.0-H (Mamba, attention) with `chat_template`.
+std::string small_granite(const std::string& name, const std::string& chat_template) {
+  return session_model(name, "--arch granite-hybrid --pattern 'M*'", chat_template);
+}
+
 struct Loaded {
   std::unique_ptr<Model> model;
   Tokenizer tokenizer;
@@ -85,7 +90,8 @@ TEST(ChatSession, AFollowUpResumesFromTheCacheAndEqualsAFreshSessionsAnswer) {
     // A fresh session (its own empty cache, two threads) given the conversation up to the second
     // message answers the same tokens, prefilling everything.
     server::ChatSession cold(*m.model, m.tokenizer, m.chat, ComputeContext{2}, sampled_options());
-    cold.set_messages(before);
+    cold.add_message(before[1]);  // the user's, then the assistant's (cold has the system message)
+    cold.add_message(before[2]);
     const server::ChatTurn again = cold.reply("And then?", nullptr);
     EXPECT_EQ(again.cached_tokens, 0);
     EXPECT_EQ(again.prompt_tokens, second.prompt_tokens);
@@ -96,8 +102,7 @@ TEST(ChatSession, AFollowUpResumesFromTheCacheAndEqualsAFreshSessionsAnswer) {
 }
 
 TEST(ChatSession, AnInterruptedReplyKeepsWhatWasShown) {
-  const Loaded m(
-      session_model("chat_session_interrupt", "--arch granite-hybrid --pattern 'M*'", granite_template()));
+  const Loaded m(small_granite("chat_session_interrupt", granite_template()));
   server::ChatSessionOptions options = sampled_options();
   options.max_tokens = 50;
   server::ChatSession session(*m.model, m.tokenizer, m.chat, ComputeContext{1}, options);
@@ -122,8 +127,7 @@ TEST(ChatSession, AnInterruptedReplyKeepsWhatWasShown) {
 }
 
 TEST(ChatSession, ATurnThatCannotBeTakenLeavesTheConversationAsItWas) {
-  const Loaded m(
-      session_model("chat_session_refused", "--arch granite-hybrid --pattern 'M*'", granite_template()));
+  const Loaded m(small_granite("chat_session_refused", granite_template()));
   server::ChatSessionOptions options = sampled_options();
   options.max_context = 200;
   server::ChatSession session(*m.model, m.tokenizer, m.chat, ComputeContext{1}, options);
@@ -153,7 +157,7 @@ TEST(ChatSession, TemplateKeywordArgumentsReachTheTemplate) {
   const std::string chat_template =
       "{% if preamble %}{{ preamble }}\n{% endif %}{% for m in messages %}{{ m.role }}: {{ m.content }}\n"
       "{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
-  const Loaded m(session_model("chat_session_kwargs", "--arch granite-hybrid --pattern 'M*'", chat_template));
+  const Loaded m(small_granite("chat_session_kwargs", chat_template));
   server::ChatSessionOptions options = sampled_options();
   options.max_tokens = 1;
   const int64_t plain = server::ChatSession(*m.model, m.tokenizer, m.chat, ComputeContext{1}, options)
