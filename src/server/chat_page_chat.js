@@ -297,13 +297,16 @@ async function loadModel() {
 }
 
 // Shows a streamed reply at most once a frame, however fast its tokens come, and keeps the log
-// scrolled to its end unless the reader has scrolled up. The reasoning block is open while the
+// scrolled to its end unless the reader has scrolled up. Each frame renders the whole reply's
+// markdown again, so a long reply is rendered less often: after a render that took t ms the next
+// waits 3t, which keeps rendering to a quarter of the time. The reasoning block is open while the
 // model reasons and closes when the answer starts (the reader may open it again).
 function replyView(parts) {
-  let content = "", reasoning = "", frame = 0, answered = false;
+  let content = "", reasoning = "", frame = 0, timer = 0, answered = false, nextRender = 0;
   parts.reasoning.open = true;
   const render = () => {
     frame = 0;
+    const started = performance.now();
     const log = $("log");
     const following = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
     const split = showMessage(parts, "assistant", content, reasoning);
@@ -313,6 +316,11 @@ function replyView(parts) {
       parts.reasoning.open = false;
     }
     if (following) log.scrollTop = log.scrollHeight;
+    nextRender = performance.now() + 3 * (performance.now() - started);
+  };
+  const schedule = () => {
+    timer = 0;
+    frame = requestAnimationFrame(render);
   };
   return {
     get content() { return content; },
@@ -320,10 +328,14 @@ function replyView(parts) {
     add(piece, thought) {
       content += piece;
       reasoning += thought;
-      if (!frame) frame = requestAnimationFrame(render);
+      if (frame || timer) return;
+      const wait = nextRender - performance.now();
+      if (wait > 0) timer = setTimeout(schedule, wait);
+      else schedule();
     },
     finish() {
       if (frame) cancelAnimationFrame(frame);
+      clearTimeout(timer);
       render();
     },
   };

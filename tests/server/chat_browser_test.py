@@ -207,7 +207,9 @@ def test_conversations(server, browser):
     check(messages_shown(browser) == 2, "the reloaded log")
     check(browser.evaluate("document.querySelector('#log .user .body').textContent") == "Second question", "log")
 
-    # Switching shows the other conversation, and the next turn continues it.
+    set_settings(browser, **settings)  # the settings are not kept across a reload
+
+    # Switching shows the other conversation.
     click(browser, "#conversations .open", 1)
     check(browser.evaluate(CONVERSATION)["id"] == first["id"] and messages_shown(browser) == 4, "the switch")
     check(browser.evaluate("document.querySelector('#conversations li.current .open').textContent") == "First question",
@@ -225,7 +227,8 @@ def test_conversations(server, browser):
     browser.wait_for(DONE + " && window.sentBodies.length === 1", "the regenerated reply")
     check(browser.evaluate("window.sentBodies[0].messages") == first["messages"][:3],
           f"regenerate sent {browser.evaluate('window.sentBodies[0].messages')}")
-    check(browser.evaluate(CONVERSATION)["messages"] == first["messages"], "the regenerated conversation")
+    regenerated = browser.evaluate(CONVERSATION)["messages"]
+    check(regenerated == first["messages"], f"the regenerated conversation: {regenerated} vs {first['messages']}")
     check(messages_shown(browser) == 4, "regenerate added messages")
 
     # Editing the first message continues the conversation from it: the later turns are dropped.

@@ -147,19 +147,30 @@ def test_markdown(browser):
     fake_reply(browser, [{"content": text[i:i + 7]} for i in range(0, len(text), 7)])
     send(browser, "markdown please")
     browser.wait_for(DONE, "the markdown reply")
-    counts = browser.evaluate(f"['h1', 'h2', 'ul', 'ol', 'pre', 'code', 'a'].map((t) => {LAST}.querySelectorAll('.body ' + t).length)")
+    counts = browser.evaluate(f"['h1', 'h2', 'ul', 'ol', 'pre', 'code'].map((t) => {LAST}.querySelectorAll('.body ' + t).length)")
     check(counts[:5] == [1, 1, 2, 1, 2] and counts[5] >= 3, f"elements in the streamed reply: {counts}")
 
 
 def test_hostile(browser):
-    # The check itself finds what it looks for: an element a sanitizer should have removed.
-    problems = browser.evaluate("""(() => { window.__checkRoot = document.createElement('div');
-        const img = document.createElement('img'); img.setAttribute('onerror', 'x'); window.__checkRoot.append(img);
+    # The checks themselves find what they look for: elements a sanitizer should have removed are
+    # reported, and an event handler that would run is blocked by the page's CSP, which the browser
+    # reports as a security problem.
+    browser.evaluate("""(() => { window.__checkRoot = document.createElement('div');
+        const img = document.createElement('img'); img.setAttribute('onerror', 'window.__pwned = 1');
+        img.setAttribute('src', 'x'); window.__checkRoot.append(img);
         const a = document.createElement('a'); a.setAttribute('href', 'javascript:x'); window.__checkRoot.append(a);
-        return 0; })()""")
+        })()""")
     problems = browser.evaluate(CHECK_LOG)
     browser.evaluate("delete window.__checkRoot")
     check(len(problems) >= 3, f"the log check misses planted elements: {problems}")
+    blocked = lambda: [p for p in browser.problems if "inline event handler" in p]  # noqa: E731
+    for _ in range(250):
+        if blocked():
+            break
+        browser.evaluate("new Promise((done) => setTimeout(done, 20))")
+    check(blocked(), f"the planted event handler was not reported: {browser.problems}")
+    browser.evaluate("new Promise((done) => setTimeout(done, 200))")  # the image's report too
+    browser.problems.clear()
 
     # Each hostile string arrives as a streamed reply (split mid-tag), and as reasoning_content.
     for text in HOSTILE:
@@ -235,8 +246,8 @@ def test_reasoning(browser):
     check(browser.evaluate(f"{LAST}.querySelector('.reasoning').hidden"), "an empty reasoning block")
     browser.reload()
     browser.wait_for("document.querySelectorAll('#log .msg').length === 6", "the stored conversation")
-    check(browser.evaluate("[...document.querySelectorAll('#log .thought')].map((t) => t.textContent)") ==
-          ["Let me think about it.", "Hmm, two steps.", ""], "the stored reasoning")
+    thoughts = browser.evaluate("[...document.querySelectorAll('#log .assistant .thought')].map((t) => t.textContent)")
+    check(thoughts == ["Let me think about it.", "Hmm, two steps.", ""], f"the stored reasoning: {thoughts}")
 
 
 def background(browser):
@@ -245,6 +256,9 @@ def background(browser):
 
 def test_dark_mode(browser, screenshots):
     light, dark = "rgb(245, 245, 247)", "rgb(23, 24, 27)"
+    # The conversation with the most markdown in it, for the screenshots.
+    browser.evaluate("[...document.querySelectorAll('#conversations .open')].pop().click()")
+    check(browser.evaluate("document.querySelectorAll('#log pre').length") == 2, "the markdown conversation")
     browser.set_color_scheme("light")
     check(background(browser) == light, f"light background: {background(browser)}")
     if screenshots:
