@@ -196,6 +196,17 @@ function messageView(conversation, index) {
   const parts = messageParts(message.role);
   const split = showMessage(parts, message.role, message.content, message.reasoning_content);
   if (message.stopped) parts.root.classList.add("stopped");
+  // Each code block of a reply gets a bar with its language and a copy button of its own.
+  for (const pre of parts.body.querySelectorAll("pre")) {
+    const block = element("div", "code-block");
+    const bar = element("div", "code-bar", pre.firstChild.dataset.language || "");
+    const button = element("button", "copy-code", "Copy");
+    button.type = "button";
+    button.addEventListener("click", () => copyText(pre.textContent, button));
+    bar.append(button);
+    pre.replaceWith(block);
+    block.append(bar, pre);
+  }
   const copy = actionButton(parts, "copy", "Copy", () => copyText(split ? split.answer : message.content, copy));
   if (message.role === "user") {
     actionButton(parts, "edit", "Edit", () => startEdit(conversation, index, parts));
@@ -237,6 +248,7 @@ function sendEdit(conversation, index, text) {
   turn(conversation, (messages) => {
     messages.splice(index);
     messages.push({ role: "user", content: text });
+    if (index === 0) conversation.title = newConversation(text).title;
   }, () => sendEdit(conversation, index, text));
 }
 

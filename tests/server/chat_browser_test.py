@@ -245,6 +245,8 @@ def test_conversations(server, browser):
                      {"role": "assistant", "content": expected["choices"][0]["message"]["content"]}],
           f"the edited conversation: {edited}")
     check(messages_shown(browser) == 2, "the edit left the later turns in the log")
+    check(browser.evaluate("document.querySelector('#conversations li.current .open').textContent") == "Edited question",
+          "the edited conversation's title")
 
     # Delete: the other conversation goes from the list; deleting the shown one empties the log.
     click(browser, "#conversations li:not(.current) .delete")

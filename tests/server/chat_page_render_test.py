@@ -149,6 +149,10 @@ def test_markdown(browser):
     browser.wait_for(DONE, "the markdown reply")
     counts = browser.evaluate(f"['h1', 'h2', 'ul', 'ol', 'pre', 'code'].map((t) => {LAST}.querySelectorAll('.body ' + t).length)")
     check(counts[:5] == [1, 1, 2, 1, 2] and counts[5] >= 3, f"elements in the streamed reply: {counts}")
+    # A code block's own copy button copies its code.
+    browser.evaluate("navigator.clipboard.writeText = async (text) => { window.copied = text; }")
+    browser.evaluate(f"{LAST}.querySelector('.code-block .copy-code').click()")
+    check(browser.wait_for("window.copied", "the code's copy") == "if a < b:\n    print('<b>')", "the copied code")
 
 
 def test_hostile(browser):
