@@ -201,12 +201,27 @@ const markdown = (() => {
   const startsBlock = (line) =>
     fence.test(line) || heading.test(line) || rule.test(line) || listItem.test(line) || quote.test(line);
 
-  const cells = (line) => {
+  // A table row's cells: split at each "|" that is not escaped ("\\|" is a "|" in the cell).
+  function cells(line) {
     let row = line.trim();
     if (row.startsWith("|")) row = row.slice(1);
     if (row.endsWith("|") && !row.endsWith("\\|")) row = row.slice(0, -1);
-    return row.split(/(?<!\\)\|/).map((cell) => cell.trim().replace(/\\\|/g, "|"));
-  };
+    const result = [];
+    let cell = "";
+    for (let i = 0; i < row.length; ++i) {
+      if (row[i] === "\\" && row[i + 1] === "|") {
+        cell += "|";
+        ++i;
+      } else if (row[i] === "|") {
+        result.push(cell.trim());
+        cell = "";
+      } else {
+        cell += row[i];
+      }
+    }
+    result.push(cell.trim());
+    return result;
+  }
 
   const indentOf = (line) => /^ */.exec(line)[0].length;
 
