@@ -119,7 +119,8 @@ function deleteConversation(id) {
 // An assistant message's answer and reasoning: the server's reasoning_content, then a
 // <think>...</think> block at the start of the content, or everything before a lone </think>
 // (templates such as Qwen3's open the block in the prompt). `thinking`: the block is still open.
-function splitReasoning(content, reasoningContent) {
+// While a reply streams, a start that may yet become "<think>" is not shown as the answer.
+function splitReasoning(content, reasoningContent, streaming) {
   let answer = content, thought = "", thinking = false;
   const open = /^\s*<think>/.exec(content);
   if (open) {
@@ -127,7 +128,7 @@ function splitReasoning(content, reasoningContent) {
     thinking = end < 0;
     thought = content.slice(open[0].length, thinking ? undefined : end);
     answer = thinking ? "" : content.slice(end + 8);
-  } else if ("<think>".startsWith(content.trim()) && content.trim()) {
+  } else if (streaming && content.trim() && "<think>".startsWith(content.trim())) {
     answer = "";  // the start of a block still streaming
   } else {
     const end = content.indexOf("</think>");
@@ -154,12 +155,12 @@ function messageParts(role) {
 }
 
 // Shows a message's text; returns the split of an assistant's content.
-function showMessage(parts, role, content, reasoningContent) {
+function showMessage(parts, role, content, reasoningContent, streaming) {
   if (role === "user") {
     parts.body.textContent = content;
     return null;
   }
-  const split = splitReasoning(content, reasoningContent);
+  const split = splitReasoning(content, reasoningContent, streaming);
   parts.reasoning.hidden = !split.thought && !split.thinking;
   parts.thought.textContent = split.thought;
   markdown.render(split.answer, parts.body);
@@ -321,7 +322,7 @@ function replyView(parts) {
     const started = performance.now();
     const log = $("log");
     const following = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
-    const split = showMessage(parts, "assistant", content, reasoning);
+    const split = showMessage(parts, "assistant", content, reasoning, true);
     parts.root.dataset.length = content.length + reasoning.length;
     if (split.answer && !answered) {
       answered = true;

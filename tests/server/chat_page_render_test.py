@@ -246,12 +246,21 @@ def test_reasoning(browser):
     check(sent[1] == {"role": "assistant", "content": "The **answer**."} and
           sent[3] == {"role": "assistant", "content": "<think>Hmm, two steps.</think>\n\nDone: `ok`"},
           f"the conversation sent back: {sent}")
+    # A reply that is only the start of "<think>" is shown as it is once it has ended.
+    fake_reply(browser, [{"content": "<th"}])
+    send(browser, "short")
+    browser.wait_for(DONE, "the short reply")
+    check(browser.evaluate(f"{LAST}.querySelector('.body').textContent") == "<th", "a reply of '<th'")
+    check(browser.evaluate(f"{LAST}.querySelector('.reasoning').hidden"), "a reply of '<th' has reasoning")
+    fake_reply(browser, [{"content": "fine"}])
+    send(browser, "next")
+    browser.wait_for(DONE, "the fourth reply")
     # A reply without a block has no reasoning shown; stored reasoning shows after a reload.
     check(browser.evaluate(f"{LAST}.querySelector('.reasoning').hidden"), "an empty reasoning block")
     browser.reload()
-    browser.wait_for("document.querySelectorAll('#log .msg').length === 6", "the stored conversation")
+    browser.wait_for("document.querySelectorAll('#log .msg').length === 10", "the stored conversation")
     thoughts = browser.evaluate("[...document.querySelectorAll('#log .assistant .thought')].map((t) => t.textContent)")
-    check(thoughts == ["Let me think about it.", "Hmm, two steps.", ""], f"the stored reasoning: {thoughts}")
+    check(thoughts == ["Let me think about it.", "Hmm, two steps.", "", "", ""], f"the stored reasoning: {thoughts}")
 
 
 def background(browser):
