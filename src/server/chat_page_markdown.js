@@ -225,17 +225,16 @@ const markdown = (() => {
 
   const indentOf = (line) => /^ */.exec(line)[0].length;
 
-  // The first line from `from` on that is not blank, or undefined.
+  // The index of the first line from `from` on that is not blank, or lines.length.
   function nextNonBlank(lines, from) {
-    for (let i = from; i < lines.length; ++i) {
-      if (lines[i].trim() !== "") return lines[i];
-    }
-    return undefined;
+    let i = from;
+    while (i < lines.length && lines[i].trim() === "") ++i;
+    return i;
   }
 
   // A list starting at lines[start]: its element and the index after it. An item holds the lines
   // indented past its marker (and blank lines between them); items of one list share the marker
-  // kind and indent.
+  // kind and indent. A run of blank lines is looked past once, so many of them stay linear.
   function list(lines, start, parent, depth) {
     const first = listItem.exec(lines[start]);
     const ordered = /\d/.test(first[2]);
@@ -253,8 +252,10 @@ const markdown = (() => {
         const line = lines[j];
         if (line.trim() === "") {
           const next = nextNonBlank(lines, j);
-          if (next === undefined || indentOf(next) <= baseIndent) break;
+          if (next === lines.length || indentOf(lines[next]) <= baseIndent) break;
           body.push("");
+          j = next;
+          continue;
         } else if (indentOf(line) > baseIndent) {
           body.push(line.slice(Math.min(indentOf(line), contentIndent)));
         } else if (!startsBlock(line) && body[body.length - 1] !== "") {
@@ -268,12 +269,9 @@ const markdown = (() => {
       blocks(body, item, depth + 1, true);
       node.append(item);
       i = j;
-      while (i < lines.length && lines[i].trim() === "") {
-        const next = nextNonBlank(lines, i);
-        const nextItem = next !== undefined && listItem.exec(next);
-        if (!nextItem || nextItem[1].length !== baseIndent) break;
-        ++i;
-      }
+      const next = nextNonBlank(lines, i);
+      const nextItem = next < lines.length && listItem.exec(lines[next]);
+      if (nextItem && nextItem[1].length === baseIndent) i = next;
     }
     parent.append(node);
     return i;
