@@ -2,6 +2,8 @@
 # Content-Security-Policy that allows exactly its inline script and style, and an ETag.
 #
 # Run as a script: cmake -DINPUT=chat_page.html -DOUTPUT=chat_page.cc -P embed_chat_page.cmake
+# A line '//@inline NAME.js' in the page is replaced by the file NAME.js beside it, so the scripts
+# can be kept in files of their own and the page still goes out as one file with one script.
 # The page goes in as a raw string literal, so the generated file stays readable. A browser checks
 # an inline element against a CSP 'sha256-...' source by the base64 SHA-256 of its exact text, so
 # the hashes are taken of the text between the tags, which must therefore appear once each.
@@ -53,6 +55,16 @@ function(inline_hash page tag out)
 endfunction()
 
 file(READ "${INPUT}" page)
+get_filename_component(input_folder "${INPUT}" DIRECTORY)
+string(REGEX MATCHALL "//@inline [A-Za-z0-9_.-]+" inlines "${page}")
+foreach(directive IN LISTS inlines)
+  string(SUBSTRING "${directive}" 10 -1 name)
+  if(NOT EXISTS "${input_folder}/${name}")
+    message(FATAL_ERROR "${INPUT} inlines ${name}, which is not in ${input_folder}")
+  endif()
+  file(READ "${input_folder}/${name}" script)
+  string(REPLACE "${directive}\n" "${script}" page "${page}")
+endforeach()
 set(delimiter "mbpage")
 string(FIND "${page}" ")${delimiter}\"" clash)
 if(NOT clash EQUAL -1)

@@ -6,6 +6,7 @@ websocket client and no chromedriver is needed. One page is opened and driven th
 Runtime.evaluate and Input events; exceptions the page throws and security errors (a
 Content-Security-Policy violation) are collected, so a test can insist there were none."""
 
+import base64
 import fcntl
 import json
 import os
@@ -143,6 +144,23 @@ class Browser:
                 raise AssertionError(f"timed out after {timeout} s waiting for {what} ({expression}); page text: "
                                      + str(self.evaluate("document.body ? document.body.innerText : ''"))[:1500])
             time.sleep(0.02)
+
+    def reload(self, timeout=30):
+        """Reloads the page and waits until the new document has loaded."""
+        self.evaluate("window.__mbOldDocument = true")
+        self.call("Page.reload", {"ignoreCache": True})
+        self.wait_for("!window.__mbOldDocument && document.readyState === 'complete'", "the page to reload", timeout)
+
+    def set_color_scheme(self, scheme):
+        """Emulates the system's prefers-color-scheme ("light" or "dark")."""
+        self.call("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
+
+    def screenshot(self, path, width=1000, height=720):
+        """Saves a PNG of the page at the given window size."""
+        self.call("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1,
+                                                         "mobile": False})
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(self.call("Page.captureScreenshot", {"format": "png"})["data"]))
 
     def type_text(self, text):
         """Types into the focused element, as an input method would."""

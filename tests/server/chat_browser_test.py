@@ -3,8 +3,11 @@
 message typed and sent gets the reply the API gives for the same settings, a second turn sends the
 whole conversation and shows cached prompt tokens, a refused request shows the server's message,
 a long reply appears in several updates as it streams, Stop ends it and the server cancels it, and
-on a server with --api-key the page asks for the key and then works. Run by ctest (server_chat_browser_test); exits 77 (a skip) when no
-Chromium is installed, non-zero on the first failure."""
+on a server with --api-key the page asks for the key and then works. Conversations are kept in the
+browser's storage: they survive a reload, can be switched and deleted, a reply can be regenerated
+and a user message edited (each sends the conversation up to the right message), and a message can
+be copied. Run by ctest (server_chat_browser_test); exits 77 (a skip) when no Chromium is
+installed, non-zero on the first failure."""
 
 import json
 import os
@@ -29,8 +32,12 @@ def js(value):
     return json.dumps(value)
 
 
-# The text of the last assistant message, and the usage line's numbers.
-LAST_REPLY = "([...document.querySelectorAll('#log .assistant')].pop() || {}).textContent"
+# The shown conversation as the page stored it, and its last message's text (the reply as the
+# model wrote it: what the log shows is its markdown rendered).
+CONVERSATION = """(() => { const data = JSON.parse(localStorage.getItem('mambacpp-conversations'));
+    return data.conversations.find((c) => c.id === data.current); })()"""
+LAST_REPLY = f"{CONVERSATION}.messages.at(-1).content"
+LAST_BUBBLE = "[...document.querySelectorAll('#log .assistant')].pop()"
 USAGE = "({...document.getElementById('usage').dataset, text: document.getElementById('usage').textContent})"
 DONE = "document.getElementById('usage').dataset.completionTokens !== undefined && !document.getElementById('send').disabled"
 
@@ -51,12 +58,13 @@ def send_message(browser, text, by_enter=False):
 
 
 def watch_reply_lengths(browser):
-    """Records the length of the last reply at every DOM update the page makes, as it makes them."""
+    """Records the length of the last reply's text at every update the page makes to it."""
     browser.evaluate("""window.replyLengths = [];
         new MutationObserver(() => {
           const reply = [...document.querySelectorAll('#log .assistant')].pop();
-          if (reply) window.replyLengths.push(reply.textContent.length);
-        }).observe(document.getElementById('log'), {subtree: true, childList: true, characterData: true});""")
+          if (reply && reply.dataset.length) window.replyLengths.push(Number(reply.dataset.length));
+        }).observe(document.getElementById('log'), {subtree: true, childList: true, attributes: true,
+                                                     attributeFilter: ['data-length']});""")
 
 
 def api_reply(server, messages, settings, headers=None):
@@ -133,8 +141,7 @@ def test_chat(server, browser):
     print("long reply's lengths as it streamed:", lengths[:8])
     browser.evaluate("document.getElementById('stop').click()")
     browser.wait_for("!document.getElementById('send').disabled", "Stop to end the reply", timeout=10)
-    check(browser.evaluate("[...document.querySelectorAll('#log .assistant')].pop().classList.contains('stopped')"),
-          "the stopped reply is not marked")
+    check(browser.evaluate(f"{LAST_BUBBLE}.classList.contains('stopped')"), "the stopped reply is not marked")
     check(browser.evaluate("document.getElementById('usage').textContent").startswith("stopped"), "no 'stopped'")
     for _ in range(250):  # the server notices the closed connection at its next write
         if metric(server, "mambacpp_http_client_disconnects_total") > disconnects:
@@ -144,13 +151,112 @@ def test_chat(server, browser):
 
     # New chat in the middle of a reply abandons it, and the next message goes out at once.
     send_message(browser, "Another long one")
-    browser.wait_for(f"({LAST_REPLY} || '').length > 0", "the second long reply to start")
+    browser.wait_for(f"{LAST_BUBBLE} && {LAST_BUBBLE}.dataset.length > 0", "the second long reply to start")
     browser.evaluate("document.getElementById('new-chat').click()")
     set_settings(browser, max_tokens=8)
     send_message(browser, "Short")
     browser.wait_for(DONE, "the reply after New chat")
     check(browser.evaluate("document.querySelectorAll('#log .msg').length") == 2, "New chat kept the old reply")
     check(browser.evaluate(USAGE)["completionTokens"] == "8", "the reply after New chat")
+    check(not browser.problems, f"the page reported problems: {browser.problems}")
+
+
+def record_requests(browser):
+    """From now on, the body of every chat request the page sends goes to window.sentBodies too."""
+    browser.evaluate("""window.sentBodies = [];
+        const realFetch = window.fetch;
+        window.fetch = (url, init) => {
+          if (String(url).endsWith('/v1/chat/completions')) window.sentBodies.push(JSON.parse(init.body));
+          return realFetch(url, init);
+        };""")
+
+
+def click(browser, selector, index=-1):
+    """Clicks the index-th element (from the end when negative) the selector matches."""
+    browser.evaluate(f"[...document.querySelectorAll({js(selector)})].at({index}).click()")
+
+
+def messages_shown(browser):
+    return browser.evaluate("[...document.querySelectorAll('#log .msg')].length")
+
+
+def test_conversations(server, browser):
+    browser.open(f"http://127.0.0.1:{server.port}/")
+    browser.evaluate("localStorage.clear()")
+    browser.reload()
+    settings = {"seed": 5, "temperature": 1.2, "max_tokens": 12}
+    set_settings(browser, **settings)
+
+    # Two conversations, the first of two turns.
+    send_message(browser, "First question")
+    browser.wait_for(DONE, "the first reply")
+    send_message(browser, "Follow-up")
+    browser.wait_for(DONE + " && document.querySelectorAll('#log .msg').length === 4", "the follow-up's reply")
+    first = browser.evaluate(CONVERSATION)
+    browser.evaluate("document.getElementById('new-chat').click()")
+    send_message(browser, "Second question")
+    browser.wait_for(DONE, "the second conversation's reply")
+    second = browser.evaluate(CONVERSATION)
+    check(first["id"] != second["id"] and second["title"] == "Second question", f"the conversations {first} {second}")
+
+    # They survive a reload: the list (newest first), the one shown and its messages.
+    browser.reload()
+    titles = browser.evaluate("[...document.querySelectorAll('#conversations .open')].map((b) => b.textContent)")
+    check(titles == ["Second question", "First question"], f"the list after a reload: {titles}")
+    check(browser.evaluate(CONVERSATION) == second, "the shown conversation changed across the reload")
+    check(messages_shown(browser) == 2, "the reloaded log")
+    check(browser.evaluate("document.querySelector('#log .user .body').textContent") == "Second question", "log")
+
+    set_settings(browser, **settings)  # the settings are not kept across a reload
+
+    # Switching shows the other conversation.
+    click(browser, "#conversations .open", 1)
+    check(browser.evaluate(CONVERSATION)["id"] == first["id"] and messages_shown(browser) == 4, "the switch")
+    check(browser.evaluate("document.querySelector('#conversations li.current .open').textContent") == "First question",
+          "the list does not mark the shown conversation")
+
+    # Copy gives the message as the model wrote it.
+    browser.evaluate("navigator.clipboard.writeText = async (text) => { window.copied = text; }")
+    click(browser, "#log .assistant .copy")
+    check(browser.wait_for("window.copied", "the copy") == first["messages"][3]["content"], "copied text")
+
+    # Regenerate sends the conversation up to the last user message and replaces the last reply
+    # (the same seed gives the same reply).
+    record_requests(browser)
+    click(browser, "#log .regenerate")
+    browser.wait_for(DONE + " && window.sentBodies.length === 1", "the regenerated reply")
+    check(browser.evaluate("window.sentBodies[0].messages") == first["messages"][:3],
+          f"regenerate sent {browser.evaluate('window.sentBodies[0].messages')}")
+    regenerated = browser.evaluate(CONVERSATION)["messages"]
+    check(regenerated == first["messages"], f"the regenerated conversation: {regenerated} vs {first['messages']}")
+    check(messages_shown(browser) == 4, "regenerate added messages")
+
+    # Editing the first message continues the conversation from it: the later turns are dropped.
+    click(browser, "#log .user .edit", 0)
+    check(browser.evaluate("document.querySelector('#log .editor textarea').value") == "First question", "editor")
+    browser.evaluate("document.querySelector('#log .editor textarea').value = 'Edited question'")
+    browser.evaluate("document.querySelector('#log .editor .save').click()")
+    browser.wait_for(DONE + " && window.sentBodies.length === 2", "the reply to the edited message")
+    check(browser.evaluate("window.sentBodies[1].messages") == [{"role": "user", "content": "Edited question"}],
+          f"the edit sent {browser.evaluate('window.sentBodies[1].messages')}")
+    edited = browser.evaluate(CONVERSATION)["messages"]
+    expected = api_reply(server, [{"role": "user", "content": "Edited question"}], settings)
+    check(edited == [{"role": "user", "content": "Edited question"},
+                     {"role": "assistant", "content": expected["choices"][0]["message"]["content"]}],
+          f"the edited conversation: {edited}")
+    check(messages_shown(browser) == 2, "the edit left the later turns in the log")
+    check(browser.evaluate("document.querySelector('#conversations li.current .open').textContent") == "Edited question",
+          "the edited conversation's title")
+
+    # Delete: the other conversation goes from the list; deleting the shown one empties the log.
+    click(browser, "#conversations li:not(.current) .delete")
+    check(browser.evaluate("document.querySelectorAll('#conversations li').length") == 1, "delete")
+    check(messages_shown(browser) == 2, "deleting another conversation changed the log")
+    click(browser, "#conversations li.current .delete")
+    check(browser.evaluate("document.querySelectorAll('#conversations li').length") == 0, "delete the shown one")
+    check(messages_shown(browser) == 0, "the deleted conversation is still shown")
+    browser.reload()
+    check(browser.evaluate("document.querySelectorAll('#conversations li').length") == 0, "deleted, then reloaded")
     check(not browser.problems, f"the page reported problems: {browser.problems}")
 
 
@@ -202,6 +308,7 @@ def main():
     with Browser(chromium) as browser:
         with Server(model) as server:
             test_chat(server, browser)
+            test_conversations(server, browser)
         with Server(model, "--api-key", KEY) as server:
             test_api_key(server, browser)
     print("chat page browser test: OK")

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The chat page at GET /, without a browser: it is served without the API key (which every API
 endpoint still requires, /health excepted) as UTF-8 HTML, with a Content-Security-Policy whose
-hashes are those of the page's own inline script and style and which allows nothing from
-elsewhere, with an ETag that a revalidation is answered 304 for, and the page refers to no
-external URL. Run by ctest (server_chat_page_test); exits non-zero on the first failure."""
+hashes are those of the page's own inline script (its script files put in at build time) and
+style and which allows nothing from elsewhere, with an ETag that a revalidation is answered 304
+for, and the page refers to no external URL. Run by ctest (server_chat_page_test); exits non-zero
+on the first failure."""
 
 import base64
 import hashlib
@@ -44,6 +45,9 @@ def check_page(server):
     check(not re.search(r"https?://", page), "the page names an external URL")
     check(not re.search(r"\b(src|href)\s*=", page, re.I), "the page loads something by src/href")
     check("innerHTML" not in page and "outerHTML" not in page, "the page writes HTML from strings")
+    # Its scripts were put into its one script element at build time.
+    check("//@inline" not in page and "const markdown = " in page and "function turn(" in page,
+          "the page's script files were not inlined")
 
     policy = {}
     for directive in headers["Content-Security-Policy"].split(";"):
