@@ -24,7 +24,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 from . import _mambacpp
 from ._mambacpp import Error, State
 
-__all__ = ["Model", "State", "Error"]
+__all__ = ["Model", "State", "Error", "Llama"]
 __version__ = getattr(_mambacpp, "__version__", "0.1.0")
 
 Prompt = Union[str, Sequence[int]]
@@ -59,12 +59,15 @@ class Model(_mambacpp.Model):
         return (f"mambacpp.Model({self.path!r}, device={self.device!r}, dtype={self.dtype!r}, "
                 f"threads={self.threads})")
 
-    def _request(self, kind: str, body: str, stream: bool):
+    def _request(self, kind: str, body: str, stream: bool, max_context: int = 0):
+        """Runs a request body ("completion" or "chat") and returns the response dict, or with
+        stream=True an iterator of chunk dicts. max_context > 0 is a context window, as
+        `mambacpp serve -c`: a prompt must be shorter, and max_tokens is cut to the room left."""
         if not stream:
-            return json.loads(self._complete(kind, body))
+            return json.loads(self._complete(kind, body, max_context))
         # The request is validated and queued now, so bad arguments raise here, not at the
         # first chunk; the generator cancels it when closed early.
-        completion = self._stream(kind, body)
+        completion = self._stream(kind, body, max_context)
 
         def chunks() -> Iterator[Dict[str, Any]]:
             try:
@@ -147,3 +150,6 @@ class Model(_mambacpp.Model):
                      logprobs=logprobs, top_logprobs=top_logprobs, model=model, tools=tools,
                      chat_template_kwargs=chat_template_kwargs)
         return self._request("chat", body, stream)
+
+
+from .llama import Llama  # noqa: E402  (it builds on Model, defined above)

@@ -35,9 +35,11 @@ class ModelPlugin(WorkerPlugin):
         self.model: Optional[Model] = None
 
     def setup(self, worker=None):
+        """Loads the model (Dask calls it on each worker)."""
         self.model = Model(self.path, device=self.device, dtype=self.dtype, threads=self.threads)
 
     def teardown(self, worker=None):
+        """Drops the model (Dask calls it when the plugin or the worker goes)."""
         self.model = None
 
 

@@ -30,12 +30,18 @@ uint64_t random_u64() {
 
 class PyCompletion {
  public:
-  PyCompletion(std::shared_ptr<Engine> engine, ApiKind kind, const std::string& body, bool stream)
+  // `max_context` > 0 is a context window, as the server's -c (mambacpp.Llama's n_ctx).
+  PyCompletion(std::shared_ptr<Engine> engine, ApiKind kind, const std::string& body, bool stream,
+               int64_t max_context)
       : engine_(std::move(engine)), stream_(stream), events_(std::make_shared<Events>()) {
     py::gil_scoped_release release;
     const Tokenizer& tokenizer = engine_->require_tokenizer();
-    server::ApiRequest request =
-        server::prepare_api_request(kind, body, tokenizer, engine_->chat, {}, random_u64(), engine_->path);
+    if (max_context < 0)
+      throw Error("the context size must be >= 0 (0 = no limit), got " + std::to_string(max_context));
+    server::ApiDefaults defaults;
+    defaults.max_context = max_context;
+    server::ApiRequest request = server::prepare_api_request(kind, body, tokenizer, engine_->chat, defaults,
+                                                             random_u64(), engine_->path);
     Scheduler* scheduler = nullptr;
     {
       std::lock_guard lock(engine_->mutex);
@@ -157,28 +163,33 @@ ApiKind api_kind(const std::string& kind) {
 void bind_generation(py::class_<PyModel>& model_class) {
   py::class_<PyCompletion>(model_class, "Completion",
                            "A streamed request: iterate for its chunks' JSON text.")
-      .def("__iter__", [](PyCompletion& self) -> PyCompletion& { return self; })
-      .def("__next__",
-           [](PyCompletion& self) {
-             auto chunk = self.next_chunk();
-             if (!chunk) throw py::stop_iteration();
-             return *chunk;
-           })
-      .def("close", &PyCompletion::cancel);
+      .def(
+          "__iter__", [](PyCompletion& self) -> PyCompletion& { return self; }, "The request itself.")
+      .def(
+          "__next__",
+          [](PyCompletion& self) {
+            auto chunk = self.next_chunk();
+            if (!chunk) throw py::stop_iteration();
+            return *chunk;
+          },
+          "Runs generation steps until the next chunk's JSON text is ready.")
+      .def("close", &PyCompletion::cancel, "Cancels the request; its slot is freed at the next step.");
   model_class
       .def(
           "_complete",
-          [](const PyModel& model, const std::string& kind, const std::string& body) {
-            PyCompletion completion(model.engine(), api_kind(kind), body, false);
+          [](const PyModel& model, const std::string& kind, const std::string& body, int64_t max_context) {
+            PyCompletion completion(model.engine(), api_kind(kind), body, false, max_context);
             return completion.response();
           },
-          py::arg("kind"), py::arg("body"))
+          py::arg("kind"), py::arg("body"), py::arg("max_context") = 0,
+          "Runs a request body to the end and returns the response's JSON text.")
       .def(
           "_stream",
-          [](const PyModel& model, const std::string& kind, const std::string& body) {
-            return std::make_unique<PyCompletion>(model.engine(), api_kind(kind), body, true);
+          [](const PyModel& model, const std::string& kind, const std::string& body, int64_t max_context) {
+            return std::make_unique<PyCompletion>(model.engine(), api_kind(kind), body, true, max_context);
           },
-          py::arg("kind"), py::arg("body"));
+          py::arg("kind"), py::arg("body"), py::arg("max_context") = 0,
+          "Queues a request body and returns its Completion, an iterator of chunk JSON texts.");
 }
 
 }  // namespace mb::python

@@ -202,56 +202,86 @@ py::array_t<float> PyModel::logits(const py::handle& ids, bool all_positions, Py
 
 py::class_<PyModel> bind_model(py::module_& m) {
   py::class_<PyState>(m, "State", "A sequence's recurrent state (see mambacpp.State).")
-      .def_property_readonly("position", [](const PyState& s) { return s.state.position; })
-      .def_property_readonly("nbytes", [](const PyState& s) { return s.state.bytes(); })
-      .def("copy",
-           [](const PyState& s) {
-             py::gil_scoped_release release;
-             std::lock_guard lock(s.engine->mutex);
-             return PyState{s.engine, s.state};
-           })
-      .def("save",
-           [](const PyState& s, const std::string& path) {
-             py::gil_scoped_release release;
-             std::lock_guard lock(s.engine->mutex);
-             save_state(path, *s.engine->model, s.state);
-           })
-      .def_static("load", [](const std::string& path, const PyModel& model) {
-        const auto& engine = model.engine();
-        py::gil_scoped_release release;
-        std::lock_guard lock(engine->mutex);
-        return PyState{engine, load_state(path, *engine->model)};
-      });
+      .def_property_readonly(
+          "position", [](const PyState& s) { return s.state.position; }, "Tokens or rows the state has read.")
+      .def_property_readonly(
+          "nbytes", [](const PyState& s) { return s.state.bytes(); }, "Bytes the state holds.")
+      .def(
+          "copy",
+          [](const PyState& s) {
+            py::gil_scoped_release release;
+            std::lock_guard lock(s.engine->mutex);
+            return PyState{s.engine, s.state};
+          },
+          "A copy that continues independently (a fork of the sequence).")
+      .def(
+          "save",
+          [](const PyState& s, const std::string& path) {
+            py::gil_scoped_release release;
+            std::lock_guard lock(s.engine->mutex);
+            save_state(path, *s.engine->model, s.state);
+          },
+          py::arg("path"), "Writes the state to a file (atomically), for State.load with the same model.")
+      .def_static(
+          "load",
+          [](const std::string& path, const PyModel& model) {
+            const auto& engine = model.engine();
+            py::gil_scoped_release release;
+            std::lock_guard lock(engine->mutex);
+            return PyState{engine, load_state(path, *engine->model)};
+          },
+          py::arg("path"), py::arg("model"),
+          "Reads a state saved by State.save; Error when it belongs to another model.");
 
   py::class_<PyModel> model(m, "Model", "A loaded checkpoint (see mambacpp.Model).");
   model
       .def(py::init<const std::string&, const std::string&, const std::optional<std::string>&, int>(),
            py::arg("path"), py::arg("device") = "cpu", py::arg("dtype") = py::none(), py::arg("threads") = 0,
            py::call_guard<py::gil_scoped_release>())
-      .def_property_readonly("vocab_size", [](const PyModel& m) { return m.config().vocab_size; })
-      .def_property_readonly("d_model", [](const PyModel& m) { return m.config().d_model; })
-      .def_property_readonly("n_layer", [](const PyModel& m) { return m.config().n_layer; })
-      .def_property_readonly("input_dim", [](const PyModel& m) { return m.engine()->model->input_dim(); })
-      .def_property_readonly("fingerprint", [](const PyModel& m) { return m.engine()->model->fingerprint(); })
-      .def_property_readonly("eos_token_ids", [](const PyModel& m) { return m.config().eos_token_ids; })
+      .def_property_readonly(
+          "vocab_size", [](const PyModel& m) { return m.config().vocab_size; }, "Rows of the output head.")
+      .def_property_readonly(
+          "d_model", [](const PyModel& m) { return m.config().d_model; }, "Width of the hidden state.")
+      .def_property_readonly(
+          "n_layer", [](const PyModel& m) { return m.config().n_layer; }, "Number of layers.")
+      .def_property_readonly(
+          "input_dim", [](const PyModel& m) { return m.engine()->model->input_dim(); },
+          "Features per input row (0: the model reads token ids).")
+      .def_property_readonly(
+          "fingerprint", [](const PyModel& m) { return m.engine()->model->fingerprint(); },
+          "A hash of the weights and configuration (what state files are checked against).")
+      .def_property_readonly(
+          "eos_token_ids", [](const PyModel& m) { return m.config().eos_token_ids; },
+          "The end-of-text token ids that stop generation.")
       .def_property_readonly(
           "dtype",
-          [](const PyModel& m) { return std::string(dtype_name(m.engine()->model->matrix_dtype())); })
-      .def_property_readonly("device",
-                             [](const PyModel& m) { return m.engine()->model->backend().description(); })
-      .def_property_readonly("threads", [](const PyModel& m) { return m.engine()->ctx.n_threads; })
-      .def_property_readonly("has_tokenizer",
-                             [](const PyModel& m) { return m.engine()->tokenizer.has_value(); })
-      .def_property_readonly("path", [](const PyModel& m) { return m.engine()->path; })
-      .def("tokenize", &PyModel::tokenize, py::arg("text"))
-      .def("detokenize", &PyModel::detokenize, py::arg("ids"), py::arg("skip_special") = false)
-      .def("new_state", &PyModel::new_state)
+          [](const PyModel& m) { return std::string(dtype_name(m.engine()->model->matrix_dtype())); },
+          "Storage type of the weight matrices (\"f32\", \"q4_k\", ...).")
+      .def_property_readonly(
+          "device", [](const PyModel& m) { return m.engine()->model->backend().description(); },
+          "The device the model runs on.")
+      .def_property_readonly(
+          "threads", [](const PyModel& m) { return m.engine()->ctx.n_threads; }, "Compute threads.")
+      .def_property_readonly(
+          "has_tokenizer", [](const PyModel& m) { return m.engine()->tokenizer.has_value(); },
+          "Whether the checkpoint has a tokenizer.")
+      .def_property_readonly(
+          "path", [](const PyModel& m) { return m.engine()->path; }, "The checkpoint's path.")
+      .def("tokenize", &PyModel::tokenize, py::arg("text"), "The token ids of a text (no BOS is added).")
+      .def("detokenize", &PyModel::detokenize, py::arg("ids"), py::arg("skip_special") = false,
+           "The text of token ids; skip_special leaves special tokens out.")
+      .def("new_state", &PyModel::new_state, "A fresh state, to carry a sequence across calls.")
       .def("forward", &PyModel::forward, py::arg("input"), py::arg("output") = "all",
-           py::arg("state") = nullptr)
+           py::arg("state") = nullptr,
+           "Hidden states after the final norm of token ids or feature rows: output \"all\" [T, d_model], "
+           "\"last\" or \"mean\" [d_model]; a state carries the sequence across calls.")
       .def("forward_batch", &PyModel::forward_batch, py::arg("pages"), py::arg("output") = "last",
-           py::arg("states") = py::none())
+           py::arg("states") = py::none(),
+           "forward over many pages in one pass over the weights: a list of [T_i, d_model] arrays for "
+           "\"all\", one [pages, d_model] array for \"last\" and \"mean\".")
       .def("logits", &PyModel::logits, py::arg("ids"), py::arg("all_positions") = false,
-           py::arg("state") = nullptr);
+           py::arg("state") = nullptr,
+           "Logits float32 [vocab_size] at the last position, or [T, vocab_size] with all_positions.");
   return model;
 }
 

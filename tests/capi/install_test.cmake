@@ -17,7 +17,8 @@ file(REMOVE_RECURSE ${WORK})
 run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
 foreach(file bin/mambacpp include/mambacpp.h ${LIBDIR}/libmambacpp.so ${LIBDIR}/libmambacpp.so.0
              ${LIBDIR}/cmake/mambacpp/mambacppConfig.cmake ${LIBDIR}/cmake/mambacpp/mambacppConfigVersion.cmake
-             ${LIBDIR}/cmake/mambacpp/mambacppTargets.cmake ${LIBDIR}/pkgconfig/mambacpp.pc)
+             ${LIBDIR}/cmake/mambacpp/mambacppTargets.cmake ${LIBDIR}/pkgconfig/mambacpp.pc
+             share/doc/mambacpp/LICENSE)
   if(NOT EXISTS ${prefix}/${file})
     message(FATAL_ERROR "the install lacks ${file}")
   endif()
@@ -33,6 +34,14 @@ run(${WORK}/consumer/consumer ${WORK}/model)
 set(cmake_output "${run_output}")
 if(NOT cmake_output MATCHES "\\[mambacpp 0\\.1\\.0: 8 tokens\\]")
   message(FATAL_ERROR "the consumer printed:\n${cmake_output}")
+endif()
+
+# The licence: the installed text is the repository's, and the .pc file names it.
+file(READ ${prefix}/share/doc/mambacpp/LICENSE installed_license)
+file(READ ${SOURCE_DIR}/LICENSE source_license)
+file(READ ${prefix}/${LIBDIR}/pkgconfig/mambacpp.pc pc_text)
+if(NOT installed_license STREQUAL source_license OR NOT pc_text MATCHES "\nLicense: MIT\n")
+  message(FATAL_ERROR "the install's licence is missing or wrong (share/doc/mambacpp/LICENSE, mambacpp.pc)")
 endif()
 
 # pkg-config, from the prefix's .pc file.
