@@ -136,7 +136,8 @@ def concurrent_streams(front, run_dir, cold, count=200):
     """`count` streams at once through HAProxy, each from 127.0.0.1: every one must end with [DONE]
     and the cold server's text; one request from 127.0.0.9 is logged by its replica as that
     client's, not HAProxy's."""
-    body = {**chat([{"role": "user", "content": "Name a colour."}]), "stream": True}
+    # Long enough that the streams are all open at once (8 tokens each ended before the last began).
+    body = {**chat([{"role": "user", "content": "Name a colour."}]), "stream": True, "max_tokens": 128}
     expected = answer(cold.post_json("/v1/chat/completions", {**body, "stream": False}))
     start, errors = threading.Barrier(count), []
 
@@ -157,6 +158,10 @@ def concurrent_streams(front, run_dir, cold, count=200):
         except Exception as e:  # noqa: BLE001 - any failure is what the test counts
             errors.append(repr(e))
 
+    # A replica still loading when HAProxy first checked it was marked down then: only what the
+    # log says from here on counts.
+    haproxy_log_path = os.path.join(run_dir, "haproxy.log")
+    log_before = os.path.getsize(haproxy_log_path)
     threads = [threading.Thread(target=one_stream) for _ in range(count)]
     for thread in threads:
         thread.start()
@@ -164,8 +169,8 @@ def concurrent_streams(front, run_dir, cold, count=200):
         thread.join()
     check(not errors, f"{len(errors)} of {count} concurrent streams failed: {errors[:3]}")
     check(replicas_up(front) == 2, "a replica left the rotation during the concurrent streams")
-    with open(os.path.join(run_dir, "haproxy.log"), errors="replace") as f:
-        haproxy_log = f.read()
+    with open(haproxy_log_path, errors="replace") as f:
+        haproxy_log = f.read()[log_before:]
     check(" is DOWN" not in haproxy_log, f"HAProxy marked a replica down: {haproxy_log[-600:]}")
 
     connection = http.client.HTTPConnection("127.0.0.1", front, timeout=60, source_address=("127.0.0.9", 0))
@@ -202,6 +207,22 @@ def run(front, names, run_dir, cold):
     wait_until("the state files", lambda: metric(names[home], "mambacpp_prefix_store_written_total") >= 4)
     # With both replicas up (and turn 2's states on disk, which the streams' writes do not disturb).
     concurrent_streams(front, run_dir, cold)
+    # The streams' state files are written in the background; the kill below waits until they are,
+    # so that it meets the replicas as idle as before.
+    def store_writes():
+        return [metric(port, "mambacpp_prefix_store_written_total") for port in names.values()]
+
+    settled = [None]
+
+    def writes_settled():
+        now = store_writes()
+        if now == settled[0]:
+            return True
+        settled[0] = now
+        time.sleep(0.5)
+        return False
+
+    wait_until("the streams' state files", writes_settled)
 
     # Requests without the header run all along, on both replicas, across the kill.
     plain = chat([{"role": "user", "content": "Count to three."}])
