@@ -62,6 +62,20 @@ std::string receive(int fd, double seconds, const std::string& until) {
   return received;
 }
 
+std::string receive_bytes(int fd, size_t count, double seconds) {
+  std::string received;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (received.size() < count && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 20) <= 0) continue;
+    std::string chunk(count - received.size(), '\0');
+    const ssize_t n = recv(fd, chunk.data(), chunk.size(), 0);
+    if (n <= 0) break;
+    received.append(chunk.data(), static_cast<size_t>(n));
+  }
+  return received;
+}
+
 bool closed_by_server(int fd) {
   char chunk[4096];
   for (;;) {

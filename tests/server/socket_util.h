@@ -14,6 +14,8 @@ int connect_ipv6_loopback(int port);
 bool send_all(int fd, const std::string& bytes);
 // What arrives within `seconds`, until the server closes or `until` has been received.
 std::string receive(int fd, double seconds, const std::string& until = "");
+// `count` bytes, or fewer when the server closes or `seconds` pass first.
+std::string receive_bytes(int fd, size_t count, double seconds);
 // Whether the server has closed the connection (what it sent first is ignored).
 bool closed_by_server(int fd);
 // Raises this process's soft limit of open descriptors towards `wanted` (at most the hard limit);
