@@ -9,8 +9,10 @@
 //
 //  * one poller thread that holds every connection while its request arrives: bytes are read
 //    into the connection's own buffer until the headers and the Content-Length body are all
-//    there, within `read_timeout` of the last progress (408 and close past it), or within the
-//    keep-alive timeout for an idle connection (closed); no thread waits on a slow client;
+//    there: the headers within `read_timeout` of their first byte, the body within `read_timeout`
+//    of its last progress and at 16 KiB/s on average (408 and close past either), or the first
+//    byte within the keep-alive timeout for an idle connection (closed); no thread waits on a
+//    slow client;
 //  * requests answered from their headers alone, without reading a body: a Content-Length over
 //    the body limit (413, also instead of "100 Continue"), an unknown expectation (417), headers
 //    over 64 KiB (431), a malformed Content-Length (400), a body without a Content-Length
