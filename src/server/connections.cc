@@ -652,12 +652,11 @@ void ConnectionServer::serve(std::unique_ptr<Connection> connection) {
     const bool last = ++connection->served >= static_cast<int>(keep_alive_max_count_) || stopping_;
     bool closed = false, http10 = false;
     const bool written = process_request(stream, last, closed, [&](httplib::Request& req) {
-      // Handlers and logs see the client a trusted proxy forwarded for, not the proxy.
-      if (!connection->client.empty()) {
-        req.remote_addr = connection->client;
-        req.headers.erase("REMOTE_ADDR");
-        req.set_header("REMOTE_ADDR", connection->client);
-      }
+      // Handlers and logs see the client a trusted proxy forwarded for, not the proxy, and an
+      // address in one spelling (an IPv4 peer of a dual-stack socket without its ::ffff: prefix).
+      req.remote_addr = connection->client.empty() ? connection->ip : connection->client;
+      req.headers.erase("REMOTE_ADDR");
+      req.set_header("REMOTE_ADDR", req.remote_addr);
       // A close-delimited response is only safe when the connection then closes.
       if (req.version == "HTTP/1.0") {
         http10 = true;

@@ -144,12 +144,12 @@ struct HttpServer::RequestLog {
   int64_t prompt_tokens = 0;
   int status = 0;  // a plain request's, once known
 
-  void write(int status, int64_t cached, int64_t generated, const char* note = "") const {
+  void write(int code, int64_t cached, int64_t generated, const char* note = "") const {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count();
     std::fprintf(stderr,
                  "mambacpp serve: request %s from %s: %s %s %d, %lld prompt tokens (%lld cached), "
                  "%lld generated, %.3f s%s\n",
-                 id.c_str(), client.c_str(), method.c_str(), path.c_str(), status,
+                 id.c_str(), client.c_str(), method.c_str(), path.c_str(), code,
                  static_cast<long long>(prompt_tokens), static_cast<long long>(cached),
                  static_cast<long long>(generated), seconds, note);
   }
