@@ -144,7 +144,10 @@ struct HttpServer::RequestLog {
   int64_t prompt_tokens = 0;
   int status = 0;  // a plain request's, once known
 
+  bool enabled = true;  // ServerOptions::log_requests
+
   void write(int code, int64_t cached, int64_t generated, const char* note = "") const {
+    if (!enabled) return;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count();
     std::fprintf(stderr,
                  "mambacpp serve: request %s from %s: %s %s %d, %lld prompt tokens (%lld cached), "
@@ -353,6 +356,7 @@ void HttpServer::register_routes() {
 void HttpServer::handle_generation(ApiKind kind, const httplib::Request& req, httplib::Response& res) {
   count(&HttpCounters::requests_total);
   auto log = std::make_shared<RequestLog>();
+  log->enabled = options_.log_requests;
   log->id = response_id(kind, next_seed());
   log->client = req.remote_addr;
   log->method = req.method;

@@ -46,6 +46,7 @@ struct ServerOptions {
   size_t max_body_bytes = 8u << 20;  // --max-body: larger request bodies get 413
   int http_threads = 0;              // requests answered at once; 0 = 64
   std::string model_id;              // the name /v1/models reports
+  bool log_requests = true;          // one line on stderr per generation request
   ApiDefaults defaults;
 };
 
