@@ -5,7 +5,7 @@
 #
 #   deploy/replicas.sh -m MODEL [-n 2] [--port 8080] [--base-port 8081] [--bind 127.0.0.1]
 #                      [--replica-ports P1,P2,...] [--state-dir DIR] [--run-dir DIR]
-#                      [--check-inter 2s] [-- serve flags...]
+#                      [--check-inter 2s] [--server-maxconn 32] [-- serve flags...]
 # Replica i listens on base-port + i, or on the i-th of --replica-ports (which then sets N).
 #
 # MAMBACPP names the binary (default: mambacpp on PATH, else build/mambacpp next to this folder).
@@ -14,6 +14,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 model="" replicas=2 port=8080 base_port=8081 replica_ports="" bind=127.0.0.1 state_dir="" run_dir="" check_inter=2s
+server_maxconn=32
 serve_flags=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -26,6 +27,7 @@ while [[ $# -gt 0 ]]; do
     --state-dir) state_dir=$2; shift 2 ;;
     --run-dir) run_dir=$2; shift 2 ;;
     --check-inter) check_inter=$2; shift 2 ;;
+    --server-maxconn) server_maxconn=$2; shift 2 ;;
     --) shift; serve_flags=("$@"); break ;;
     -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "replicas.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -40,6 +42,7 @@ else
 fi
 [[ -n "$model" ]] || { echo "replicas.sh: -m MODEL is required" >&2; exit 2; }
 [[ "$replicas" =~ ^[1-9][0-9]*$ ]] || { echo "replicas.sh: -n must be a positive count" >&2; exit 2; }
+[[ "$server_maxconn" =~ ^[1-9][0-9]*$ ]] || { echo "replicas.sh: --server-maxconn must be a positive count" >&2; exit 2; }
 command -v haproxy >/dev/null || { echo "replicas.sh: haproxy is not installed (apt-get install haproxy)" >&2; exit 2; }
 if [[ -z "${MAMBACPP:-}" ]]; then
   MAMBACPP=$(command -v mambacpp || echo "$here/../build/mambacpp")
@@ -61,11 +64,16 @@ stop_all() {
 trap 'stop_all; exit 0' INT TERM
 trap stop_all EXIT
 
+# HAProxy reaches the replicas from the address they listen on (from loopback when they listen on
+# every address): the replicas believe its X-Forwarded-For, and only its.
+proxy_address=$bind
+[[ "$proxy_address" == "0.0.0.0" ]] && proxy_address=127.0.0.1
+[[ "$proxy_address" == "::" ]] && proxy_address=::1
 servers=""
 for ((i = 0; i < replicas; i++)); do
   replica_port=${ports[i]}
   # shellcheck disable=SC2086 # MAMBACPP may be a command with arguments (an emulator)
-  $MAMBACPP serve -m "$model" --host "$bind" --port "$replica_port" \
+  $MAMBACPP serve -m "$model" --host "$bind" --port "$replica_port" --trusted-proxy "$proxy_address" \
     --slot-save-path "$state_dir" --slot-persist "${serve_flags[@]}" \
     >"$run_dir/replica-$i.log" 2>&1 &
   pids+=($!)
@@ -74,6 +82,7 @@ for ((i = 0; i < replicas; i++)); do
 done
 
 sed -e "s|@BIND@|$bind|" -e "s|@PORT@|$port|" -e "s|@CHECK_INTER@|$check_inter|" \
+  -e "s|@SERVER_MAXCONN@|$server_maxconn|g" \
   "$here/haproxy.cfg.in" | awk -v servers="$servers" '$0 == "@SERVERS@" { printf "%s", servers; next } { print }' \
   >"$run_dir/haproxy.cfg"
 haproxy -c -q -f "$run_dir/haproxy.cfg"

@@ -186,6 +186,7 @@ void start_server() {
   options.max_body_bytes = kMaxBody;
   options.http_threads = 4;
   options.model_id = "fuzz";
+  options.log_requests = false;  // a line per input would bury libFuzzer's own output
   options.defaults.max_context = 128;
   options.defaults.completion_max_tokens = 4;
   s->http = std::make_unique<mb::server::HttpServer>(options);

@@ -36,6 +36,8 @@ struct ServeArgs {
   int port = 8080, parallel = 4, threads = 0, timeout = 600, read_timeout = 10, max_conns_per_ip = 64;
   int64_t ctx = 0, cache_every = 512, cache_mb = 256, slot_persist_mb = 1024, max_queue = 64,
           max_body = 8 << 20, batch = 512;
+  int64_t max_connections = 4096;
+  std::vector<std::string> trusted_proxies;
 };
 
 void check_serve_flags(const ServeArgs& a) {
@@ -45,6 +47,7 @@ void check_serve_flags(const ServeArgs& a) {
   check_flag_range("--timeout", a.timeout, 1, 86400);
   check_flag_range("--read-timeout", a.read_timeout, 1, 3600);
   check_flag_range("--max-conns-per-ip", a.max_conns_per_ip, 0, 65536, "0 = no cap");
+  check_flag_range("--max-connections", a.max_connections, 16, 1 << 20);
   check_flag_range("--cache-every", a.cache_every, 0, INT64_MAX, "0 = only at the end of a request");
   check_flag_range("--cache-mb", a.cache_mb, 0, 1 << 24, "0 = no prefix cache");
   check_flag_range("--max-queue", a.max_queue, 0, 1 << 20);
@@ -85,6 +88,8 @@ void serve(const ServeArgs& a) {
   options.timeout_seconds = a.timeout;
   options.read_timeout_seconds = a.read_timeout;
   options.max_connections_per_ip = a.max_conns_per_ip;
+  options.max_connections = static_cast<size_t>(a.max_connections);
+  options.trusted_proxies = a.trusted_proxies;
   options.max_body_bytes = static_cast<size_t>(a.max_body);
   // Every slot and every queued request holds a connection thread while it streams.
   options.http_threads = static_cast<int>(std::min<int64_t>(a.parallel + a.max_queue + 8, 4096));
@@ -96,7 +101,7 @@ void serve(const ServeArgs& a) {
   // Listening starts before the model loads, so /health reports "loading" meanwhile.
   server::HttpServer http(options);
   http.bind();
-  std::printf("mambacpp serve: listening on http://%s:%d\n", a.host.c_str(), http.bound_port());
+  std::printf("mambacpp serve: listening on %s\n", http.url().c_str());
   std::fflush(stdout);
   http.start();
 
@@ -163,11 +168,19 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--timeout", args->timeout, "Write timeout of a response, and of the shutdown drain (s)")
       ->capture_default_str();
   cmd->add_option("--read-timeout", args->read_timeout,
-                  "A request's bytes must keep arriving within this (s; else 408 and close)")
+                  "A request's head must arrive within this, its body keep arriving (s; else 408 and close)")
       ->capture_default_str();
   cmd->add_option("--max-conns-per-ip", args->max_conns_per_ip,
                   "Open connections of one client address past which new ones are closed (0 = no cap)")
       ->capture_default_str();
+  cmd->add_option("--max-connections", args->max_connections,
+                  "Connections held at once, past which the one that has waited longest for its request "
+                  "is closed (at most the open-file limit less 192)")
+      ->capture_default_str();
+  cmd->add_option("--trusted-proxy", args->trusted_proxies,
+                  "A proxy (address or CIDR range, repeatable) whose X-Forwarded-For names the client: "
+                  "--max-conns-per-ip then counts that client's requests in flight")
+      ->allow_extra_args(false);
   cmd->add_option("--cache-every", args->cache_every, "Cache the state every N prompt tokens")
       ->capture_default_str();
   cmd->add_option("--cache-mb", args->cache_mb, "Prefix state cache size in MiB (0 = off)")

@@ -99,6 +99,8 @@ struct HttpServer::Stream {
   std::deque<ServeEvent> events;
   bool ended = false;  // a Done or Error event has been queued
   bool gone = false;   // the connection is finished with this request (the sink refuses events)
+  // For the request's log line: tokens generated so far, and the Done event's usage.
+  int64_t generated = 0, cached = 0;
 
   bool push(const ServeEvent& event) {
     {
@@ -106,6 +108,11 @@ struct HttpServer::Stream {
       if (gone) return false;
       events.push_back(event);
       if (event.kind != ServeEvent::Kind::Token) ended = true;
+      if (event.kind == ServeEvent::Kind::Token) ++generated;
+      if (event.kind == ServeEvent::Kind::Done) {
+        generated = event.completion_tokens;
+        cached = event.cached_tokens;
+      }
     }
     ready.notify_one();
     return true;
@@ -126,6 +133,31 @@ struct HttpServer::Stream {
   }
 };
 
+// One line on stderr per generation request once it has ended, as llama-server logs its requests:
+// the response id (the "id" its client got), the client (the forwarded one behind a trusted
+// proxy), the status, the prompt's tokens and how many came from a cached state, the tokens
+// generated and the time from arrival to the end. One fprintf, so lines of concurrent requests
+// never interleave.
+struct HttpServer::RequestLog {
+  std::string id, client, method, path;
+  std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
+  int64_t prompt_tokens = 0;
+  int status = 0;  // a plain request's, once known
+
+  bool enabled = true;  // ServerOptions::log_requests
+
+  void write(int code, int64_t cached, int64_t generated, const char* note = "") const {
+    if (!enabled) return;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count();
+    std::fprintf(stderr,
+                 "mambacpp serve: request %s from %s: %s %s %d, %lld prompt tokens (%lld cached), "
+                 "%lld generated, %.3f s%s\n",
+                 id.c_str(), client.c_str(), method.c_str(), path.c_str(), code,
+                 static_cast<long long>(prompt_tokens), static_cast<long long>(cached),
+                 static_cast<long long>(generated), seconds, note);
+  }
+};
+
 namespace {
 
 // Each request being answered holds a worker for as long as it streams, so there are enough
@@ -133,6 +165,18 @@ namespace {
 // connection that waits for its request holds none.
 ConnectionLimits connection_limits(const ServerOptions& options) {
   ConnectionLimits limits;
+  // Descriptors beyond the connections: the model's files, state files, the listening socket.
+  constexpr size_t kReservedDescriptors = 192;
+  const size_t open_files = std::max(raise_open_file_limit(), kReservedDescriptors + 64);
+  limits.max_connections = std::min(options.max_connections > 0 ? options.max_connections : 4096,
+                                    open_files - kReservedDescriptors);
+  for (const std::string& proxy : options.trusted_proxies) {
+    try {
+      limits.trusted_proxies.push_back(parse_address_range(proxy));
+    } catch (const Error& e) {
+      throw Error(std::string("--trusted-proxy: ") + e.what());
+    }
+  }
   limits.read_timeout_seconds = options.read_timeout_seconds;
   limits.write_timeout_seconds = options.timeout_seconds;
   limits.max_body_bytes = options.max_body_bytes;
@@ -157,13 +201,27 @@ std::string HttpServer::layer_error_body(int status) const {
     message = "the only expectation this server meets is 'Expect: 100-continue'";
   else if (status == 431)
     message = "the request headers are larger than 64 KiB";
+  else if (status == 429)
+    message = "too many requests in flight from this client address (--max-conns-per-ip " +
+              std::to_string(options_.max_connections_per_ip) + ")";
   else
     message = "malformed request (Content-Length must be one decimal number)";
   return error_json(message, error_type_for_status(status));
 }
 
+namespace {
+
+// "[::1]" is how a URL spells an IPv6 host; the socket calls take "::1".
+ServerOptions without_brackets(ServerOptions options) {
+  std::string& host = options.host;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return options;
+}
+
+}  // namespace
+
 HttpServer::HttpServer(ServerOptions options)
-    : options_(std::move(options)),
+    : options_(without_brackets(std::move(options))),
       http_(std::make_unique<ConnectionServer>(connection_limits(options_),
                                                [this](int status) { return layer_error_body(status); })),
       started_unix_(unix_now()) {
@@ -174,6 +232,9 @@ HttpServer::HttpServer(ServerOptions options)
   // second waits for the client's delayed ACK of the first, 40 ms on Linux, on every other request
   // of a keep-alive connection. The accepted sockets inherit TCP_NODELAY from the listening one.
   http_->set_tcp_nodelay(true);
+  // httplib closes a connection after five requests by default, which ends a pipeline of more
+  // unanswered past the fifth and makes a proxy reconnect every five requests; nginx's default.
+  http_->set_keep_alive_max_count(1000);
   // httplib's default sets SO_REUSEPORT, which lets a second server bind a port that is in use
   // and quietly take half of its connections; SO_REUSEADDR alone still allows a restart while
   // the old connections linger in TIME_WAIT, and a busy port is an error.
@@ -294,18 +355,31 @@ void HttpServer::register_routes() {
 
 void HttpServer::handle_generation(ApiKind kind, const httplib::Request& req, httplib::Response& res) {
   count(&HttpCounters::requests_total);
+  auto log = std::make_shared<RequestLog>();
+  log->enabled = options_.log_requests;
+  log->id = response_id(kind, next_seed());
+  log->client = req.remote_addr;
+  log->method = req.method;
+  log->path = req.path;
   if (draining_.load()) {
     res.set_header("Retry-After", "5");
-    return send_error(res, 503, "the server is shutting down", "shutting_down");
+    send_error(res, 503, "the server is shutting down", "shutting_down");
+    return log->write(503, 0, 0);
   }
   ApiRequest request;
   try {
     request = prepare_api_request(kind, req.body, *model_.tokenizer, model_.chat, options_.defaults,
                                   next_seed(), options_.model_id);
+  } catch (const ApiError& e) {
+    count(&HttpCounters::requests_rejected);
+    log->write(e.status, 0, 0);
+    throw;
   } catch (const Error&) {
     count(&HttpCounters::requests_rejected);
+    log->write(400, 0, 0);
     throw;
   }
+  log->prompt_tokens = static_cast<int64_t>(request.serve.prompt.size());
 
   auto stream = std::make_shared<Stream>();
   RequestId id = 0;
@@ -326,26 +400,32 @@ void HttpServer::handle_generation(ApiKind kind, const httplib::Request& req, ht
     finish();
     count(&HttpCounters::queue_full);
     res.set_header("Retry-After", "1");
-    return send_error(res, 503, e.what(), "queue_full");
+    send_error(res, 503, e.what(), "queue_full");
+    return log->write(503, 0, 0);
   } catch (const Error& e) {
     finish();
     count(&HttpCounters::requests_rejected);
-    return send_error(res, 400, e.what());
+    send_error(res, 400, e.what());
+    return log->write(400, 0, 0);
   }
 
-  auto formatter = std::make_shared<ResponseFormatter>(request, *model_.tokenizer,
-                                                       response_id(kind, next_seed()), unix_now());
+  auto formatter = std::make_shared<ResponseFormatter>(request, *model_.tokenizer, log->id, unix_now());
 
   // A failed write or a socket found closed means the client is gone: the provider returns false,
   // httplib closes the connection and calls the releaser, which cancels the request so its slot
-  // is free at the next step.
-  const auto release = [this, stream, formatter, id, finish](bool) {
+  // is free at the next step. The log line is written there, when the request has ended.
+  const auto release = [this, stream, formatter, id, finish, log](bool) {
     stream->abandon();
-    if (!formatter->finished()) {
+    const bool gone = !formatter->finished();
+    if (gone) {
       model_.scheduler->cancel(id);
       count(&HttpCounters::client_disconnects);
     }
     finish();
+    std::lock_guard lock(stream->mutex);
+    // A stream's status went out with its first bytes; a plain request's is set before this.
+    log->write(log->status != 0 ? log->status : 200, stream->cached, stream->generated,
+               gone ? " (the client went away)" : "");
   };
 
   if (!request.stream) {
@@ -357,13 +437,17 @@ void HttpServer::handle_generation(ApiKind kind, const httplib::Request& req, ht
       for (const ServeEvent& event : stream->take(kStreamPoll)) formatter->collect(event);
       if (!formatter->finished() && !ConnectionServer::client_connected()) break;
     }
-    release(true);
-    if (!formatter->finished()) return send_error(res, 499, "the client closed the connection");
-    try {
-      send_json(res, formatter->response());
-    } catch (const ApiError& e) {
-      send_api_error(res, e);
+    if (!formatter->finished()) {
+      send_error(res, 499, "the client closed the connection");
+    } else {
+      try {
+        send_json(res, formatter->response());
+      } catch (const ApiError& e) {
+        send_api_error(res, e);
+      }
     }
+    log->status = res.status;
+    release(true);
     return;
   }
 
@@ -407,6 +491,11 @@ void HttpServer::bind() {
     throw Error("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
                 " (address in use, or not an address of this machine)");
   static_cast<ConnectionServer&>(*http_).widen_backlog(SOMAXCONN);
+}
+
+std::string HttpServer::url() const {
+  const bool ipv6 = options_.host.find(':') != std::string::npos;
+  return "http://" + (ipv6 ? "[" + options_.host + "]" : options_.host) + ":" + std::to_string(port_);
 }
 
 void HttpServer::start() {

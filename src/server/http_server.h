@@ -19,6 +19,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "server/openai_api.h"
 
@@ -31,15 +32,21 @@ struct Response;
 namespace mb::server {
 
 struct ServerOptions {
-  std::string host = "127.0.0.1";
-  int port = 8080;                   // 0 = any free port (bound_port() tells which)
-  std::string api_key;               // "" = no key; else required on all but /health and GET /
-  int timeout_seconds = 600;         // --timeout: write timeout of a response
-  int read_timeout_seconds = 10;     // --read-timeout: a request's bytes must keep arriving
-  int max_connections_per_ip = 64;   // --max-conns-per-ip (0 = no cap)
+  std::string host = "127.0.0.1";   // an IPv6 address may be in brackets ("[::1]")
+  int port = 8080;                  // 0 = any free port (bound_port() tells which)
+  std::string api_key;              // "" = no key; else required on all but /health and GET /
+  int timeout_seconds = 600;        // --timeout: write timeout of a response
+  int read_timeout_seconds = 10;    // --read-timeout: a request's bytes must keep arriving
+  int max_connections_per_ip = 64;  // --max-conns-per-ip (0 = no cap)
+  // --max-connections: connections held at once, past which the longest-waiting one is closed;
+  // 0 = 4096. At most the open-file limit (raised to its hard limit by the server) less 192.
+  size_t max_connections = 0;
+  // --trusted-proxy: addresses or CIDR ranges whose X-Forwarded-For is believed (connections.h).
+  std::vector<std::string> trusted_proxies;
   size_t max_body_bytes = 8u << 20;  // --max-body: larger request bodies get 413
   int http_threads = 0;              // requests answered at once; 0 = 64
   std::string model_id;              // the name /v1/models reports
+  bool log_requests = true;          // one line on stderr per generation request
   ApiDefaults defaults;
 };
 
@@ -61,6 +68,8 @@ class HttpServer {
   // Binds the listening socket; throws mb::Error naming the address when it cannot.
   void bind();
   int bound_port() const { return port_; }
+  // "http://HOST:PORT", an IPv6 host in brackets ("http://[::1]:8080").
+  std::string url() const;
   // Accepts connections on a background thread until stop().
   void start();
   // Makes the generation endpoints live and /health 200.
@@ -73,6 +82,7 @@ class HttpServer {
 
  private:
   struct Stream;
+  struct RequestLog;
   void register_routes();
   void handle_generation(ApiKind kind, const httplib::Request& request, httplib::Response& response);
   std::string layer_error_body(int status) const;  // the answers the connection layer gives itself

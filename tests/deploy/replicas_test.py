@@ -4,7 +4,11 @@ with a shared --slot-save-path and --slot-persist: a conversation's turns carry 
 stay on one replica (turn 2 reports cached tokens); that replica is then killed, and turn 3 lands
 on the other one, which resumes from the state file the first one wrote (cached tokens and the
 prefix-store metrics say so). Requests without the header keep succeeding throughout, and every
-answer equals a cold single server's answer to the same request. Exits 77 (a ctest skip) when
+answer equals a cold single server's answer to the same request. Before that, 200 concurrent
+streams pass through HAProxy without one error and both replicas stay in rotation: every request
+reaches a replica from HAProxy's address, which the replicas' per-address cap used to refuse (59 to
+72 of the 200 got 502, and a healthy replica was marked down); the replicas now trust HAProxy's
+X-Forwarded-For (--trusted-proxy) and log the client it names. Exits 77 (a ctest skip) when
 haproxy is not installed."""
 
 import http.client
@@ -128,6 +132,63 @@ def main():
     return 0
 
 
+def concurrent_streams(front, run_dir, cold, count=200):
+    """`count` streams at once through HAProxy, each from 127.0.0.1: every one must end with [DONE]
+    and the cold server's text; one request from 127.0.0.9 is logged by its replica as that
+    client's, not HAProxy's."""
+    # Long enough that the streams are all open at once (8 tokens each ended before the last began).
+    body = {**chat([{"role": "user", "content": "Name a colour."}]), "stream": True, "max_tokens": 128}
+    expected = answer(cold.post_json("/v1/chat/completions", {**body, "stream": False}))
+    start, errors = threading.Barrier(count), []
+
+    def one_stream():
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", front, timeout=60)
+            start.wait(timeout=30)
+            connection.request("POST", "/v1/chat/completions", body=json.dumps(body).encode(),
+                               headers={"Content-Type": "application/json"})
+            response = connection.getresponse()
+            if response.status != 200:
+                errors.append(f"{response.status} {response.read()[:200]!r}")
+                return
+            chunks, done = parse_sse(response)
+            connection.close()
+            if not done or stream_text("chat", chunks)[0] != expected:
+                errors.append(f"a stream ended early or differs: {chunks[-1:]!r}")
+        except Exception as e:  # noqa: BLE001 - any failure is what the test counts
+            errors.append(repr(e))
+
+    # A replica still loading when HAProxy first checked it was marked down then: only what the
+    # log says from here on counts.
+    haproxy_log_path = os.path.join(run_dir, "haproxy.log")
+    log_before = os.path.getsize(haproxy_log_path)
+    threads = [threading.Thread(target=one_stream) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    check(not errors, f"{len(errors)} of {count} concurrent streams failed: {errors[:3]}")
+    check(replicas_up(front) == 2, "a replica left the rotation during the concurrent streams")
+    with open(haproxy_log_path, errors="replace") as f:
+        haproxy_log = f.read()[log_before:]
+    check(" is DOWN" not in haproxy_log, f"HAProxy marked a replica down: {haproxy_log[-600:]}")
+
+    connection = http.client.HTTPConnection("127.0.0.1", front, timeout=60, source_address=("127.0.0.9", 0))
+    connection.request("POST", "/v1/chat/completions", body=json.dumps(chat([{"role": "user", "content": "Hi"}])),
+                       headers={"Content-Type": "application/json", "X-Forwarded-For": "6.6.6.6"})
+    response = connection.getresponse()
+    check(response.status == 200, f"from 127.0.0.9: {response.status}")
+    request_id = json.loads(response.read())["id"]
+    connection.close()
+    logs = ""
+    for name in sorted(os.listdir(run_dir)):
+        if name.startswith("replica-") and name.endswith(".log"):
+            with open(os.path.join(run_dir, name), errors="replace") as f:
+                logs += f.read()
+    # HAProxy drops what the client claimed (6.6.6.6) and forwards the address it saw.
+    check(f"request {request_id} from 127.0.0.9: " in logs, f"no log line of {request_id} from 127.0.0.9")
+
+
 def run(front, names, run_dir, cold):
     session = {"X-Session-Id": "conversation-1"}
     messages = [{"role": "user", "content": "Tell me about the sea."}]
@@ -144,6 +205,24 @@ def run(front, names, run_dir, cold):
     # Turns 1 and 2 each write their prompt's and their end's state; the home replica is killed
     # only once they are on disk.
     wait_until("the state files", lambda: metric(names[home], "mambacpp_prefix_store_written_total") >= 4)
+    # With both replicas up (and turn 2's states on disk, which the streams' writes do not disturb).
+    concurrent_streams(front, run_dir, cold)
+    # The streams' state files are written in the background; the kill below waits until they are,
+    # so that it meets the replicas as idle as before.
+    def store_writes():
+        return [metric(port, "mambacpp_prefix_store_written_total") for port in names.values()]
+
+    settled = [None]
+
+    def writes_settled():
+        now = store_writes()
+        if now == settled[0]:
+            return True
+        settled[0] = now
+        time.sleep(0.5)
+        return False
+
+    wait_until("the streams' state files", writes_settled)
 
     # Requests without the header run all along, on both replicas, across the kill.
     plain = chat([{"role": "user", "content": "Count to three."}])

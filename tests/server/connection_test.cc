@@ -18,6 +18,7 @@
 
 #include "server/connections.h"
 #include "server_process.h"
+#include "socket_util.h"
 
 namespace mb {
 namespace {
@@ -25,58 +26,13 @@ namespace {
 using nlohmann::json;
 using server::RequestScan;
 using server::scan_request;
+using test::closed_by_server;
+using test::connect_from;
+using test::receive;
+using test::send_all;
 using test::server_test_model;
 using test::ServerProcess;
 using Clock = std::chrono::steady_clock;
-
-// A connection to the server from `source` (any 127.x.y.z is this machine), or -1.
-int connect_from(const char* source, int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in local{};
-  local.sin_family = AF_INET;
-  inet_pton(AF_INET, source, &local.sin_addr);
-  sockaddr_in remote{};
-  remote.sin_family = AF_INET;
-  remote.sin_port = htons(static_cast<uint16_t>(port));
-  remote.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0 ||
-      connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-bool send_all(int fd, const std::string& bytes) {
-  return send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
-}
-
-// What arrives within `seconds`, until the server closes or `until` has been received.
-std::string receive(int fd, double seconds, const std::string& until = "") {
-  std::string received;
-  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
-  while (Clock::now() < deadline && (until.empty() || received.find(until) == std::string::npos)) {
-    pollfd p{fd, POLLIN, 20};
-    if (poll(&p, 1, 20) <= 0) continue;
-    char chunk[4096];
-    const ssize_t n = recv(fd, chunk, sizeof chunk, 0);
-    if (n <= 0) break;
-    received.append(chunk, static_cast<size_t>(n));
-  }
-  return received;
-}
-
-// Whether the server has closed the connection (what it sent first is ignored).
-bool closed_by_server(int fd) {
-  char chunk[4096];
-  for (;;) {
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 0) <= 0) return false;
-    const ssize_t n = recv(fd, chunk, sizeof chunk, MSG_DONTWAIT);
-    if (n <= 0) return true;
-  }
-}
 
 std::string post(const std::string& version, const std::string& path, const std::string& body,
                  const std::string& extra_headers = "") {
@@ -191,6 +147,36 @@ TEST(ServeConnections, PipelinedRequestsAreAllAnswered) {
     ++count;
   EXPECT_EQ(count, 3u) << replies;
   EXPECT_NE(replies.find("\"tokens\""), std::string::npos) << replies;
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+// Twenty requests in one write on one connection (L5): every one is answered, in order. httplib's
+// default of five requests a connection used to close it after the fifth answer, and the other
+// fifteen were never answered (a client must then send them again, which few do for a pipeline).
+TEST(ServeConnections, TwentyPipelinedRequestsInOneWriteAreAllAnswered) {
+  ServerProcess server(server_test_model(), "-t 1");
+  ASSERT_GT(server.port(), 0);
+  const int fd = connect_from("127.0.0.1", server.port());
+  ASSERT_GE(fd, 0);
+  std::string pipeline;
+  for (int i = 0; i < 19; ++i)
+    pipeline += i % 2 ? post("HTTP/1.1", "/tokenize", R"({"content": "hi"})")
+                      : std::string("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  pipeline += "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  ASSERT_TRUE(send_all(fd, pipeline));
+  const std::string received = receive(fd, 10);
+  close(fd);
+  size_t answered = 0, tokens = 0;
+  for (size_t at = received.find("HTTP/1.1 200"); at != std::string::npos;
+       at = received.find("HTTP/1.1 200", at + 1))
+    ++answered;
+  for (size_t at = received.find("\"tokens\""); at != std::string::npos;
+       at = received.find("\"tokens\"", at + 1))
+    ++tokens;
+  EXPECT_EQ(answered, 20u) << received;
+  EXPECT_EQ(tokens, 9u);
+  EXPECT_EQ(received.find("Connection: close"), received.rfind("Connection: close"))
+      << "closed before the last";
   EXPECT_EQ(server.terminate(), 0);
 }
 

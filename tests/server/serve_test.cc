@@ -430,6 +430,7 @@ TEST(Serve, EveryFlagIsCheckedUnderItsName) {
       {"--timeout 0", "--timeout must be in [1, 86400], got 0"},
       {"--read-timeout 0", "--read-timeout must be in [1, 3600], got 0"},
       {"--max-conns-per-ip -1", "--max-conns-per-ip must be in [0, 65536] (0 = no cap), got -1"},
+      {"--max-connections 5", "--max-connections must be in [16, 1048576], got 5"},
       {"--cache-every -5", "--cache-every must be >= 0"},
       {"--cache-mb -1", "--cache-mb must be in [0, 16777216]"},
       {"--max-queue -1", "--max-queue must be in [0, 1048576]"},

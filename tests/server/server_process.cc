@@ -37,19 +37,24 @@ pid_t spawn_shell(const std::string& command) {
 
 }  // namespace
 
-ServerProcess::ServerProcess(const std::string& model_dir, const std::string& arguments)
+ServerProcess::ServerProcess(const std::string& model_dir, const std::string& arguments,
+                             const std::string& host)
     : dir_(make_temp_dir("serve")) {
-  start(model_dir, arguments);
+  start(model_dir, arguments, host);
 }
 
-void ServerProcess::start(const std::string& model_dir, const std::string& arguments) {
+void ServerProcess::start(const std::string& model_dir, const std::string& arguments,
+                          const std::string& host) {
   // exec, so that the pid is the server's own and SIGTERM reaches it rather than the shell.
-  pid_ = spawn_shell("exec " + std::string(MB_CLI_PATH) + " serve -m " + model_dir +
-                     " --host 127.0.0.1 --port 0 " + arguments + " >" + dir_ + "/out.txt 2>" + dir_ +
-                     "/err.txt");
+  pid_ = spawn_shell("exec " + std::string(MB_CLI_PATH) + " serve -m " + model_dir + " --host '" + host +
+                     "' --port 0 " + arguments + " >" + dir_ + "/out.txt 2>" + dir_ + "/err.txt");
   ASSERT_GT(pid_, 0);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  const std::string marker = "listening on http://127.0.0.1:";
+  // The URL spells an IPv6 host in brackets.
+  const bool bracketed = host.front() == '[';
+  const std::string bare = bracketed ? host.substr(1, host.size() - 2) : host;
+  const bool ipv6 = bare.find(':') != std::string::npos;
+  const std::string marker = "listening on http://" + (ipv6 ? "[" + bare + "]" : bare) + ":";
   while (port_ == 0 && std::chrono::steady_clock::now() < deadline) {
     const std::string out = read_all(dir_ + "/out.txt");
     const size_t at = out.find(marker);
@@ -62,7 +67,7 @@ void ServerProcess::start(const std::string& model_dir, const std::string& argum
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_GT(port_, 0) << "no port: " << stderr_text();
-  httplib::Client client("127.0.0.1", port_);
+  httplib::Client client(bare, port_);
   while (std::chrono::steady_clock::now() < deadline) {
     const auto health = client.Get("/health");
     if (health && health->status == 200) return;

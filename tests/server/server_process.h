@@ -9,9 +9,11 @@ namespace mb::test {
 
 class ServerProcess {
  public:
-  // Starts `mambacpp serve -m MODEL --host 127.0.0.1 --port 0 ARGS` and waits until /health
+  // Starts `mambacpp serve -m MODEL --host HOST --port 0 ARGS` and waits until /health
   // answers 200; fails the test (and returns with port() == 0) when it does not within a minute.
-  ServerProcess(const std::string& model_dir, const std::string& arguments);
+  // An IPv6 host may be given in brackets ("[::1]") or without.
+  ServerProcess(const std::string& model_dir, const std::string& arguments,
+                const std::string& host = "127.0.0.1");
   ~ServerProcess();  // SIGKILL if still running
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
@@ -24,8 +26,8 @@ class ServerProcess {
   std::string stderr_text() const;
 
  private:
-  void start(const std::string& model_dir,
-             const std::string& arguments);  // gtest assertions need a void function
+  void start(const std::string& model_dir, const std::string& arguments,
+             const std::string& host);  // gtest assertions need a void function
   pid_t pid_ = -1;
   int port_ = 0;
   std::string dir_;
