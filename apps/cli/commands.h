@@ -58,8 +58,9 @@ LoadOptions make_load_options(const std::string& dtype, const std::string& devic
 void add_device_option(CLI::App* cmd, std::string& device);
 // Where `model` runs, as bench and serve report it: "cpu" or the device's description.
 std::string device_description(const Model& model);
-// `model`, or when it is empty the demo model of `run` and `chat`: models/demo-tiny, written
-// (random weights, the tiny preset) on first use.
+// `model`, or when it is empty the demo model of `run` and `chat`: the trained one of
+// data/demo-model (in the working folder, else in the source tree of the build), or where neither
+// exists models/demo-tiny, written (random weights, the tiny preset) on first use.
 std::string model_or_demo(const std::string& model);
 // "sequential" | "chunked" | "auto" of --scan; throws mb::Error naming the flag.
 ScanForm parse_scan_form(const std::string& text);

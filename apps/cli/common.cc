@@ -69,9 +69,16 @@ void add_device_option(CLI::App* cmd, std::string& device) {
 
 std::string model_or_demo(const std::string& model) {
   if (!model.empty()) return model;
+  // The trained demo (data/demo-model, made by tools/train_demo/): from the source tree as the
+  // working folder, as README's first command runs it, or else from the tree this program was
+  // built from, so `run` speaks English wherever it is started while that tree exists.
+  for (const std::string& dir : {std::string("data/demo-model"), std::string(MB_DEMO_MODEL_DIR)})
+    if (std::filesystem::exists(dir + "/config.json")) return dir;
   const std::string dir = "models/demo-tiny";
   if (!std::filesystem::exists(dir + "/config.json")) {
-    std::fprintf(stderr, "no --model given: writing a random tiny demo model to %s\n", dir.c_str());
+    std::fprintf(stderr,
+                 "no --model given and no trained demo model found: writing a random tiny demo model to %s\n",
+                 dir.c_str());
     MakeModelOptions o;
     o.config = preset_config("tiny");
     make_model(dir, o);
