@@ -58,7 +58,8 @@ SequenceState parse_state(std::span<const uint8_t> bytes, const Model& model, co
   const int64_t position = get<int64_t>(bytes.data() + 32);
   if (get<uint32_t>(bytes.data() + 12) != static_cast<uint32_t>(model.config().arch) ||
       fingerprint != model.fingerprint())
-    throw Error(where + " was saved from a different model");
+    throw Error(where + " was saved from a different model (other weights, or a config.json value that " +
+                "changes the computation, such as the expert top-k or the RoPE base, differs)");
   if (position < 0) throw Error(where + " has a negative position");
   model.state_layout().check_size(count, where, position);
   if (bytes.size() != kHeaderBytes + count * 4 + 8)

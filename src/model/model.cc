@@ -24,6 +24,50 @@ uint64_t fnv1a(uint64_t hash, const void* data, size_t size) {
   return hash;
 }
 
+template <typename T>
+uint64_t hash_value(uint64_t hash, T value) {
+  return fnv1a(hash, &value, sizeof value);
+}
+
+// The settings that change the computation but were not hashed when state files were first
+// written. Each is hashed only where its value differs from the one under which every model then
+// computed the same (no experts, no RoPE, no biases), so the checkpoints without them keep their
+// fingerprints and their old state files, and any two configs that compute differently over the
+// same tensors get different ones. Each group starts with a tag, so that two groups' values
+// cannot hash alike.
+uint64_t hash_optional_settings(uint64_t hash, const ModelConfig& c, const TensorSet& tensors) {
+  // A tied head ignores a stored lm_head; only then does the flag change what runs (untied needs
+  // the tensor, whose name is hashed below).
+  const TensorSpec lm_head = model_tensor_specs(c, true, 0).tail[kLmHead];
+  const bool stored_head = tensors.find(lm_head.name) != nullptr || tensors.find(lm_head.gguf) != nullptr;
+  if (c.tie_embeddings && stored_head) hash = hash_value(hash, uint64_t{0x7469'6564});
+  // A bias the config switches off is not read even when the checkpoint stores it.
+  if (c.ssm.use_bias) hash = hash_value(hash, uint64_t{0x6269'6173});
+  if (!c.ssm.use_conv_bias) hash = hash_value(hash, uint64_t{0x6e6f'6362});
+  if (c.family == ModelFamily::Mamba) return hash;
+  const HybridConfig& h = c.hybrid;
+  if (h.attention.bias) hash = hash_value(hash, uint64_t{0x6174'6269});
+  if (h.mlp.bias) hash = hash_value(hash, uint64_t{0x6d6c'6269});
+  if (h.attention.rope_theta != 0.0) {
+    hash = hash_value(hash, uint64_t{0x726f'7065});
+    hash = hash_value(hash, h.attention.rope_theta);
+  }
+  if (h.moe.n_experts > 0) {
+    const MoeConfig& e = h.moe;
+    const int64_t sizes[] = {0x6d6f65,
+                             e.n_experts,
+                             e.top_k,
+                             e.width,
+                             e.shared_width,
+                             static_cast<int64_t>(e.scoring),
+                             e.normalize ? 1 : 0,
+                             e.latent};
+    hash = fnv1a(hash, sizes, sizeof sizes);
+    hash = hash_value(hash, e.scale);
+  }
+  return hash;
+}
+
 // Hashes the architecture's sizes and, for every tensor, its name, shape and up to 4 KiB of
 // its stored bytes: cheap, and different for any two checkpoints that differ in practice.
 uint64_t checkpoint_fingerprint(const ModelConfig& c, const TensorSet& tensors) {
@@ -47,6 +91,7 @@ uint64_t checkpoint_fingerprint(const ModelConfig& c, const TensorSet& tensors) 
   // Hashed only when present, so plain Mamba-1 checkpoints keep the fingerprints (and state
   // files) they had before FalconMamba existed.
   if (c.ssm.mixer_rms_norm) hash = fnv1a(hash, &c.ssm.mixer_rms_eps, sizeof c.ssm.mixer_rms_eps);
+  hash = hash_optional_settings(hash, c, tensors);
   if (c.family != ModelFamily::Mamba) {
     const HybridConfig& h = c.hybrid;
     const int64_t hybrid_sizes[] = {
