@@ -20,6 +20,48 @@ namespace {
 constexpr const char* kPrefix = "prefix-";
 constexpr const char* kSuffix = ".mbslot";
 constexpr int64_t kRescanNs = 1'000'000'000;  // the longest an unchanged-looking index is trusted
+// A temporary (write_file_atomically's "<name>.tmp-<16 hex>") untouched for this long was left by a
+// writer that was killed before its rename: a live one writes a few megabytes and renames within
+// seconds, and a replica sharing the folder may be writing one right now, so younger ones stay.
+constexpr int64_t kStaleTemporaryNs = int64_t{300} * 1'000'000'000;
+constexpr std::string_view kTemporaryMark = ".tmp-";
+
+bool is_temporary_name(std::string_view name) {
+  const size_t mark = name.rfind(kTemporaryMark);
+  if (mark == std::string_view::npos || name.size() != mark + kTemporaryMark.size() + 16) return false;
+  return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(mark + kTemporaryMark.size()), name.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+int64_t wall_clock_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t mtime_ns(const struct stat& info) {
+  return static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec;
+}
+
+// Removes the stale temporaries of `folder` (slot files' and prefix files' alike, of any model);
+// returns how many.
+uint64_t reclaim_stale_temporaries(const std::string& folder) {
+  DIR* dir = ::opendir(folder.c_str());
+  if (dir == nullptr) return 0;
+  const int64_t now = wall_clock_ns();
+  uint64_t removed = 0;
+  while (const dirent* entry = ::readdir(dir)) {
+    if (!is_temporary_name(entry->d_name)) continue;
+    const std::string path = folder + "/" + entry->d_name;
+    struct stat info {};
+    if (::lstat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode) ||
+        now - mtime_ns(info) < kStaleTemporaryNs)
+      continue;
+    if (::unlink(path.c_str()) == 0) ++removed;
+  }
+  ::closedir(dir);
+  return removed;
+}
 
 std::string hex16(uint64_t value) {
   char text[17];
@@ -60,6 +102,9 @@ PrefixStore::PrefixStore(const Model& model, PrefixStoreOptions options)
   uint64_t key = model.fingerprint();
   for (char c : dtype) key = (key ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
   key_ = hex16(key);
+  // What a killed writer left would otherwise take the disk for good: no lookup reads it and, under
+  // another name than a slot file's, eviction would not see it.
+  counters_.evicted += reclaim_stale_temporaries(options_.folder);
   writer_ = std::thread([this] { writer_loop(); });
 }
 
@@ -242,17 +287,32 @@ void PrefixStore::evict() {
   DIR* dir = ::opendir(options_.folder.c_str());
   if (dir == nullptr) return;
   const std::string head = kPrefix + key_ + "-";
+  const int64_t now = wall_clock_ns();
+  uint64_t reclaimed = 0;
   while (const dirent* entry = ::readdir(dir)) {
     const std::string_view name = entry->d_name;
-    if (!name.starts_with(head) || !name.ends_with(kSuffix)) continue;
+    // Our temporaries take the budget's disk too: a live one is counted, a stale one removed.
+    const bool temporary = name.starts_with(head) && is_temporary_name(name);
+    if (!name.starts_with(head) || (!name.ends_with(kSuffix) && !temporary)) continue;
     std::string path = options_.folder + "/" + std::string(name);
     struct stat info {};
     if (::lstat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) continue;
+    if (temporary) {
+      if (now - mtime_ns(info) >= kStaleTemporaryNs && ::unlink(path.c_str()) == 0)
+        ++reclaimed;
+      else
+        total += static_cast<uint64_t>(info.st_size);
+      continue;
+    }
     total += static_cast<uint64_t>(info.st_size);
     files.push_back({std::move(path), static_cast<uint64_t>(info.st_size),
                      static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec});
   }
   ::closedir(dir);
+  if (reclaimed > 0) {
+    std::lock_guard lock(mutex_);
+    counters_.evicted += reclaimed;
+  }
   if (total <= options_.budget_bytes && files.size() <= options_.max_files) return;
   std::sort(files.begin(), files.end(),
             [](const StoredFile& x, const StoredFile& y) { return x.mtime_ns < y.mtime_ns; });

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <typeinfo>
 
 #include "core/error.h"
@@ -111,6 +112,28 @@ uint64_t checkpoint_fingerprint(const ModelConfig& c, const TensorSet& tensors) 
   return hash;
 }
 
+// A folder's tensors must all be read, as a GGUF file's must all be known (open_gguf_checkpoint):
+// a tensor no block binds is a layer of another kind, a bias the config turns off, or another
+// architecture's weight, and running without it would answer as some other model. The exceptions
+// are tensors real checkpoints carry that the engine knowingly does without.
+void refuse_unread_tensors(const TensorSet& tensors, const std::set<std::string>& read,
+                           const ModelConfig& c) {
+  for (const auto& [name, tensor] : tensors.tensors()) {
+    if (read.count(name) != 0) continue;
+    // A tied head is the embedding; some tied checkpoints still store its copy.
+    if (c.tie_embeddings && name == "lm_head.weight") continue;
+    // Multi-token-prediction layers (Nemotron-3's "mtp.*") serve speculative decoding, which the
+    // engine does not do; the model's own layers do not read them.
+    if (name.rfind("mtp.", 0) == 0 || name.find(".mtp.") != std::string::npos) continue;
+    // A rotary cache some exporters save; the engine computes it from rope_theta.
+    if (name.ends_with(".rotary_emb.inv_freq")) continue;
+    throw Error(
+        "checkpoint tensor '" + name + "' " + tensor.shape_string() +
+        " is not part of the model its config.json describes (the config does not describe it: a layer of "
+        "another kind, a bias the config turns off, or another architecture's weight)");
+  }
+}
+
 void require_host_matrices(bool released, const Backend* backend, const std::string& target) {
   if (!released) return;
   throw Error("the model's weights live only on " +
@@ -139,7 +162,9 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
     tensors = std::make_shared<const TensorSet>(TensorSet::open_dir(dir));
   }
   std::unique_ptr<Model> model(new Model());
+  const bool from_folder = !is_gguf_file(dir);  // a GGUF file's tensors were all matched to specs
   model->bind(config, std::move(tensors), options);
+  if (from_folder) refuse_unread_tensors(*model->tensors_, model->binder_->used(), model->config_);
   model->binder_->report_progress_to(nullptr);  // options.progress may not outlive this call
   if (options.progress != nullptr && options.device.kind != DeviceKind::Cpu)
     options.progress->start("uploading to " + options.device.text(), 0, ProgressUnit::Bytes);
