@@ -23,7 +23,7 @@ ContextLimit default_context_limit(const Model& model, int64_t slots, uint64_t a
   int64_t floats_per_position = 0;
   for (int64_t floats : model.state_layout().shape().growing) floats_per_position += floats;
   if (floats_per_position == 0)
-    return {0, "none: the model's state does not grow with the context; replies stop at max_tokens"};
+    return {0, "the model's state does not grow with the context; replies stop at max_tokens"};
   if (available_bytes == 0) {
     if (trained > 0) return {trained, "the model's max_position_embeddings"};
     return {kUnknownMemoryContext, "a fixed default: the free memory is unknown"};

@@ -12,6 +12,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "engine/stale_temporaries.h"
 #include "io/binary_codec.h"
 
 namespace mb {
@@ -20,49 +21,6 @@ namespace {
 constexpr const char* kPrefix = "prefix-";
 constexpr const char* kSuffix = ".mbslot";
 constexpr int64_t kRescanNs = 1'000'000'000;  // the longest an unchanged-looking index is trusted
-// A temporary (write_file_atomically's "<name>.tmp-<16 hex>") untouched for this long was left by a
-// writer that was killed before its rename: a live one writes a few megabytes and renames within
-// seconds, and a replica sharing the folder may be writing one right now, so younger ones stay.
-constexpr int64_t kStaleTemporaryNs = int64_t{300} * 1'000'000'000;
-constexpr std::string_view kTemporaryMark = ".tmp-";
-
-bool is_temporary_name(std::string_view name) {
-  const size_t mark = name.rfind(kTemporaryMark);
-  if (mark == std::string_view::npos || name.size() != mark + kTemporaryMark.size() + 16) return false;
-  return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(mark + kTemporaryMark.size()), name.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
-int64_t wall_clock_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-int64_t mtime_ns(const struct stat& info) {
-  return static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec;
-}
-
-// Removes the stale temporaries of `folder` (slot files' and prefix files' alike, of any model);
-// returns how many.
-uint64_t reclaim_stale_temporaries(const std::string& folder) {
-  DIR* dir = ::opendir(folder.c_str());
-  if (dir == nullptr) return 0;
-  const int64_t now = wall_clock_ns();
-  uint64_t removed = 0;
-  while (const dirent* entry = ::readdir(dir)) {
-    if (!is_temporary_name(entry->d_name)) continue;
-    const std::string path = folder + "/" + entry->d_name;
-    struct stat info {};
-    if (::lstat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode) ||
-        now - mtime_ns(info) < kStaleTemporaryNs)
-      continue;
-    if (::unlink(path.c_str()) == 0) ++removed;
-  }
-  ::closedir(dir);
-  return removed;
-}
-
 std::string hex16(uint64_t value) {
   char text[17];
   std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
@@ -298,7 +256,7 @@ void PrefixStore::evict() {
     struct stat info {};
     if (::lstat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) continue;
     if (temporary) {
-      if (now - mtime_ns(info) >= kStaleTemporaryNs && ::unlink(path.c_str()) == 0)
+      if (is_stale_temporary(info, now) && ::unlink(path.c_str()) == 0)
         ++reclaimed;
       else
         total += static_cast<uint64_t>(info.st_size);

@@ -16,6 +16,7 @@
 #include "common/test_util.h"
 #include "core/error.h"
 #include "engine/prefix_store.h"
+#include "engine/scheduler.h"
 #include "engine/slot_file.h"
 #include "engine/state_file.h"
 #include "io/binary_codec.h"
@@ -152,6 +153,23 @@ TEST(StateFiles, TemporariesAKilledWriterLeftAreReclaimedAndCounted) {
   EXPECT_EQ(store.counters().evicted, 3u);
   EXPECT_FALSE(fs::exists(dir + "/" + name));
   EXPECT_TRUE(fs::exists(live));
+}
+
+// A server with a slot folder but no shared store reclaims the folder's stale temporaries too.
+TEST(StateFiles, ASchedulerReclaimsItsSlotFoldersStaleTemporaries) {
+  const std::string dir = test::make_temp_dir("state_files_slot_tmp");
+  const std::string stale = dir + "/named.tmp-0123456789abcdef", live = dir + "/other.tmp-0123456789abcdef";
+  const std::string kept = dir + "/notes.tmp-draft";  // not a temporary's name
+  for (const std::string& path : {stale, live, kept}) put_bytes(path, std::vector<uint8_t>(16, 1));
+  const timespec hour_ago[2] = {{::time(nullptr) - 3600, 0}, {::time(nullptr) - 3600, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, stale.c_str(), hour_ago, 0), 0);
+  ASSERT_EQ(::utimensat(AT_FDCWD, kept.c_str(), hour_ago, 0), 0);
+  SchedulerOptions options;
+  options.slot_save_path = dir;
+  Scheduler scheduler(files_model(), nullptr, ComputeContext{1, best_isa()}, options);
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(live));
+  EXPECT_TRUE(fs::exists(kept));
 }
 
 TEST(StateFiles, ATensorTheConfigDoesNotDescribeIsRefusedNamingIt) {
