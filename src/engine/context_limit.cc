@@ -8,6 +8,8 @@
 #include "core/error.h"
 #include "core/json_text.h"
 #include "io/file_io.h"
+#include "io/gguf.h"
+#include "model/gguf_checkpoint.h"
 
 namespace mb {
 namespace {
@@ -45,6 +47,18 @@ ContextLimit default_context_limit(const Model& model, int64_t slots, uint64_t a
 
 int64_t trained_context_length(const std::string& model_path) {
   std::error_code error;
+  if (is_gguf_file(model_path)) {
+    try {
+      // llama.cpp's converter writes the config's max_position_embeddings, or 2^20 ("unlimited")
+      // for the hybrids without RoPE, which says nothing about what the model was trained on.
+      const GgufFile file(model_path);
+      const auto length =
+          file.unsigned_if_present(file.string_value("general.architecture") + ".context_length");
+      return length && *length > 0 && *length < (uint64_t{1} << 20) ? static_cast<int64_t>(*length) : 0;
+    } catch (const Error&) {
+      return 0;
+    }
+  }
   const std::string path = model_path + "/config.json";
   if (!std::filesystem::is_regular_file(path, error)) return 0;
   try {

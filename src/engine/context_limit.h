@@ -27,9 +27,9 @@ inline constexpr int64_t kUnknownMemoryContext = 4096;
 ContextLimit default_context_limit(const Model& model, int64_t slots, uint64_t available_bytes,
                                    int64_t trained);
 
-// The trained context length a checkpoint folder's config.json states (max_position_embeddings, a
-// positive integer), or 0: a GGUF file, no such key, or a value that is not one. The model's
-// parsed config does not carry it, as nothing else computes with it.
+// The trained context length a checkpoint states, or 0 where it states none: a folder's config.json
+// max_position_embeddings (a positive integer), a GGUF file's <arch>.context_length below 2^20.
+// The model's parsed config does not carry it, as nothing else computes with it.
 int64_t trained_context_length(const std::string& model_path);
 
 // The memory the system can still give without swapping (Linux's MemAvailable), or 0 when unknown.

@@ -5,9 +5,11 @@
 
 #include <fstream>
 
+#include "cli_test_support.h"
 #include "common/hybrid_configs.h"
 #include "common/model_fixture.h"
 #include "engine/context_limit.h"
+#include "io/gguf.h"
 
 namespace mb {
 namespace {
@@ -60,6 +62,21 @@ TEST(ContextLimit, TheTrainedLengthIsReadFromTheFoldersConfig) {
   std::ofstream(dir + "/config.json") << R"({"max_position_embeddings": "long"})";
   EXPECT_EQ(trained_context_length(dir), 0);
   EXPECT_EQ(trained_context_length(dir + "/missing"), 0);
+
+  // A GGUF file's context_length, unless it is the converter's 2^20 "unlimited" (a NoPE hybrid's).
+  const std::string gguf = test::make_temp_dir("ctxlimit_gguf") + "/m.gguf";
+  const test::CliOutput made = test::run_cli("make-model --arch granite-hybrid --format gguf --out " + gguf +
+                                             " --d-model 32 --n-layer 2 --vocab 301 --seed 2");
+  ASSERT_EQ(made.status, 0) << made.err;
+  EXPECT_EQ(trained_context_length(gguf), 0);
+  const GgufFile file(gguf);
+  GgufWriter writer;
+  for (const auto& [key, value] : file.metadata())
+    writer.set(key, key.ends_with(".context_length") ? GgufValue::u32(8192) : value);
+  for (const GgufTensorInfo& t : file.tensors())
+    writer.add_tensor(t.name, t.ne, t.type, std::vector<uint8_t>(t.data, t.data + t.byte_size));
+  writer.write(gguf + ".8k.gguf");
+  EXPECT_EQ(trained_context_length(gguf + ".8k.gguf"), 8192);
 }
 
 }  // namespace
