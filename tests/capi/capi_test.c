@@ -693,7 +693,8 @@ static void test_chat(mb_model* model) {
   CHECK(strstr(mb_last_error(), "UTF-8") != NULL);
   EXPECT_STATUS(mb_chat_add(chat, "us\xc0r", "hi"), MB_ERR_INVALID_ARGUMENT);
   EXPECT_OK(mb_chat_send(chat, "Hello there.", NULL, NULL, &again));
-  CHECK(again.text != NULL && strcmp(again.text, first.text) == 0 && again.prompt_tokens == first.prompt_tokens);
+  CHECK(again.text != NULL && strcmp(again.text, first.text) == 0 &&
+        again.prompt_tokens == first.prompt_tokens);
   mb_chat_reply_free(&again);
   mb_chat_free(chat);
   chat = NULL;
