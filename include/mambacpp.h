@@ -247,7 +247,8 @@ typedef struct mb_chat_params {
  * no template variables. */
 MB_API mb_chat_params mb_chat_params_default(void);
 
-/* MB_ERR_UNSUPPORTED when the model has no tokenizer or its chat template cannot be parsed. */
+/* MB_ERR_UNSUPPORTED when the model has no tokenizer or its chat template cannot be parsed;
+ * MB_ERR_INVALID_ARGUMENT when the system message is not valid UTF-8. */
 MB_API mb_status mb_chat_new(mb_model* model, const mb_chat_params* params, mb_chat** out);
 MB_API void mb_chat_free(mb_chat* chat);
 
@@ -267,14 +268,16 @@ typedef struct mb_chat_reply {
 } mb_chat_reply;
 
 /* Adds the user's message and writes the assistant's reply (callback may be NULL). When the
- * template cannot render the conversation or its prompt leaves no room under max_context, returns
- * MB_ERR_INVALID_ARGUMENT with the conversation unchanged. Release the reply with
+ * message is not valid UTF-8 (refused, never repaired; the error names the byte and its offset),
+ * the template cannot render the conversation or its prompt leaves no room under max_context,
+ * returns MB_ERR_INVALID_ARGUMENT with the conversation unchanged. Release the reply with
  * mb_chat_reply_free. */
 MB_API mb_status mb_chat_send(mb_chat* chat, const char* message, mb_text_callback callback, void* user_data,
                               mb_chat_reply* reply);
 MB_API void mb_chat_reply_free(mb_chat_reply* reply);
 /* Appends a message without answering it, to continue a conversation kept elsewhere (its user
- * and assistant messages in order); the next mb_chat_send answers as if they had been sent. */
+ * and assistant messages in order); the next mb_chat_send answers as if they had been sent.
+ * MB_ERR_INVALID_ARGUMENT, adding nothing, when the role or content is not valid UTF-8. */
 MB_API mb_status mb_chat_add(mb_chat* chat, const char* role, const char* content);
 /* Starts the conversation over with only the system message. */
 MB_API mb_status mb_chat_clear(mb_chat* chat);

@@ -9,6 +9,7 @@
 #include "chat/chat_template.h"
 #include "commands.h"
 #include "core/error.h"
+#include "engine/context_limit.h"
 #include "engine/gguf_tokenizer.h"
 #include "engine/scheduler.h"
 #include "server/http_server.h"
@@ -41,7 +42,7 @@ struct ServeArgs {
 };
 
 void check_serve_flags(const ServeArgs& a) {
-  check_flag_range("-c/--ctx-size", a.ctx, 0, INT32_MAX, "0 = no limit");
+  check_flag_range("-c/--ctx-size", a.ctx, 0, INT32_MAX, "0 = the model's default");
   check_flag_range("--port", a.port, 0, 65535, "0 = any free port");
   check_flag_range("-np/--parallel", a.parallel, 1, 1024);
   check_flag_range("--timeout", a.timeout, 1, 86400);
@@ -118,11 +119,23 @@ void serve(const ServeArgs& a) {
   served.chat = server::load_served_chat_template(a.model);
   if (!served.chat.error.empty())
     std::fprintf(stderr, "warning: %s; /v1/chat/completions will answer 400\n", served.chat.error.c_str());
+  // Without -c, the model's default: one request must not grow a hybrid's KV cache without bound.
+  ContextLimit context{a.ctx, "-c"};
+  if (a.ctx == 0)
+    context =
+        default_context_limit(*model, a.parallel, available_memory_bytes(), trained_context_length(a.model));
+  served.max_context = context.tokens;
+  if (context.tokens > 0)
+    std::printf("mambacpp serve: context %lld tokens (from %s)\n", static_cast<long long>(context.tokens),
+                context.source.c_str());
+  else
+    std::printf("mambacpp serve: context unlimited (%s)\n", context.source.c_str());
+  std::fflush(stdout);
   SchedulerOptions scheduler_options;
   scheduler_options.max_active = a.parallel;
   scheduler_options.step_token_budget = a.batch;
   scheduler_options.max_waiting = static_cast<size_t>(a.max_queue);
-  scheduler_options.max_context = a.ctx;
+  scheduler_options.max_context = context.tokens;
   scheduler_options.cache_every = a.cache_every;
   scheduler_options.cache_bytes = static_cast<size_t>(a.cache_mb) << 20;
   scheduler_options.slot_save_path = a.slot_save_path;
@@ -154,7 +167,9 @@ void add_serve(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
   cmd->add_option("-m,--model", args->model, "Checkpoint folder or .gguf file")->required();
-  cmd->add_option("-c,--ctx-size", args->ctx, "Most tokens per request, prompt plus generated (0 = no limit)")
+  cmd->add_option("-c,--ctx-size", args->ctx,
+                  "Most tokens per request, prompt plus generated (0 = the model's: its trained length, or "
+                  "what free memory holds where its state grows; no limit where it does not)")
       ->capture_default_str();
   cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", args->port, "Port to listen on (0 = any free port)")->capture_default_str();

@@ -1,9 +1,11 @@
 // mambacpp: command-line entry point. Every failure is one readable line on stderr and a
 // non-zero exit status.
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <map>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -40,6 +42,32 @@ void refuse_unclear_numbers(CLI::App& app) {
   for (CLI::App* command : app.get_subcommands({})) refuse_unclear_numbers(*command);
 }
 
+// An empty value given on purpose (`--dtype ''`, often an unset shell variable) was read as the
+// flag's default, or as no stop string at all, or as a file named ''. These flags name a thing, so
+// every command refuses an empty one before it runs.
+void refuse_empty_names(CLI::App& app) {
+  static const std::map<std::string, std::string> why = {
+      {"--dtype", "leave the flag out to keep the stored dtype"},
+      {"--stop", "an empty stop string would end every reply before it starts"},
+      {"--out", "it names no file"},
+      {"--state-in", "it names no file"},
+      {"--state-out", "it names no file"}};
+  for (CLI::Option* option : app.get_options()) {
+    const std::vector<std::string>& names = option->get_lnames();  // without their dashes
+    const auto named = std::find_if(why.begin(), why.end(), [&](const auto& entry) {
+      return std::find(names.begin(), names.end(), entry.first.substr(2)) != names.end();
+    });
+    if (named == why.end()) continue;
+    const std::string reason = named->second;
+    option->check(CLI::Validator(
+        [reason](std::string& value) -> std::string {
+          return value.empty() ? "an empty value: " + reason : "";
+        },
+        ""));
+  }
+  for (CLI::App* command : app.get_subcommands({})) refuse_empty_names(*command);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,6 +92,7 @@ int main(int argc, char** argv) {
   mb::cli::add_serve(app);
 #endif
   refuse_unclear_numbers(app);
+  refuse_empty_names(app);
   try {
 #ifdef MB_HAVE_SERVER
     mb::cli::normalize_serve_arguments(argc, argv);

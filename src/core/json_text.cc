@@ -11,6 +11,25 @@ using nlohmann::json;
 
 namespace {
 
+// The message of a text that does not parse. nlohmann's detail quotes the bytes it last read, which
+// may be the invalid UTF-8 itself: those are spelled \xNN, so the message is valid UTF-8 wherever it
+// goes (a JSON error body, a Python exception). Strings that are not UTF-8 (a raw byte, or an
+// escaped lone surrogate) are named as such: the client wrote text, not JSON, in the common case.
+std::string not_valid_json(const std::string& source, const char* detail) {
+  std::string safe;
+  for (const char* p = detail; *p != '\0'; ++p) {
+    const auto byte = static_cast<unsigned char>(*p);
+    if (byte < 0x80) {
+      safe += *p;
+      continue;
+    }
+    static constexpr char kHex[] = "0123456789abcdef";
+    safe += {'\\', 'x', kHex[byte >> 4], kHex[byte & 15]};
+  }
+  const bool utf8 = safe.find("UTF-8") != std::string::npos || safe.find("surrogate") != std::string::npos;
+  return source + " is not valid JSON" + (utf8 ? ": a string is not valid UTF-8" : "") + " (" + safe + ")";
+}
+
 // Builds the parsed value from nlohmann's SAX events while refusing nesting past `max_depth`.
 // nlohmann's json::parse with a parser callback rescans the enclosing container at the end of
 // every object (to drop values the callback discarded), so its time grows with the square of
@@ -55,7 +74,7 @@ class BoundedBuilder {
   [[noreturn]] bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
     // Syntax errors, invalid UTF-8 and numbers outside double's range such as 1e400 (an
     // out_of_range exception rather than a parse_error) all arrive here.
-    throw Error(source_ + " is not valid JSON (" + e.what() + ")");
+    throw Error(not_valid_json(source_, e.what()));
   }
 
  private:
@@ -114,7 +133,7 @@ json parse_json_text(std::string_view text, const std::string& source, int max_d
   try {
     json::sax_parse(text, &builder);
   } catch (const json::exception& e) {
-    throw Error(source + " is not valid JSON (" + e.what() + ")");
+    throw Error(not_valid_json(source, e.what()));
   }
   return root;
 }

@@ -12,6 +12,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "engine/stale_temporaries.h"
 #include "io/binary_codec.h"
 
 namespace mb {
@@ -20,7 +21,6 @@ namespace {
 constexpr const char* kPrefix = "prefix-";
 constexpr const char* kSuffix = ".mbslot";
 constexpr int64_t kRescanNs = 1'000'000'000;  // the longest an unchanged-looking index is trusted
-
 std::string hex16(uint64_t value) {
   char text[17];
   std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
@@ -60,6 +60,9 @@ PrefixStore::PrefixStore(const Model& model, PrefixStoreOptions options)
   uint64_t key = model.fingerprint();
   for (char c : dtype) key = (key ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
   key_ = hex16(key);
+  // What a killed writer left would otherwise take the disk for good: no lookup reads it and, under
+  // another name than a slot file's, eviction would not see it.
+  counters_.evicted += reclaim_stale_temporaries(options_.folder);
   writer_ = std::thread([this] { writer_loop(); });
 }
 
@@ -242,17 +245,32 @@ void PrefixStore::evict() {
   DIR* dir = ::opendir(options_.folder.c_str());
   if (dir == nullptr) return;
   const std::string head = kPrefix + key_ + "-";
+  const int64_t now = wall_clock_ns();
+  uint64_t reclaimed = 0;
   while (const dirent* entry = ::readdir(dir)) {
     const std::string_view name = entry->d_name;
-    if (!name.starts_with(head) || !name.ends_with(kSuffix)) continue;
+    // Our temporaries take the budget's disk too: a live one is counted, a stale one removed.
+    const bool temporary = name.starts_with(head) && is_temporary_name(name);
+    if (!name.starts_with(head) || (!name.ends_with(kSuffix) && !temporary)) continue;
     std::string path = options_.folder + "/" + std::string(name);
     struct stat info {};
     if (::lstat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) continue;
+    if (temporary) {
+      if (is_stale_temporary(info, now) && ::unlink(path.c_str()) == 0)
+        ++reclaimed;
+      else
+        total += static_cast<uint64_t>(info.st_size);
+      continue;
+    }
     total += static_cast<uint64_t>(info.st_size);
     files.push_back({std::move(path), static_cast<uint64_t>(info.st_size),
                      static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec});
   }
   ::closedir(dir);
+  if (reclaimed > 0) {
+    std::lock_guard lock(mutex_);
+    counters_.evicted += reclaimed;
+  }
   if (total <= options_.budget_bytes && files.size() <= options_.max_files) return;
   std::sort(files.begin(), files.end(),
             [](const StoredFile& x, const StoredFile& y) { return x.mtime_ns < y.mtime_ns; });

@@ -4,6 +4,7 @@
 
 #include "engine/scheduler_impl.h"
 #include "engine/slot_file.h"
+#include "engine/stale_temporaries.h"
 
 namespace mb {
 namespace {
@@ -38,6 +39,9 @@ Scheduler::Scheduler(const Model& model, const Tokenizer* tokenizer, ComputeCont
     throw Error("cache_every must be >= 0, got " + std::to_string(options.cache_every));
   if (options.slot_persist && options.slot_save_path.empty())
     throw Error("slot_persist needs a slot save path (--slot-persist needs --slot-save-path)");
+  // The prefix store reclaims the folder's stale temporaries itself (and counts them).
+  if (!options.slot_save_path.empty() && !options.slot_persist)
+    reclaim_stale_temporaries(options.slot_save_path);
   impl_ = std::make_unique<Impl>(model, tokenizer, ctx, std::move(options));
 }
 

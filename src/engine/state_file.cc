@@ -1,5 +1,6 @@
 #include "engine/state_file.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "core/error.h"
@@ -58,7 +59,8 @@ SequenceState parse_state(std::span<const uint8_t> bytes, const Model& model, co
   const int64_t position = get<int64_t>(bytes.data() + 32);
   if (get<uint32_t>(bytes.data() + 12) != static_cast<uint32_t>(model.config().arch) ||
       fingerprint != model.fingerprint())
-    throw Error(where + " was saved from a different model");
+    throw Error(where + " was saved from a different model (other weights, or a config.json value that " +
+                "changes the computation, such as the expert top-k or the RoPE base, differs)");
   if (position < 0) throw Error(where + " has a negative position");
   model.state_layout().check_size(count, where, position);
   if (bytes.size() != kHeaderBytes + count * 4 + 8)
@@ -68,6 +70,13 @@ SequenceState parse_state(std::span<const uint8_t> bytes, const Model& model, co
     throw Error(where + " is corrupted (checksum mismatch)");
   std::vector<float> values(count);
   std::memcpy(values.data(), bytes.data() + kHeaderBytes, count * 4);
+  // A checksum proves only that the bytes are the ones written: a state that went to NaN or
+  // infinity (a writer's bug, or a file made to pass the check) would poison every reply resumed
+  // from it, so it is refused (and the prefix store removes such a file).
+  for (size_t i = 0; i < count; ++i)
+    if (!std::isfinite(values[i]))
+      throw Error(where + " holds a state value that is not finite (" + std::to_string(values[i]) +
+                  " at value " + std::to_string(i) + " of " + std::to_string(count) + ")");
   return model.state_from_host(values, position, where);
 }
 

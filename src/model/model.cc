@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <typeinfo>
 
 #include "core/error.h"
@@ -21,6 +22,50 @@ constexpr size_t kNormF = 3 + kFinalNorm, kHead = 3 + kLmHead;
 uint64_t fnv1a(uint64_t hash, const void* data, size_t size) {
   const auto* bytes = static_cast<const uint8_t*>(data);
   for (size_t i = 0; i < size; ++i) hash = (hash ^ bytes[i]) * 0x100000001b3ull;
+  return hash;
+}
+
+template <typename T>
+uint64_t hash_value(uint64_t hash, T value) {
+  return fnv1a(hash, &value, sizeof value);
+}
+
+// The settings that change the computation but were not hashed when state files were first
+// written. Each is hashed only where its value differs from the one under which every model then
+// computed the same (no experts, no RoPE, no biases), so the checkpoints without them keep their
+// fingerprints and their old state files, and any two configs that compute differently over the
+// same tensors get different ones. Each group starts with a tag, so that two groups' values
+// cannot hash alike.
+uint64_t hash_optional_settings(uint64_t hash, const ModelConfig& c, const TensorSet& tensors) {
+  // A tied head ignores a stored lm_head; only then does the flag change what runs (untied needs
+  // the tensor, whose name is hashed below).
+  const TensorSpec lm_head = model_tensor_specs(c, true, 0).tail[kLmHead];
+  const bool stored_head = tensors.find(lm_head.name) != nullptr || tensors.find(lm_head.gguf) != nullptr;
+  if (c.tie_embeddings && stored_head) hash = hash_value(hash, uint64_t{0x7469'6564});
+  // A bias the config switches off is not read even when the checkpoint stores it.
+  if (c.ssm.use_bias) hash = hash_value(hash, uint64_t{0x6269'6173});
+  if (!c.ssm.use_conv_bias) hash = hash_value(hash, uint64_t{0x6e6f'6362});
+  if (c.family == ModelFamily::Mamba) return hash;
+  const HybridConfig& h = c.hybrid;
+  if (h.attention.bias) hash = hash_value(hash, uint64_t{0x6174'6269});
+  if (h.mlp.bias) hash = hash_value(hash, uint64_t{0x6d6c'6269});
+  if (h.attention.rope_theta != 0.0) {
+    hash = hash_value(hash, uint64_t{0x726f'7065});
+    hash = hash_value(hash, h.attention.rope_theta);
+  }
+  if (h.moe.n_experts > 0) {
+    const MoeConfig& e = h.moe;
+    const int64_t sizes[] = {0x6d6f65,
+                             e.n_experts,
+                             e.top_k,
+                             e.width,
+                             e.shared_width,
+                             static_cast<int64_t>(e.scoring),
+                             e.normalize ? 1 : 0,
+                             e.latent};
+    hash = fnv1a(hash, sizes, sizeof sizes);
+    hash = hash_value(hash, e.scale);
+  }
   return hash;
 }
 
@@ -47,6 +92,7 @@ uint64_t checkpoint_fingerprint(const ModelConfig& c, const TensorSet& tensors) 
   // Hashed only when present, so plain Mamba-1 checkpoints keep the fingerprints (and state
   // files) they had before FalconMamba existed.
   if (c.ssm.mixer_rms_norm) hash = fnv1a(hash, &c.ssm.mixer_rms_eps, sizeof c.ssm.mixer_rms_eps);
+  hash = hash_optional_settings(hash, c, tensors);
   if (c.family != ModelFamily::Mamba) {
     const HybridConfig& h = c.hybrid;
     const int64_t hybrid_sizes[] = {
@@ -64,6 +110,28 @@ uint64_t checkpoint_fingerprint(const ModelConfig& c, const TensorSet& tensors) 
     hash = fnv1a(hash, tensor.data, std::min<size_t>(tensor.byte_size, 4096));
   }
   return hash;
+}
+
+// A folder's tensors must all be read, as a GGUF file's must all be known (open_gguf_checkpoint):
+// a tensor no block binds is a layer of another kind, a bias the config turns off, or another
+// architecture's weight, and running without it would answer as some other model. The exceptions
+// are tensors real checkpoints carry that the engine knowingly does without.
+void refuse_unread_tensors(const TensorSet& tensors, const std::set<std::string>& read,
+                           const ModelConfig& c) {
+  for (const auto& [name, tensor] : tensors.tensors()) {
+    if (read.count(name) != 0) continue;
+    // A tied head is the embedding; some tied checkpoints still store its copy.
+    if (c.tie_embeddings && name == "lm_head.weight") continue;
+    // Multi-token-prediction layers (Nemotron-3's "mtp.*") serve speculative decoding, which the
+    // engine does not do; the model's own layers do not read them.
+    if (name.rfind("mtp.", 0) == 0 || name.find(".mtp.") != std::string::npos) continue;
+    // A rotary cache some exporters save; the engine computes it from rope_theta.
+    if (name.ends_with(".rotary_emb.inv_freq")) continue;
+    throw Error(
+        "checkpoint tensor '" + name + "' " + tensor.shape_string() +
+        " is not part of the model its config.json describes (the config does not describe it: a layer of "
+        "another kind, a bias the config turns off, or another architecture's weight)");
+  }
 }
 
 void require_host_matrices(bool released, const Backend* backend, const std::string& target) {
@@ -94,7 +162,9 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
     tensors = std::make_shared<const TensorSet>(TensorSet::open_dir(dir));
   }
   std::unique_ptr<Model> model(new Model());
+  const bool from_folder = !is_gguf_file(dir);  // a GGUF file's tensors were all matched to specs
   model->bind(config, std::move(tensors), options);
+  if (from_folder) refuse_unread_tensors(*model->tensors_, model->binder_->used(), model->config_);
   model->binder_->report_progress_to(nullptr);  // options.progress may not outlive this call
   if (options.progress != nullptr && options.device.kind != DeviceKind::Cpu)
     options.progress->start("uploading to " + options.device.text(), 0, ProgressUnit::Bytes);

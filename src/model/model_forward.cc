@@ -76,6 +76,13 @@ void Model::validate_batch(const ComputeContext& ctx, std::span<const SequenceIn
                     " feature values, not a positive multiple of input_dim " + std::to_string(input_dim_));
       total[i] = static_cast<int64_t>(in.features.size()) / input_dim_;
     }
+    // A state's position is an int64 that every round adds to; refused here, before it could wrap
+    // (a state loaded from a file may claim any position up to StateLayout's bound, the same 2^40).
+    constexpr int64_t kMaxPosition = int64_t{1} << 40;
+    if (in.state->position < 0 || in.state->position > kMaxPosition - total[i])
+      throw Error("sequence " + std::to_string(i) + "'s state is at position " +
+                  std::to_string(in.state->position) + ": " + std::to_string(total[i]) +
+                  " more would pass the largest position a state may reach, 2^40");
   }
   // Two sequences advancing one state would both read and write it in the same round (from
   // different threads, in no fixed order), so each state may appear in a batch only once.

@@ -82,6 +82,13 @@ StateShape StateLayout::shape() const {
 }
 
 void StateLayout::check_size(size_t floats, const std::string& what, int64_t positions) const {
+  // Positions past 2^40 (no context comes near) are refused before they are multiplied by a growing
+  // part's width, which could overflow, and before a forward pass adds to them (Model::forward
+  // refuses passing the same bound).
+  constexpr int64_t kMaxPosition = int64_t{1} << 40;
+  if (positions < 0 || positions > kMaxPosition)
+    throw Error(what + " is at position " + std::to_string(positions) +
+                ", outside the positions a state may reach (0 to 2^40)");
   if (static_cast<int64_t>(floats) == shape().host_floats(positions)) return;
   std::string expected = describe();
   if (!growing_.empty())

@@ -1,11 +1,22 @@
 #include "server/chat_session.h"
 
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "tokenizer/utf8.h"
 
 namespace mb::server {
+
+void require_chat_utf8(std::string_view text, const std::string& what) {
+  const size_t at = tok::invalid_utf8_offset(text);
+  if (at == std::string_view::npos) return;
+  char byte[8];
+  std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned>(static_cast<uint8_t>(text[at])));
+  throw Error(what + " is not valid UTF-8 (byte " + byte + " at offset " + std::to_string(at) + ")");
+}
 
 ChatSession::ChatSession(const Model& model, const Tokenizer& tokenizer, const ServedChatTemplate& chat,
                          ComputeContext ctx, ChatSessionOptions options)
@@ -14,6 +25,8 @@ ChatSession::ChatSession(const Model& model, const Tokenizer& tokenizer, const S
   if (options_.max_tokens < 0) throw Error("max_tokens must be >= 0");
   if (options_.max_context < 0) throw Error("max_context must be >= 0");
   options_.sampling.validate();
+  require_chat_utf8(options_.system, "the system message");
+  for (const std::string& stop : options_.stop) require_chat_utf8(stop, "the stop string");
   if (!options_.template_kwargs.empty()) {
     if (!nlohmann::ordered_json::parse(options_.template_kwargs, nullptr, false).is_object())
       throw Error(
@@ -30,6 +43,12 @@ ChatSession::ChatSession(const Model& model, const Tokenizer& tokenizer, const S
 }
 
 ChatSession::~ChatSession() = default;
+
+void ChatSession::add_message(ChatMessage message) {
+  require_chat_utf8(message.role, "the message's role");
+  require_chat_utf8(message.content, "the message");
+  messages_.push_back(std::move(message));
+}
 
 void ChatSession::clear() {
   messages_.clear();
@@ -64,13 +83,14 @@ std::string ChatSession::request_body() const {
 ChatTurn ChatSession::reply(std::string_view user, const std::function<void(std::string_view)>& on_text,
                             const std::atomic<bool>* interrupt) {
   const auto start = std::chrono::steady_clock::now();
+  require_chat_utf8(user, "the message");
   messages_.push_back({"user", std::string(user)});
   ApiRequest request;
   try {
     request = prepare_api_request(ApiKind::Chat, request_body(), tokenizer_, chat_, defaults_,
                                   options_.sampling.seed, "");
-  } catch (const Error&) {
-    messages_.pop_back();  // the conversation stays as it was
+  } catch (...) {
+    messages_.pop_back();  // the conversation stays as it was, whatever failed
     throw;
   }
   request.serve.logprobs = false;

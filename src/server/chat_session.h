@@ -54,11 +54,15 @@ struct ChatTurn {
   double seconds = 0;           // the turn's wall time
 };
 
+// Throws mb::Error "<what> is not valid UTF-8 (byte 0x.. at offset N)" unless `text` is valid UTF-8:
+// a conversation is JSON text on its way to the template, and JSON holds only valid UTF-8.
+void require_chat_utf8(std::string_view text, const std::string& what);
+
 class ChatSession {
  public:
   // The model, tokenizer and template must outlive the session. Throws mb::Error when the
-  // template cannot be used (ServedChatTemplate::error), an option is out of range or
-  // template_kwargs is not a JSON object.
+  // template cannot be used (ServedChatTemplate::error), an option is out of range, the system
+  // message or a stop string is not valid UTF-8, or template_kwargs is not a JSON object.
   ChatSession(const Model& model, const Tokenizer& tokenizer, const ServedChatTemplate& chat,
               ComputeContext ctx, ChatSessionOptions options);
   ~ChatSession();
@@ -68,16 +72,18 @@ class ChatSession {
   // Adds the user's message and generates the reply, calling on_text with each piece of text as it
   // becomes final. `interrupt`, when set during the turn, ends the reply early (StopReason::Callback;
   // the text so far stays in the conversation, as it was shown). Throws mb::Error, with the
-  // conversation unchanged, when the template cannot render it or the prompt leaves no room
-  // under max_context.
+  // conversation unchanged, when `user` is not valid UTF-8 (it is refused, never repaired: the
+  // caller sees what was wrong rather than a conversation holding other text than it sent), the
+  // template cannot render it or the prompt leaves no room under max_context.
   ChatTurn reply(std::string_view user, const std::function<void(std::string_view)>& on_text,
                  const std::atomic<bool>* interrupt = nullptr);
 
   // The conversation so far (the system message first, when given).
   const std::vector<ChatMessage>& messages() const { return messages_; }
   // Appends a message without answering it, to continue a conversation kept elsewhere (its user
-  // and assistant messages in order); the next reply answers as if they had been sent.
-  void add_message(ChatMessage message) { messages_.push_back(std::move(message)); }
+  // and assistant messages in order); the next reply answers as if they had been sent. Throws
+  // mb::Error, adding nothing, when the role or content is not valid UTF-8.
+  void add_message(ChatMessage message);
   // Starts over with only the system message.
   void clear();
 

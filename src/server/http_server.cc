@@ -513,6 +513,7 @@ void HttpServer::start() {
 void HttpServer::set_model(ServedModel model) {
   model_ = std::move(model);
   options_.defaults.vocab_size = model_.vocab_size;
+  options_.defaults.max_context = model_.max_context;
   ready_.store(true, std::memory_order_release);
 }
 

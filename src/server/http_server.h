@@ -56,6 +56,7 @@ struct ServedModel {
   const Tokenizer* tokenizer = nullptr;
   int64_t vocab_size = 0;   // the model's; prompt ids must lie below it
   ServedChatTemplate chat;  // the checkpoint's, or the plain format (and why its own is unusable)
+  int64_t max_context = 0;  // prompt + reply per request (-c, or the model's default); 0 = none
 };
 
 class HttpServer {

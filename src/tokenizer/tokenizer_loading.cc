@@ -2,6 +2,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "core/json_text.h"
@@ -49,6 +50,9 @@ std::vector<std::pair<std::string, int32_t>> parse_vocab(const json& vocab, cons
   if (!vocab.is_object()) throw Error(where + ": the vocabulary must be an object of token -> id");
   std::vector<std::pair<std::string, int32_t>> entries;
   entries.reserve(vocab.size());
+  // Two tokens of one id would decode that id as either and encode both to it: the file is broken.
+  std::unordered_map<int32_t, std::string> owner;
+  owner.reserve(vocab.size());
   for (const auto& [token, id] : vocab.items()) {
     if (!id.is_number_integer()) {
       throw Error(where + ": the id of token '" + token + "' must be an integer, got " + json_excerpt(id));
@@ -58,6 +62,10 @@ std::vector<std::pair<std::string, int32_t>> parse_vocab(const json& vocab, cons
       throw Error(where + ": token '" + token + "' has id " + std::to_string(value) +
                   ", outside the int32 range");
     }
+    const auto [it, fresh] = owner.emplace(static_cast<int32_t>(value), token);
+    if (!fresh)
+      throw Error(where + ": tokens '" + it->second + "' and '" + token + "' both have id " +
+                  std::to_string(value) + " (each id must name one token)");
     entries.emplace_back(token, static_cast<int32_t>(value));
   }
   return entries;
@@ -131,6 +139,7 @@ void add_json_added_tokens(const json& root, Tokenizer::Impl& impl) {
   const json* tokens = find_field(root, "added_tokens");
   if (tokens == nullptr || tokens->is_null()) return;
   if (!tokens->is_array()) throw Error(impl.source + ": 'added_tokens' must be an array");
+  std::unordered_map<int64_t, std::string> owner;  // the stated ids, which must name one token each
   for (size_t i = 0; i < tokens->size(); ++i) {
     const json& entry = (*tokens)[i];
     const std::string where = impl.source + ": added_tokens[" + std::to_string(i) + "]";
@@ -139,6 +148,12 @@ void add_json_added_tokens(const json& root, Tokenizer::Impl& impl) {
     if (content == nullptr || !content->is_string()) throw Error(where + " needs a string 'content'");
     tok::AddedToken token;
     token.content = content->get<std::string>();
+    if (const json* id = find_field(entry, "id"); id != nullptr && id->is_number_integer()) {
+      const auto [it, fresh] = owner.emplace(id->get<int64_t>(), token.content);
+      if (!fresh && it->second != token.content)
+        throw Error(where + ": '" + token.content + "' has id " + std::to_string(id->get<int64_t>()) +
+                    ", which added token '" + it->second + "' already has (each id must name one token)");
+    }
     token.single_word = bool_field(entry, "single_word", false, where);
     token.lstrip = bool_field(entry, "lstrip", false, where);
     token.rstrip = bool_field(entry, "rstrip", false, where);

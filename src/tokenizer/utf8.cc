@@ -88,7 +88,7 @@ char32_t next_code_point(std::string_view valid_text, size_t& pos) {
   return cp;
 }
 
-bool is_valid_utf8(std::string_view bytes) {
+size_t invalid_utf8_offset(std::string_view bytes) {
   size_t pos = 0;
   while (pos < bytes.size()) {
     if (static_cast<uint8_t>(bytes[pos]) < 0x80) {
@@ -96,10 +96,14 @@ bool is_valid_utf8(std::string_view bytes) {
       continue;
     }
     const SequenceCheck check = check_sequence(bytes, pos);
-    if (!check.valid) return false;
+    if (!check.valid) return pos;
     pos += check.length;
   }
-  return true;
+  return std::string_view::npos;
+}
+
+bool is_valid_utf8(std::string_view bytes) {
+  return invalid_utf8_offset(bytes) == std::string_view::npos;
 }
 
 size_t append_lossy_utf8(std::string& out, std::string_view bytes, bool final) {

@@ -18,6 +18,9 @@ void append_utf8(std::string& out, char32_t code_point);
 char32_t next_code_point(std::string_view valid_text, size_t& pos);
 
 bool is_valid_utf8(std::string_view bytes);
+// The offset of the first byte that does not start a well-formed sequence, or npos when `bytes` is
+// valid UTF-8 (for error messages that point at the byte).
+size_t invalid_utf8_offset(std::string_view bytes);
 
 // Appends `bytes` to `out` with every maximal ill-formed subsequence replaced by one U+FFFD
 // (the Unicode "substitution of maximal subparts" practice that Rust, WHATWG and Python

@@ -681,8 +681,28 @@ static void test_chat(mb_model* model) {
   CHECK(again.prompt_tokens + again.completion_tokens <= 40);
   mb_chat_reply_free(&again);
 
+  /* Text that is not UTF-8 is refused by name and leaves the conversation as it was: the turn
+   * after it answers as if it had never been sent. */
+  mb_chat_free(chat);
+  params.max_context = 0;
+  EXPECT_OK(mb_chat_new(model, &params, &chat));
+  EXPECT_STATUS(mb_chat_send(chat, "caf\xe9 au lait", NULL, NULL, &again), MB_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(mb_last_error(), "not valid UTF-8 (byte 0xe9 at offset 3)") != NULL);
+  CHECK(again.text == NULL);
+  EXPECT_STATUS(mb_chat_add(chat, "user", "\xff"), MB_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(mb_last_error(), "UTF-8") != NULL);
+  EXPECT_STATUS(mb_chat_add(chat, "us\xc0r", "hi"), MB_ERR_INVALID_ARGUMENT);
+  EXPECT_OK(mb_chat_send(chat, "Hello there.", NULL, NULL, &again));
+  CHECK(again.text != NULL && strcmp(again.text, first.text) == 0 &&
+        again.prompt_tokens == first.prompt_tokens);
+  mb_chat_reply_free(&again);
   mb_chat_free(chat);
   chat = NULL;
+  params.system = "\xed\xa0\x80"; /* an encoded surrogate */
+  EXPECT_STATUS(mb_chat_new(model, &params, &chat), MB_ERR_INVALID_ARGUMENT);
+  CHECK(chat == NULL && strstr(mb_last_error(), "the system message is not valid UTF-8") != NULL);
+  params.system = "Be brief.";
+
   params.template_kwargs = "[1]";
   EXPECT_STATUS(mb_chat_new(model, &params, &chat), MB_ERR_INVALID_ARGUMENT);
   CHECK(chat == NULL);

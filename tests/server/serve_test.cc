@@ -268,6 +268,12 @@ TEST(Serve, BadRequestsGetOpenAiErrorsAndTheServerKeepsServing) {
   expect_error(post("/v1/completions", R"({"prompt": ")" + std::string(300, 'z') + "\"}"), 400,
                "the context size (-c) is 64");
   expect_error(post("/v1/chat/completions", R"({"messages": [{"role": 1}]})"), 400, "role");
+  // Text that is not UTF-8 (a raw byte, or an escaped lone surrogate) is refused, never repaired.
+  expect_error(
+      post("/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"caf\xe9\"}]}"), 400,
+      "UTF-8");
+  expect_error(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "caf\udce9"}]})"),
+               400, "surrogate");
   expect_error(post("/v1/completions", "{\"prompt\": \"" + std::string(8000, 'a') + "\"}"), 413,
                "--max-body 4096");
   expect_error(client.Get("/v1/nothing"), 404, "no such endpoint");
@@ -426,7 +432,7 @@ TEST(Serve, EveryFlagIsCheckedUnderItsName) {
       {"--port 70000", "--port must be in [0, 65535] (0 = any free port), got 70000"},
       {"-np 0", "-np/--parallel must be in [1, 1024], got 0"},
       {"--parallel 5000", "-np/--parallel must be in [1, 1024], got 5000"},
-      {"-c -1", "-c/--ctx-size must be in [0, 2147483647] (0 = no limit), got -1"},
+      {"-c -1", "-c/--ctx-size must be in [0, 2147483647] (0 = the model's default), got -1"},
       {"--timeout 0", "--timeout must be in [1, 86400], got 0"},
       {"--read-timeout 0", "--read-timeout must be in [1, 3600], got 0"},
       {"--max-conns-per-ip -1", "--max-conns-per-ip must be in [0, 65536] (0 = no cap), got -1"},
@@ -526,6 +532,32 @@ TEST(Serve, AGraniteHybridFolderIsServedWithItsPublishedChatTemplate) {
   EXPECT_EQ(reply["usage"]["prompt_tokens"], count_tokens(golden["expected"]));
   EXPECT_NE(reply["usage"]["prompt_tokens"],
             count_tokens("system: You are a concise assistant.\nuser: Name three primes.\nassistant:"));
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+// Without -c, a hybrid's context is its trained length (its KV cache grows per token): the server
+// says so at start, a request past it is a 400 naming it, a reply stops at it, and /v1/models
+// reports it.
+TEST(Serve, AHybridIsBoundedByItsTrainedContextByDefault) {
+  const std::string dir = granite_hybrid_folder("serve_default_context");
+  json config = json::parse(std::ifstream(dir + "/config.json"));
+  config["max_position_embeddings"] = 40;
+  std::ofstream(dir + "/config.json") << config.dump();
+  ServerProcess server(dir, "-t 1");
+  ASSERT_GT(server.port(), 0);
+  EXPECT_NE(server.stdout_text().find("context 40 tokens (from the model's max_position_embeddings)"),
+            std::string::npos)
+      << server.stdout_text();
+  httplib::Client client = client_for(server);
+  expect_error(
+      client.Post("/v1/completions", json{{"prompt", std::string(60, 'z')}}.dump(), "application/json"), 400,
+      "the context size (-c) is 40");
+  const json reply =
+      post_json(client, "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 100000}, {"ignore_eos", true}});
+  EXPECT_EQ(reply["usage"]["total_tokens"], 40) << reply.dump();
+  const auto models = client.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(json::parse(models->body)["data"][0]["meta"]["n_ctx"], 40) << models->body;
   EXPECT_EQ(server.terminate(), 0);
 }
 
