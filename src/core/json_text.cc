@@ -27,7 +27,7 @@ std::string not_valid_json(const std::string& source, const char* detail) {
     safe += {'\\', 'x', kHex[byte >> 4], kHex[byte & 15]};
   }
   const bool utf8 = safe.find("UTF-8") != std::string::npos || safe.find("surrogate") != std::string::npos;
-  return source + " is not valid JSON" + (utf8 ? ": a string is not valid UTF-8" : "") + " (" + safe + ")";
+  return source + " is not valid JSON (" + (utf8 ? "a string is not valid UTF-8: " : "") + safe + ")";
 }
 
 // Builds the parsed value from nlohmann's SAX events while refusing nesting past `max_depth`.

@@ -92,8 +92,8 @@ function renderList() {
   $("conversations").replaceChildren(...items);
 }
 
-function switchTo(id) {
-  if (id === store.current) return;
+// Shows conversation `id` (null: a new, empty one) in place of the current one.
+function showConversation(id) {
   abandonReply();
   store.current = id;
   saveStore();
@@ -102,6 +102,10 @@ function switchTo(id) {
   clearUsage("");
   showError("");
   document.body.classList.remove("show-list");
+}
+
+function switchTo(id) {
+  if (id !== store.current) showConversation(id);
 }
 
 function deleteConversation(id) {
@@ -544,14 +548,7 @@ $("stop").addEventListener("click", () => {
   if (chat.controller) chat.controller.abort();
 });
 $("new-chat").addEventListener("click", () => {
-  abandonReply();
-  store.current = null;
-  saveStore();
-  renderList();
-  renderLog();
-  clearUsage("");
-  showError("");
-  document.body.classList.remove("show-list");
+  showConversation(null);
   $("input").focus();
 });
 $("list-toggle").addEventListener("click", () => document.body.classList.toggle("show-list"));

@@ -271,7 +271,13 @@ def run(front, names, run_dir, cold):
     finally:
         stop.set()
         thread.join()
-    failures = [r for r in results if r is not True]
+    # The one request the replica was answering when it was killed may be cut off mid-response:
+    # once a response's head has left, HAProxy cannot retry it elsewhere, and no server could
+    # finish it. Every other request must succeed.
+    def cut_by_the_kill(index, result):
+        return index in (count - 1, count) and "IncompleteRead" in str(result)
+
+    failures = [r for i, r in enumerate(results) if r is not True and not cut_by_the_kill(i, r)]
     check(not failures, f"{len(failures)} of {len(results)} requests without the header failed: {failures[:3]}")
 
 

@@ -17,6 +17,17 @@ import tempfile
 import time
 
 
+
+def check(condition, message):
+    """Fails the browser test with `message` unless `condition` holds."""
+    if not condition:
+        raise AssertionError(message)
+
+
+def js(value):
+    """`value` as a JavaScript literal, for expressions evaluated in the page."""
+    return json.dumps(value)
+
 def find_chromium():
     """The browser to run: $MB_CHROMIUM, else Debian's chromium (or another Chromium on PATH)."""
     for name in (os.environ.get("MB_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"):

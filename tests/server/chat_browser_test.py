@@ -16,20 +16,11 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from browser_util import Browser, find_chromium  # noqa: E402
+from browser_util import Browser, check, find_chromium, js  # noqa: E402
 from serve_util import Server, make_model  # noqa: E402
 
 SKIP = 77
 KEY = "page-test-key"
-
-
-def check(condition, message):
-    if not condition:
-        raise AssertionError(message)
-
-
-def js(value):
-    return json.dumps(value)
 
 
 # The shown conversation as the page stored it, and its last message's text (the reply as the

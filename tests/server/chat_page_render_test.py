@@ -11,26 +11,16 @@ page itself comes from a real server with its Content-Security-Policy. With MB_S
 the page is saved there as PNGs, light and dark. Run by ctest (server_chat_page_render_test);
 exits 77 (a skip) when no Chromium is installed, non-zero on the first failure."""
 
-import json
 import os
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from browser_util import Browser, find_chromium  # noqa: E402
+from browser_util import Browser, check, find_chromium, js  # noqa: E402
 from serve_util import Server, make_model  # noqa: E402
 
 SKIP = 77
 STORE = "mambacpp-conversations"
-
-
-def check(condition, message):
-    if not condition:
-        raise AssertionError(message)
-
-
-def js(value):
-    return json.dumps(value)
 
 
 LINK = 'target="_blank" rel="noopener noreferrer"'
