@@ -22,6 +22,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace mb {
 
@@ -95,6 +97,12 @@ class ChatTemplate {
 struct ModelChatTemplate {
   std::string source;
   ChatRenderOptions options;
+  // Where the template was read, as the user is told: a file's path, or for a GGUF file its path
+  // and the metadata key (engine/gguf_chat_template.h).
+  std::string origin;
+  // The other named templates ({name, template}, e.g. "tool_use"), in the order given; the one in
+  // `source` is the list's "default".
+  std::vector<std::pair<std::string, std::string>> named;
 };
 std::optional<ModelChatTemplate> find_chat_template(const std::string& model_dir);
 

@@ -1,5 +1,6 @@
 #include "server/chat_session.h"
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 
@@ -19,7 +20,9 @@ ChatSession::ChatSession(const Model& model, const Tokenizer& tokenizer, const S
       throw Error(
           "the chat template's keyword arguments must be a JSON object, e.g. {\"enable_thinking\": false}");
   }
+  if (options_.max_messages < 3) throw Error("max_messages must be >= 3 (a system message and a turn)");
   defaults_.max_context = options_.max_context;
+  defaults_.max_messages = options_.max_messages;
   SchedulerOptions scheduler;
   // One conversation at a time; the cache keeps its states between turns.
   scheduler.max_active = 1;
@@ -64,17 +67,32 @@ std::string ChatSession::request_body() const {
 ChatTurn ChatSession::reply(std::string_view user, const std::function<void(std::string_view)>& on_text,
                             const std::atomic<bool>* interrupt) {
   const auto start = std::chrono::steady_clock::now();
+  ChatTurn turn;
+  // The oldest turns go first, whole (a user message and the reply to it), so that roles still
+  // alternate; the system message stays. The caller is told how many went.
+  const size_t kept_first = !options_.system.empty() && !messages_.empty() && messages_[0].role == "system";
+  std::vector<ChatMessage> dropped;
+  while (messages_.size() + 1 > options_.max_messages && messages_.size() > kept_first) {
+    const size_t count = std::min<size_t>(2, messages_.size() - kept_first);
+    dropped.insert(dropped.end(), messages_.begin() + kept_first, messages_.begin() + kept_first + count);
+    messages_.erase(messages_.begin() + kept_first, messages_.begin() + kept_first + count);
+  }
+  // A turn that fails puts the dropped messages back: the conversation stays as it was.
+  const auto restore = [&] {
+    messages_.pop_back();
+    messages_.insert(messages_.begin() + kept_first, dropped.begin(), dropped.end());
+  };
+  turn.dropped_messages = dropped.size();
   messages_.push_back({"user", std::string(user)});
   ApiRequest request;
   try {
     request = prepare_api_request(ApiKind::Chat, request_body(), tokenizer_, chat_, defaults_,
                                   options_.sampling.seed, "");
   } catch (const Error&) {
-    messages_.pop_back();  // the conversation stays as it was
+    restore();
     throw;
   }
   request.serve.logprobs = false;
-  ChatTurn turn;
   std::string error;
   bool done = false, cancelled = false;
   RequestId id = 0;
@@ -100,19 +118,29 @@ ChatTurn ChatSession::reply(std::string_view user, const std::function<void(std:
         error = event.error;
         break;
     }
+    return true;
+  });
+  const auto check_interrupt = [&] {
     if (!cancelled && interrupt != nullptr && interrupt->load(std::memory_order_relaxed)) {
       scheduler_->cancel(id);
       cancelled = true;
     }
-    return true;
-  });
-  while (scheduler_->step()) {
-  }
+  };
+  // Checked between steps too, not only as tokens arrive: a long prompt's prefill is many steps of
+  // the scheduler's token budget, and no token arrives before it ends.
+  check_interrupt();
+  while (scheduler_->step()) check_interrupt();
   if (!done) {
-    messages_.pop_back();
+    restore();
     throw Error("the reply failed: " + (error.empty() ? std::string("no answer") : error));
   }
-  messages_.push_back({"assistant", turn.reply});
+  if (cancelled && turn.completion_tokens == 0 && turn.reply.empty()) {
+    restore();
+    turn.answered = false;
+    turn.dropped_messages = 0;
+  } else {
+    messages_.push_back({"assistant", turn.reply});
+  }
   turn.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return turn;
 }

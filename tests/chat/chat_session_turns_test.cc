@@ -1,0 +1,127 @@
+// The chat session's interrupts and long conversations: an interrupt during the prompt's prefill
+// leaves the conversation unchanged, an interrupted reply is cached as far as it went (the next
+// turn resumes after it, as after a reply that ended there), and a conversation past the
+// request's message cap drops its oldest turns and says so instead of failing every turn.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/test_util.h"
+#include "core/error.h"
+#include "engine/gguf_tokenizer.h"
+#include "server/chat_session.h"
+
+namespace mb {
+namespace {
+
+// A two-layer Mamba-2 folder in the plain format (no template: cheap to render at length).
+struct TurnsModel {
+  std::unique_ptr<Model> model;
+  Tokenizer tokenizer;
+  server::ServedChatTemplate chat;
+  explicit TurnsModel(const std::string& name) {
+    const std::string dir = test::make_temp_dir(name) + "/model";
+    const std::string make = std::string(MB_CLI_PATH) + " make-model --out " + dir +
+                             " --d-model 32 --n-layer 2 --vocab 301 --seed 5 >/dev/null 2>&1";
+    EXPECT_EQ(std::system(make.c_str()), 0) << make;
+    model = Model::load(dir);
+    tokenizer = load_tokenizer(dir);
+    chat = server::load_served_chat_template(dir);
+  }
+};
+
+server::ChatSessionOptions turns_options() {
+  server::ChatSessionOptions o;
+  o.system = "Be brief.";
+  o.max_tokens = 12;
+  o.stop_at_eos = false;
+  o.sampling.temperature = 0.8f;
+  o.sampling.seed = 7;
+  return o;
+}
+
+TEST(ChatSessionTurns, AnInterruptBeforeTheFirstTokenLeavesTheConversationUnchanged) {
+  const TurnsModel m("chat_turns_prefill");
+  server::ChatSession session(*m.model, m.tokenizer, m.chat, ComputeContext{1}, turns_options());
+  const std::vector<ChatMessage> before = session.messages();
+  // Set before the turn starts, as a Ctrl-C during a long prompt's prefill is: the scheduler is
+  // asked to cancel before its first step, so no position is prefilled and no token comes.
+  std::atomic<bool> interrupt{true};
+  std::string shown;
+  const server::ChatTurn stopped = session.reply(
+      std::string(4000, 'a'), [&](std::string_view text) { shown += text; }, &interrupt);
+  EXPECT_FALSE(stopped.answered);
+  EXPECT_EQ(stopped.stop_reason, StopReason::Callback);
+  EXPECT_EQ(stopped.completion_tokens, 0);
+  EXPECT_EQ(shown, "");
+  EXPECT_EQ(session.messages(), before);
+  // The chat goes on as if that message had never been sent.
+  const server::ChatTurn next = session.reply("Hello.", nullptr);
+  EXPECT_TRUE(next.answered);
+  server::ChatSession fresh(*m.model, m.tokenizer, m.chat, ComputeContext{1}, turns_options());
+  const server::ChatTurn expected = fresh.reply("Hello.", nullptr);
+  EXPECT_EQ(next.tokens, expected.tokens);
+  EXPECT_EQ(next.prompt_tokens, expected.prompt_tokens);
+  EXPECT_EQ(session.messages(), fresh.messages());
+}
+
+TEST(ChatSessionTurns, AnInterruptedReplyIsCachedAsFarAsItWent) {
+  const TurnsModel m("chat_turns_cached");
+  server::ChatSessionOptions options = turns_options();
+  options.max_tokens = 40;
+  server::ChatSession interrupted(*m.model, m.tokenizer, m.chat, ComputeContext{1}, options);
+  std::atomic<bool> interrupt{false};
+  int pieces = 0;
+  const server::ChatTurn cut = interrupted.reply(
+      "Tell me a story.", [&](std::string_view) { interrupt.store(++pieces == 4); }, &interrupt);
+  ASSERT_EQ(cut.stop_reason, StopReason::Callback);
+  ASSERT_LT(cut.completion_tokens, 40);
+  // The same reply ended there by max_tokens: the next turn resumes from the same point.
+  options.max_tokens = static_cast<int>(cut.completion_tokens);
+  server::ChatSession limited(*m.model, m.tokenizer, m.chat, ComputeContext{1}, options);
+  const server::ChatTurn same = limited.reply("Tell me a story.", nullptr);
+  ASSERT_EQ(same.tokens, cut.tokens);
+  EXPECT_EQ(interrupted.messages(), limited.messages());
+  const server::ChatTurn after_cut = interrupted.reply("Go on.", nullptr);
+  const server::ChatTurn after_same = limited.reply("Go on.", nullptr);
+  EXPECT_EQ(after_cut.prompt_tokens, after_same.prompt_tokens);
+  EXPECT_EQ(after_cut.cached_tokens, after_same.cached_tokens);
+  // Past the first prompt: the cached state covers at least part of the reply.
+  EXPECT_GT(after_cut.cached_tokens, cut.prompt_tokens);
+}
+
+TEST(ChatSessionTurns, AConversationPastTheMessageCapKeepsGoing) {
+  const TurnsModel m("chat_turns_long");
+  server::ChatSessionOptions options = turns_options();
+  options.max_tokens = 1;
+  // 2,100 turns, past the 4,096 messages a server request may carry.
+  server::ChatSession session(*m.model, m.tokenizer, m.chat, ComputeContext{1}, options);
+  for (int turn = 0; turn < 2100; ++turn) {
+    session.add_message({"user", "q"});
+    session.add_message({"assistant", "a"});
+  }
+  const server::ChatTurn long_turn = session.reply("Still there?", nullptr);
+  EXPECT_TRUE(long_turn.answered);
+  EXPECT_EQ(long_turn.dropped_messages, 0u);
+  EXPECT_EQ(session.messages().size(), 1u + 2 * 2101);
+
+  // At the cap the oldest turns go, whole, and the turn says how many.
+  options.max_messages = 5;
+  server::ChatSession capped(*m.model, m.tokenizer, m.chat, ComputeContext{1}, options);
+  capped.reply("one", nullptr);
+  EXPECT_EQ(capped.reply("two", nullptr).dropped_messages, 0u);
+  const server::ChatTurn third = capped.reply("three", nullptr);
+  EXPECT_EQ(third.dropped_messages, 2u);
+  ASSERT_EQ(capped.messages().size(), 5u);
+  EXPECT_EQ(capped.messages()[0].role, "system");
+  EXPECT_EQ(capped.messages()[1].content, "two");
+  EXPECT_EQ(capped.messages()[3].content, "three");
+  options.max_messages = 2;
+  EXPECT_THROW(server::ChatSession(*m.model, m.tokenizer, m.chat, ComputeContext{1}, options), Error);
+}
+
+}  // namespace
+}  // namespace mb
