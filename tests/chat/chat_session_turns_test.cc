@@ -17,20 +17,28 @@
 namespace mb {
 namespace {
 
-// A two-layer Mamba-2 folder in the plain format (no template: cheap to render at length).
+// A two-layer Mamba folder with `chat_template` (none: the plain format, cheap to render at
+// length).
+std::string turns_folder(const std::string& name, const std::string& chat_template) {
+  const std::string dir = test::make_temp_dir(name) + "/model";
+  const std::string make = std::string(MB_CLI_PATH) + " make-model --out " + dir +
+                           " --d-model 32 --n-layer 2 --vocab 301 --seed 5 >/dev/null 2>&1";
+  EXPECT_EQ(std::system(make.c_str()), 0) << make;
+  if (!chat_template.empty())
+    std::ofstream(dir + "/tokenizer_config.json") << nlohmann::json{{"chat_template", chat_template}}.dump();
+  return dir;
+}
+
 struct TurnsModel {
+  std::string dir;
   std::unique_ptr<Model> model;
   Tokenizer tokenizer;
   server::ServedChatTemplate chat;
-  explicit TurnsModel(const std::string& name) {
-    const std::string dir = test::make_temp_dir(name) + "/model";
-    const std::string make = std::string(MB_CLI_PATH) + " make-model --out " + dir +
-                             " --d-model 32 --n-layer 2 --vocab 301 --seed 5 >/dev/null 2>&1";
-    EXPECT_EQ(std::system(make.c_str()), 0) << make;
-    model = Model::load(dir);
-    tokenizer = load_tokenizer(dir);
-    chat = server::load_served_chat_template(dir);
-  }
+  explicit TurnsModel(const std::string& name, const std::string& chat_template = "")
+      : dir(turns_folder(name, chat_template)),
+        model(Model::load(dir)),
+        tokenizer(load_tokenizer(dir)),
+        chat(server::load_served_chat_template(dir)) {}
 };
 
 server::ChatSessionOptions turns_options() {
@@ -69,7 +77,11 @@ TEST(ChatSessionTurns, AnInterruptBeforeTheFirstTokenLeavesTheConversationUnchan
 }
 
 TEST(ChatSessionTurns, AnInterruptedReplyIsCachedAsFarAsItWent) {
-  const TurnsModel m("chat_turns_cached");
+  // The reply follows the generation prompt directly and is closed after its text, so the next
+  // render holds the reply's text where the generated tokens were.
+  const TurnsModel m("chat_turns_cached",
+                     "{% for m in messages %}<{{ m.role }}>{{ m.content }}</s>{% endfor %}"
+                     "{% if add_generation_prompt %}<assistant>{% endif %}");
   server::ChatSessionOptions options = turns_options();
   options.max_tokens = 40;
   server::ChatSession interrupted(*m.model, m.tokenizer, m.chat, ComputeContext{1}, options);

@@ -98,10 +98,14 @@ TEST(CliChat, LinesAreEditedOnATerminal) {
 // the chat goes on without that message: the next turn's prompt is what it is without it.
 TEST(CliChat, CtrlCStopsALongPrefillAndTheConversationGoesOn) {
   const std::string dir = test::make_temp_dir("cli_chat_sigint");
-  const std::string chat =
-      std::string(MB_CLI_PATH) + " chat -m " + chat_cli_model() + " -n 3 --seed 1 --stats --ignore-eos -t 1";
-  // About 1.2 million characters of words: minutes of prefill, stopped within a fraction of a
-  // second when Ctrl-C is honoured between the scheduler's steps.
+  // Wide enough that the long message below takes minutes to prefill, while one step of the
+  // scheduler's 512 positions takes a fraction of a second.
+  const std::string model = dir + "/model";
+  ASSERT_EQ(run_cli("make-model --out " + model + " --d-model 256 --n-layer 8 --vocab 301 --seed 3").status,
+            0);
+  const std::string flags = " -n 3 --seed 1 --stats --ignore-eos -t 1";
+  const std::string chat = std::string(MB_CLI_PATH) + " chat -m " + model + flags;
+  // 460,000 characters of words: 200,000 tokens.
   const std::string script =
       "set -e\ncd " + dir +
       "\n"
@@ -112,7 +116,7 @@ TEST(CliChat, CtrlCStopsALongPrefillAndTheConversationGoesOn) {
       "exec 3> in\n"
       "echo hi >&3\n"
       "for i in $(seq 300); do grep -q '\\[turn 1' err.txt && break; sleep 0.1; done\n"
-      "{ yes 'the cat sat on the mat' | head -n 50000 | tr '\\n' ' '; echo; } >&3\n"
+      "{ yes 'the cat sat on the mat' | head -n 20000 | tr '\\n' ' '; echo; } >&3\n"
       "sleep 1\n"
       "kill -INT $pid\n"
       "for i in $(seq 300); do grep -q 'stopped before the reply' err.txt && break; sleep 0.1; done\n"
@@ -129,9 +133,7 @@ TEST(CliChat, CtrlCStopsALongPrefillAndTheConversationGoesOn) {
       << err;
   EXPECT_LT(seconds, 60) << err;
   // The same chat without the long message: the same second turn, prompt and reply alike.
-  const test::CliOutput without =
-      run_cli("chat -m " + chat_cli_model() + " -n 3 --seed 1 --stats --ignore-eos -t 1",
-              "printf 'hi\\nhello\\n' | ");
+  const test::CliOutput without = run_cli("chat -m " + model + flags, "printf 'hi\\nhello\\n' | ");
   ASSERT_EQ(without.status, 0) << without.err;
   const std::string turn2 = "[turn 2: prompt ";
   ASSERT_NE(err.find(turn2), std::string::npos) << err;

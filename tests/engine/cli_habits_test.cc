@@ -66,7 +66,7 @@ TEST(CliHabits, LlamaCppFlagsWorkOrAreRefusedWithTheReason) {
 // llama-cli's -c: the prompt and the generated tokens share the context.
 TEST(CliHabits, RunTakesAContextSize) {
   const std::string m = " -m " + habits_model() + " ";
-  const test::CliOutput run = run_cli("run" + m + "-p 'Once upon a time' -n 50 -c 12 --ignore-eos --seed 1");
+  const test::CliOutput run = run_cli("run" + m + "-p 'Once upon a time' -n 50 -c 20 --ignore-eos --seed 1");
   ASSERT_EQ(run.status, 0) << run.err;
   long long prompt = 0, generated = 0;
   const size_t at = run.err.find("prompt tokens: ");
@@ -77,7 +77,7 @@ TEST(CliHabits, RunTakesAContextSize) {
   ASSERT_EQ(std::sscanf(run.err.c_str() + run.err.rfind('(', count_at) + 1, "%lld", &generated), 1)
       << run.err;
   EXPECT_GT(prompt, 0);
-  EXPECT_EQ(prompt + generated, 12) << run.err;
+  EXPECT_EQ(prompt + generated, 20) << run.err;
   const test::CliOutput full = run_cli("run" + m + "-p 'Once upon a time' -c 2");
   EXPECT_NE(full.status, 0);
   EXPECT_NE(full.err.find("context size (-c) is 2"), std::string::npos) << full.err;
