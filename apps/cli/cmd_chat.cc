@@ -171,10 +171,12 @@ void add_chat(CLI::App& app) {
             },
             &g_interrupted);
         if (t.dropped_messages > 0)
-          std::fprintf(stderr,
-                       "note: the conversation reached %zu messages: its oldest %zu were dropped from it "
-                       "(the system message stays)\n",
-                       options.max_messages, t.dropped_messages);
+          std::fprintf(
+              stderr,
+              "\nnote: the %zu oldest messages were dropped from the conversation to make room for "
+              "this turn (the context size -c, the 2^20 tokens or the %zu messages a turn may hold); "
+              "the system message stays\n",
+              t.dropped_messages, options.max_messages);
         if (!t.answered) {
           std::fputs("[stopped before the reply began: the message was not added to the conversation]\n",
                      stderr);

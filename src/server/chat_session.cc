@@ -72,26 +72,41 @@ ChatTurn ChatSession::reply(std::string_view user, const std::function<void(std:
   // alternate; the system message stays. The caller is told how many went.
   const size_t kept_first = !options_.system.empty() && !messages_.empty() && messages_[0].role == "system";
   std::vector<ChatMessage> dropped;
-  while (messages_.size() + 1 > options_.max_messages && messages_.size() > kept_first) {
-    const size_t count = std::min<size_t>(2, messages_.size() - kept_first);
+  // Drops the oldest turn before the last `keep` messages; false when there is none.
+  const auto drop_oldest_turn = [&](size_t keep) {
+    if (messages_.size() <= kept_first + keep) return false;
+    const size_t count = std::min<size_t>(2, messages_.size() - kept_first - keep);
     dropped.insert(dropped.end(), messages_.begin() + kept_first, messages_.begin() + kept_first + count);
     messages_.erase(messages_.begin() + kept_first, messages_.begin() + kept_first + count);
+    return true;
+  };
+  while (messages_.size() + 1 > options_.max_messages && drop_oldest_turn(0)) {
   }
   // A turn that fails puts the dropped messages back: the conversation stays as it was.
   const auto restore = [&] {
     messages_.pop_back();
     messages_.insert(messages_.begin() + kept_first, dropped.begin(), dropped.end());
   };
-  turn.dropped_messages = dropped.size();
   messages_.push_back({"user", std::string(user)});
   ApiRequest request;
-  try {
-    request = prepare_api_request(ApiKind::Chat, request_body(), tokenizer_, chat_, defaults_,
-                                  options_.sampling.seed, "");
-  } catch (const Error&) {
-    restore();
-    throw;
+  // A conversation that has outgrown the context (-c) or the prompt a request may carry drops its
+  // oldest turns until the new message fits, as llama-cli shifts its context, rather than refuse
+  // every message from then on; a message that does not fit even alone is refused.
+  for (;;) {
+    try {
+      request = prepare_api_request(ApiKind::Chat, request_body(), tokenizer_, chat_, defaults_,
+                                    options_.sampling.seed, "");
+      break;
+    } catch (const ApiError& e) {
+      if (e.code == "context_length_exceeded" && drop_oldest_turn(1)) continue;
+      restore();
+      throw;
+    } catch (const Error&) {
+      restore();
+      throw;
+    }
   }
+  turn.dropped_messages = dropped.size();
   request.serve.logprobs = false;
   std::string error;
   bool done = false, cancelled = false;

@@ -43,7 +43,8 @@ struct ChatSessionOptions {
   size_t cache_bytes = 256u << 20;  // the scheduler's prefix cache (SchedulerOptions::cache_bytes)
   // The most messages a turn's request holds, the system message and the new one included. A
   // longer conversation drops its oldest turns (a user message and the reply to it) before the
-  // next one, and the turn says how many it dropped (ChatTurn::dropped_messages). The default is
+  // next one, as it does when its prompt outgrows max_context or the 2^20 tokens a request may
+  // carry, and the turn says how many it dropped (ChatTurn::dropped_messages). The default is
   // what a request body can hold: each message is one of its 2^17 JSON objects and arrays.
   size_t max_messages = size_t{1} << 16;
 };
@@ -60,7 +61,7 @@ struct ChatTurn {
   // False when the interrupt came before the reply's first token (during the prompt's prefill):
   // the message was dropped and the conversation is as it was before the turn.
   bool answered = true;
-  size_t dropped_messages = 0;  // the oldest messages dropped to stay under max_messages
+  size_t dropped_messages = 0;  // the oldest messages dropped to fit (max_messages, the context)
 };
 
 class ChatSession {
@@ -80,7 +81,7 @@ class ChatSession {
   // as a finished reply's is); set during the prompt's prefill, it stops that within one chunk of
   // the scheduler's step budget and the turn leaves the conversation unchanged (`answered` false).
   // Throws mb::Error, with the conversation unchanged, when the template cannot render it or the
-  // prompt leaves no room under max_context.
+  // message leaves no room under max_context even without the earlier turns.
   ChatTurn reply(std::string_view user, const std::function<void(std::string_view)>& on_text,
                  const std::atomic<bool>* interrupt = nullptr);
 

@@ -135,5 +135,28 @@ TEST(ChatSessionTurns, AConversationPastTheMessageCapKeepsGoing) {
   EXPECT_THROW(server::ChatSession(*m.model, m.tokenizer, m.chat, ComputeContext{1}, options), Error);
 }
 
+// A conversation that outgrows -c drops its oldest turns to make room, rather than refuse every
+// message from then on; a message too long even alone is still refused, the conversation kept.
+TEST(ChatSessionTurns, AConversationPastTheContextDropsItsOldestTurns) {
+  const TurnsModel m("chat_turns_context");
+  server::ChatSessionOptions options = turns_options();
+  options.max_context = 120;
+  options.max_tokens = 20;
+  server::ChatSession session(*m.model, m.tokenizer, m.chat, ComputeContext{1}, options);
+  size_t dropped = 0;
+  for (int turn = 0; turn < 12; ++turn) {
+    const server::ChatTurn t = session.reply("Turn " + std::to_string(turn) + ", please.", nullptr);
+    EXPECT_LE(t.prompt_tokens + t.completion_tokens, 120);
+    dropped += t.dropped_messages;
+    EXPECT_EQ(session.messages().size() + dropped, 1u + 2 * (turn + 1));
+  }
+  EXPECT_GT(dropped, 0u);
+  EXPECT_EQ(session.messages().front().role, "system");
+  EXPECT_EQ(session.messages()[session.messages().size() - 2].content, "Turn 11, please.");
+  const std::vector<ChatMessage> before = session.messages();
+  EXPECT_THROW(session.reply(std::string(2000, 'x'), nullptr), Error);
+  EXPECT_EQ(session.messages(), before);
+}
+
 }  // namespace
 }  // namespace mb
