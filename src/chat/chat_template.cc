@@ -24,11 +24,11 @@ namespace {
 // The plain format, written as a template so that it goes through the same engine. A content
 // given as text parts is their texts joined with "\n" (as Granite-4.0 and llama.cpp join them);
 // a null or missing one is empty. It has no way to show tools or tool calls, so it refuses them
-// rather than leave them out of the prompt unnoticed. A content that starts with a space takes
-// the place of the space after the colon: a reply generated after "assistant:" usually starts
-// with one (" Hello"), and rendered back it must give the same text, so that the next turn's
-// prompt starts with the tokens the model consumed and resumes from their cached state instead
-// of prefilling the whole reply again.
+// rather than leave them out of the prompt unnoticed. An assistant's content follows
+// "assistant:" directly, as a reply generated after the generation prompt "assistant:" did: it
+// renders back as the text the model saw (" Hello" or ":::" alike), so the next turn's prompt
+// starts with the tokens the model consumed and resumes from their cached state instead of
+// prefilling the whole reply again.
 constexpr std::string_view kPlainTemplate =
     "{% if tools %}{{ raise_exception('the plain chat format (the model has no chat template) cannot "
     "show tools') }}{% endif %}"
@@ -41,7 +41,7 @@ constexpr std::string_view kPlainTemplate =
     "{% for part in message.content %}{% if part.type == 'text' %}"
     "{% if text.value %}{% set text.value = text.value + '\n' %}{% endif %}"
     "{% set text.value = text.value + part.text %}{% endif %}{% endfor %}{% endif %}"
-    "{{ message.role }}:{% if not text.value.startswith(' ') %} {% endif %}{{ text.value }}\n{% endfor %}"
+    "{{ message.role }}:{% if message.role != 'assistant' %} {% endif %}{{ text.value }}\n{% endfor %}"
     "{% if add_generation_prompt %}assistant:{% endif %}";
 
 }  // namespace

@@ -64,8 +64,9 @@ class ChatTemplate {
   // in order, then "assistant:" (no trailing space or newline) when add_generation_prompt is set.
   // No BOS or EOS token is added. For example, a system and a user message render as
   //   "system: Be brief.\nuser: Hi!\nassistant:"
-  // A content that starts with a space is written right after the colon ("assistant: Hi" for
-  // " Hi"), so a reply generated after "assistant:" renders back as the text the model saw.
+  // An assistant's content follows "assistant:" directly ("assistant: Hi\n" for " Hi"), as the
+  // reply the model generated after the generation prompt did, so it renders back as the text the
+  // model saw and the next turn resumes after it.
   // Through render_json, a content given as a list of text parts is their texts joined with "\n"
   // (none before the first non-empty text), a null or missing content is empty, and tools or
   // tool calls are refused (the format cannot show them).

@@ -76,33 +76,40 @@ TEST(ChatSessionTurns, AnInterruptBeforeTheFirstTokenLeavesTheConversationUnchan
   EXPECT_EQ(session.messages(), fresh.messages());
 }
 
+// A template whose reply follows the generation prompt directly and is closed after its text, and
+// the plain format, whose assistant line does the same ("assistant:" and the reply's text, with no
+// space added): either way the next render holds the reply's text where the generated tokens
+// were, and the next turn resumes after the whole interrupted reply.
 TEST(ChatSessionTurns, AnInterruptedReplyIsCachedAsFarAsItWent) {
-  // The reply follows the generation prompt directly and is closed after its text, so the next
-  // render holds the reply's text where the generated tokens were.
-  const TurnsModel m("chat_turns_cached",
-                     "{% for m in messages %}<{{ m.role }}>{{ m.content }}</s>{% endfor %}"
-                     "{% if add_generation_prompt %}<assistant>{% endif %}");
-  server::ChatSessionOptions options = turns_options();
-  options.max_tokens = 40;
-  server::ChatSession interrupted(*m.model, m.tokenizer, m.chat, ComputeContext{1}, options);
-  std::atomic<bool> interrupt{false};
-  int pieces = 0;
-  const server::ChatTurn cut = interrupted.reply(
-      "Tell me a story.", [&](std::string_view) { interrupt.store(++pieces == 4); }, &interrupt);
-  ASSERT_EQ(cut.stop_reason, StopReason::Callback);
-  ASSERT_LT(cut.completion_tokens, 40);
-  // The same reply ended there by max_tokens: the next turn resumes from the same point.
-  options.max_tokens = static_cast<int>(cut.completion_tokens);
-  server::ChatSession limited(*m.model, m.tokenizer, m.chat, ComputeContext{1}, options);
-  const server::ChatTurn same = limited.reply("Tell me a story.", nullptr);
-  ASSERT_EQ(same.tokens, cut.tokens);
-  EXPECT_EQ(interrupted.messages(), limited.messages());
-  const server::ChatTurn after_cut = interrupted.reply("Go on.", nullptr);
-  const server::ChatTurn after_same = limited.reply("Go on.", nullptr);
-  EXPECT_EQ(after_cut.prompt_tokens, after_same.prompt_tokens);
-  EXPECT_EQ(after_cut.cached_tokens, after_same.cached_tokens);
-  // Past the first prompt: the cached state covers at least part of the reply.
-  EXPECT_GT(after_cut.cached_tokens, cut.prompt_tokens);
+  for (const std::string chat_template :
+       {"{% for m in messages %}<{{ m.role }}>{{ m.content }}</s>{% endfor %}"
+        "{% if add_generation_prompt %}<assistant>{% endif %}",
+        ""}) {
+    SCOPED_TRACE(chat_template.empty() ? "the plain format" : chat_template);
+    const TurnsModel m(chat_template.empty() ? "chat_turns_cached_plain" : "chat_turns_cached",
+                       chat_template);
+    server::ChatSessionOptions options = turns_options();
+    options.max_tokens = 40;
+    server::ChatSession interrupted(*m.model, m.tokenizer, m.chat, ComputeContext{1}, options);
+    std::atomic<bool> interrupt{false};
+    int pieces = 0;
+    const server::ChatTurn cut = interrupted.reply(
+        "Tell me a story.", [&](std::string_view) { interrupt.store(++pieces == 4); }, &interrupt);
+    ASSERT_EQ(cut.stop_reason, StopReason::Callback);
+    ASSERT_LT(cut.completion_tokens, 40);
+    // The same reply ended there by max_tokens: the next turn resumes from the same point.
+    options.max_tokens = static_cast<int>(cut.completion_tokens);
+    server::ChatSession limited(*m.model, m.tokenizer, m.chat, ComputeContext{1}, options);
+    const server::ChatTurn same = limited.reply("Tell me a story.", nullptr);
+    ASSERT_EQ(same.tokens, cut.tokens);
+    EXPECT_EQ(interrupted.messages(), limited.messages());
+    const server::ChatTurn after_cut = interrupted.reply("Go on.", nullptr);
+    const server::ChatTurn after_same = limited.reply("Go on.", nullptr);
+    EXPECT_EQ(after_cut.prompt_tokens, after_same.prompt_tokens);
+    EXPECT_EQ(after_cut.cached_tokens, after_same.cached_tokens);
+    // The prompt and every generated token come from the cache: only the new message is prefilled.
+    EXPECT_EQ(after_cut.cached_tokens, cut.prompt_tokens + cut.completion_tokens);
+  }
 }
 
 TEST(ChatSessionTurns, AConversationPastTheMessageCapKeepsGoing) {

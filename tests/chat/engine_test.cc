@@ -219,7 +219,8 @@ TEST(ChatEngine, PlainFormatIsDocumented) {
       {"system", "Be brief."}, {"user", "Hi!"}, {"assistant", " Hello there."}, {"user", "More."}};
   EXPECT_EQ(plain.render(answered, {}).rfind(prompt + " Hello there.\n", 0), 0u)
       << plain.render(answered, {});
-  EXPECT_EQ(plain.render(std::vector<ChatMessage>{{"user", "  two"}}, no_prompt), "user:  two\n");
+  EXPECT_EQ(plain.render(std::vector<ChatMessage>{{"user", " x"}, {"assistant", ":::"}}, no_prompt),
+            "user:  x\nassistant::::\n");
   // Content is data: Jinja syntax in it is not evaluated.
   EXPECT_EQ(plain.render(std::vector<ChatMessage>{{"user", "{{ 1 + 1 }}"}}, no_prompt),
             "user: {{ 1 + 1 }}\n");
