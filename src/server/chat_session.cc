@@ -110,10 +110,7 @@ ChatTurn ChatSession::reply(std::string_view user, const std::function<void(std:
   request.serve.logprobs = false;
   std::string error;
   bool done = false, cancelled = false;
-  RequestId id = 0;
-  // Steps run only below, after submit returned the id, so the sink can cancel by it; a cancel
-  // (rather than a sink returning false) still ends with a Done event that carries the usage.
-  id = scheduler_->submit(std::move(request.serve), [&](const ServeEvent& event) {
+  const RequestId id = scheduler_->submit(std::move(request.serve), [&](const ServeEvent& event) {
     switch (event.kind) {
       case ServeEvent::Kind::Token:
         turn.tokens.push_back(event.token);
@@ -141,8 +138,9 @@ ChatTurn ChatSession::reply(std::string_view user, const std::function<void(std:
       cancelled = true;
     }
   };
-  // Checked between steps too, not only as tokens arrive: a long prompt's prefill is many steps of
-  // the scheduler's token budget, and no token arrives before it ends.
+  // Checked after every step rather than as events arrive: a long prompt's prefill is many steps
+  // of the scheduler's token budget, and no event comes before it ends. A cancel still ends with a
+  // Done event that carries the usage.
   check_interrupt();
   while (scheduler_->step()) check_interrupt();
   if (!done) {
