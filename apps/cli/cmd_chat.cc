@@ -2,14 +2,16 @@
 // through server/chat_session.h, so every turn prefills only its new text.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <csignal>
 #include <cstdio>
-#include <iostream>
 #include <string>
 
 #include "commands.h"
 #include "core/error.h"
+#include "line_reader.h"
 #include "sampling_flags.h"
 #include "server/chat_session.h"
 
@@ -41,15 +43,11 @@ class InterruptScope {
 
 // The next user message: one line, or several when each but the last ends with a backslash (as
 // llama.cpp's conversation mode reads them). False at the end of the input.
-bool read_message(bool terminal, std::string& message) {
+bool read_message(LineReader& reader, std::string& message) {
   message.clear();
-  if (terminal) {
-    std::fputs("> ", stdout);
-    std::fflush(stdout);
-  }
   std::string line;
-  while (std::getline(std::cin, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  for (const char* prompt = "> "; reader.read_line(prompt, line); prompt = "... ") {
+    reader.remember(line);
     if (!line.empty() && line.back() == '\\') {
       line.pop_back();
       message += line + "\n";
@@ -59,6 +57,27 @@ bool read_message(bool terminal, std::string& message) {
     return true;
   }
   return !message.empty();
+}
+
+// The chat's own commands, as /help lists them.
+constexpr const char* kCommandHelp =
+    "/help          this list\n"
+    "/clear         start the conversation over (the system message stays)\n"
+    "/exit, /quit   end the chat (so does Ctrl-D)\n"
+    "//text         send \"/text\" as a message\n"
+    "Ctrl-C stops a reply, or the prompt's prefill before it.\n";
+
+// A message that looks like a command (a slash, then letters, digits, '-' or '_' up to the first
+// space) but names none: refused with the list rather than sent to the model. A path such as
+// "/usr/bin is..." is text.
+bool looks_like_command(const std::string& message) {
+  if (message.size() < 2 || message[0] != '/') return false;
+  const size_t end = std::min(message.find_first_of(" \t\n"), message.size());
+  for (size_t i = 1; i < end; ++i) {
+    const char c = message[i];
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return false;
+  }
+  return true;
 }
 
 void print_stats(int turn, const server::ChatTurn& t) {
@@ -95,6 +114,7 @@ void add_chat(CLI::App& app) {
                   "Weight storage: f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q6_k (default: as stored)");
   cmd->add_option("--chat-template-kwargs", args->template_kwargs,
                   "Template variables as a JSON object, e.g. '{\"enable_thinking\": false}'");
+  add_jinja_flag(cmd);
   cmd->add_flag("--stats", args->stats, "After each reply, print its token counts and time on stderr");
   add_sampling_flags(*cmd, args->sampling, /*state_flags=*/false);
   cmd->callback([args] {
@@ -113,20 +133,33 @@ void add_chat(CLI::App& app) {
     const auto model = load_model(model_dir, args->dtype, args->device);
     const Tokenizer tokenizer = load_tokenizer(model_dir);
     const server::ServedChatTemplate chat = server::load_served_chat_template(model_dir);
+    std::fprintf(stderr, "%s\n", server::describe_chat_template(chat).c_str());
+    if (chat.is_plain()) std::fprintf(stderr, "%s\n", server::plain_format_warning(chat, model_dir).c_str());
     server::ChatSession session(*model, tokenizer, chat, ctx, options);
     const bool terminal = isatty(STDIN_FILENO) != 0;
+    LineReader reader(terminal);
     if (terminal)
-      std::fprintf(stderr,
-                   "chatting with %s (seed %llu): /exit ends, /clear starts over, Ctrl-C stops a reply\n",
+      std::fprintf(stderr, "chatting with %s (seed %llu): /help lists the commands, Ctrl-C stops a reply\n",
                    model_dir.c_str(), static_cast<unsigned long long>(options.sampling.seed));
     std::string message;
     int failed = 0;
-    for (int turn = 1; read_message(terminal, message);) {
+    for (int turn = 1; read_message(reader, message);) {
       if (message == "/exit" || message == "/quit") break;
       if (message == "/clear") {
         session.clear();
         continue;
       }
+      if (message == "/help") {
+        std::fputs(kCommandHelp, stderr);
+        continue;
+      }
+      if (looks_like_command(message)) {
+        const std::string name = message.substr(0, message.find_first_of(" \t\n"));
+        std::fprintf(stderr, "unknown command '%s' (not sent to the model); the commands are:\n%s",
+                     name.c_str(), kCommandHelp);
+        continue;
+      }
+      if (message.rfind("//", 0) == 0) message.erase(0, 1);
       if (message.empty()) continue;
       InterruptScope scope;
       try {
@@ -137,6 +170,18 @@ void add_chat(CLI::App& app) {
               std::fflush(stdout);
             },
             &g_interrupted);
+        if (t.dropped_messages > 0)
+          std::fprintf(
+              stderr,
+              "\nnote: the %zu oldest messages were dropped from the conversation to make room for "
+              "this turn (the context size -c, the 2^20 tokens or the %zu messages a turn may hold); "
+              "the system message stays\n",
+              t.dropped_messages, options.max_messages);
+        if (!t.answered) {
+          std::fputs("[stopped before the reply began: the message was not added to the conversation]\n",
+                     stderr);
+          continue;
+        }
         std::fputs("\n", stdout);
         std::fflush(stdout);
         if (args->stats) print_stats(turn, t);

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -10,6 +11,7 @@
 #include "engine/state_file.h"
 #include "io/file_io.h"
 #include "sampling_flags.h"
+#include "server/chat_session.h"
 
 namespace mb::cli {
 
@@ -106,10 +108,42 @@ void add_generate(CLI::App& app) {
   });
 }
 
+namespace {
+
+// `run --chat`: one turn of a chat session, so the prompt is rendered as `chat` and `serve`
+// render a user message, and the reply is streamed without the prompt in front of it.
+void run_chat_prompt(const Model& model, const Tokenizer& tokenizer, const std::string& model_dir,
+                     const std::string& text, int max_tokens, int64_t context, const SamplingParams& sampling,
+                     const SamplingFlags& flags, const ComputeContext& ctx) {
+  const server::ServedChatTemplate chat = server::load_served_chat_template(model_dir);
+  std::fprintf(stderr, "%s\n", server::describe_chat_template(chat).c_str());
+  if (chat.is_plain()) std::fprintf(stderr, "%s\n", server::plain_format_warning(chat, model_dir).c_str());
+  server::ChatSessionOptions options;
+  options.max_tokens = max_tokens;
+  options.max_context = context;
+  options.sampling = sampling;
+  options.stop = flags.stops;
+  options.stop_at_eos = !flags.ignore_eos;
+  server::ChatSession session(model, tokenizer, chat, ctx, options);
+  const server::ChatTurn turn = session.reply(text, [](std::string_view piece) {
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  });
+  std::fputs("\n", stdout);
+  std::fprintf(stderr, "\nprompt tokens: %lld (rendered), %lld generated (stop: %s, seed %llu), %.2f s\n",
+               static_cast<long long>(turn.prompt_tokens), static_cast<long long>(turn.completion_tokens),
+               stop_reason_name(turn.stop_reason), static_cast<unsigned long long>(sampling.seed),
+               turn.seconds);
+}
+
+}  // namespace
+
 void add_run(CLI::App& app) {
   struct Args {
     std::string model, prompt, prompt_file, dtype, device = "cpu";
     int n = 128, threads = 0;
+    int64_t context = 0;
+    bool chat = false;
     SamplingFlags sampling;
   };
   auto args = std::make_shared<Args>();
@@ -125,9 +159,18 @@ void add_run(CLI::App& app) {
   add_device_option(cmd, args->device);
   cmd->add_option("--dtype", args->dtype,
                   "Weight storage: f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q6_k (default: as stored)");
+  cmd->add_option("-c,--ctx-size", args->context,
+                  "Tokens the run may hold, prompt and generated (0 = no limit; -n is cut to the room left)")
+      ->capture_default_str();
+  add_jinja_flag(cmd);
+  cmd->add_flag("--chat", args->chat,
+                "Send the prompt as one user message through the model's chat template and print the reply");
   add_sampling_flags(*cmd, args->sampling);
   cmd->callback([args] {
     check_flag_range("-n/--n-predict", args->n, 0, INT64_MAX);
+    check_flag_range("-c/--ctx-size", args->context, 0, INT64_MAX, "0 = no limit");
+    if (args->chat && !(args->sampling.state_in.empty() && args->sampling.state_out.empty()))
+      throw Error("--state-in and --state-out do not apply to --chat (`mambacpp chat` holds a conversation)");
     const SamplingParams sampling = resolve_sampling(args->sampling);
     const auto ctx = make_context(args->threads);
     const std::string model_dir = model_or_demo(args->model);
@@ -137,10 +180,24 @@ void add_run(CLI::App& app) {
     if (text.empty()) throw Error("give a prompt with -p/--prompt TEXT or -f/--file FILE");
     auto model = load_model(model_dir, args->dtype, args->device);
     const Tokenizer tokenizer = load_tokenizer(model_dir);
+    if (args->chat) {
+      run_chat_prompt(*model, tokenizer, model_dir, text, args->n, args->context, sampling, args->sampling,
+                      ctx);
+      return;
+    }
     GenerateRequest request;
     request.prompt = tokenizer.encode(text);
     if (request.prompt.empty()) throw Error("the prompt encodes to no tokens");
     request.max_new_tokens = args->n;
+    if (args->context > 0) {
+      // As llama-cli's -c: the prompt and what is generated share the context.
+      const int64_t prompt_tokens = static_cast<int64_t>(request.prompt.size());
+      if (prompt_tokens >= args->context)
+        throw Error("the prompt has " + std::to_string(prompt_tokens) +
+                    " tokens, and the context size (-c) is " + std::to_string(args->context) +
+                    ": no room is left to generate");
+      request.max_new_tokens = std::min<int64_t>(request.max_new_tokens, args->context - prompt_tokens);
+    }
     request.sampling = sampling;
     request.stop_strings = args->sampling.stops;
     request.stop_at_eos = !args->sampling.ignore_eos;

@@ -117,6 +117,9 @@ void serve(const ServeArgs& a) {
   // model's vocab_size alone, would let padding ids through to it anyway.
   served.vocab_size = 0;
   served.chat = server::load_served_chat_template(a.model);
+  std::fprintf(stderr, "%s\n", server::describe_chat_template(served.chat).c_str());
+  if (served.chat.is_plain())
+    std::fprintf(stderr, "%s\n", server::plain_format_warning(served.chat, a.model).c_str());
   if (!served.chat.error.empty())
     std::fprintf(stderr, "warning: %s; /v1/chat/completions will answer 400\n", served.chat.error.c_str());
   // Without -c, the model's default: one request must not grow a hybrid's KV cache without bound.
@@ -171,6 +174,7 @@ void add_serve(CLI::App& app) {
                   "Most tokens per request, prompt plus generated (0 = the model's: its trained length, or "
                   "what free memory holds where its state grows; no limit where it does not)")
       ->capture_default_str();
+  add_jinja_flag(cmd);
   cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", args->port, "Port to listen on (0 = any free port)")->capture_default_str();
   cmd->add_option("--parallel", args->parallel, "Requests generated at once (-np)")->capture_default_str();

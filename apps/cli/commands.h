@@ -32,6 +32,20 @@ void add_serve(CLI::App& app);
 void normalize_serve_arguments(int argc, char** argv);
 #endif
 
+// llama.cpp habits (cli_habits.cc). The closest of `candidates` to `typed` by edit distance when
+// it is close enough to be a typo, else "".
+std::string did_you_mean(const std::string& typed, const std::vector<std::string>& candidates);
+// Maps llama.cpp's multi-letter short flags to their long names (-ngl) and throws mb::Error
+// "FLAG is not supported: why" for its flags that mean nothing here (--mlock, -fa, ...).
+void normalize_llama_arguments(int argc, char** argv);
+// After a parse error: "'X' is not a command; did you mean 'Y'?" or the same for a flag of the
+// command, or "" when the error is about something else.
+std::string parse_error_hint(const CLI::App& app, int argc, char** argv);
+// -ngl/--n-gpu-layers N on a command with --device: N > 0 selects the GPU, and says so.
+void add_gpu_layers_option(CLI::App* cmd, std::string& device);
+// --jinja, accepted and ignored, on the commands that render chat templates.
+void add_jinja_flag(CLI::App* cmd);
+
 // "1,2,3" -> ids; throws mb::Error naming the bad item.
 std::vector<int32_t> parse_token_list(const std::string& text);
 std::string join_ids(const std::vector<int32_t>& ids);

@@ -65,6 +65,7 @@ ScanForm parse_scan_form(const std::string& text) {
 void add_device_option(CLI::App* cmd, std::string& device) {
   cmd->add_option("--device", device, "Where to run: cpu | vulkan | vulkan:N (`mambacpp devices` lists them)")
       ->capture_default_str();
+  add_gpu_layers_option(cmd, device);
 }
 
 std::string model_or_demo(const std::string& model) {

@@ -75,8 +75,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("mambacpp ") + MB_VERSION, "Print the version and exit");
   // Parse errors are one line too, in the same form as the commands' own errors.
-  app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return std::string("error: ") + e.what() + " (see --help)\n";
+  // A mistyped flag or command also gets the closest real one.
+  app.failure_message([&app, argc, argv](const CLI::App*, const CLI::Error& e) {
+    const std::string hint = mb::cli::parse_error_hint(app, argc, argv);
+    return std::string("error: ") + e.what() + (hint.empty() ? "" : "; " + hint) + " (see --help)\n";
   });
   mb::cli::add_make_model(app);
   mb::cli::add_logits(app);
@@ -97,6 +99,7 @@ int main(int argc, char** argv) {
 #ifdef MB_HAVE_SERVER
     mb::cli::normalize_serve_arguments(argc, argv);
 #endif
+    mb::cli::normalize_llama_arguments(argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);

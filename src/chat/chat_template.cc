@@ -24,7 +24,11 @@ namespace {
 // The plain format, written as a template so that it goes through the same engine. A content
 // given as text parts is their texts joined with "\n" (as Granite-4.0 and llama.cpp join them);
 // a null or missing one is empty. It has no way to show tools or tool calls, so it refuses them
-// rather than leave them out of the prompt unnoticed.
+// rather than leave them out of the prompt unnoticed. An assistant's content follows
+// "assistant:" directly, as a reply generated after the generation prompt "assistant:" did: it
+// renders back as the text the model saw (" Hello" or ":::" alike), so the next turn's prompt
+// starts with the tokens the model consumed and resumes from their cached state instead of
+// prefilling the whole reply again.
 constexpr std::string_view kPlainTemplate =
     "{% if tools %}{{ raise_exception('the plain chat format (the model has no chat template) cannot "
     "show tools') }}{% endif %}"
@@ -37,7 +41,7 @@ constexpr std::string_view kPlainTemplate =
     "{% for part in message.content %}{% if part.type == 'text' %}"
     "{% if text.value %}{% set text.value = text.value + '\n' %}{% endif %}"
     "{% set text.value = text.value + part.text %}{% endif %}{% endfor %}{% endif %}"
-    "{{ message.role }}: {{ text.value }}\n{% endfor %}"
+    "{{ message.role }}:{% if message.role != 'assistant' %} {% endif %}{{ text.value }}\n{% endfor %}"
     "{% if add_generation_prompt %}assistant:{% endif %}";
 
 }  // namespace
@@ -114,20 +118,28 @@ std::string read_text_file(const std::filesystem::path& path) {
   return read_file_limited(path.string(), kMaxTextFileBytes, "chat template file");
 }
 
-// A "chat_template" field: a string, or a list of {"name", "template"} where "default" is used.
-std::optional<std::string> template_from_field(const json& field, const std::string& where) {
+// A "chat_template" field: a string, or a list of {"name", "template"} where "default" is used
+// and the others are collected into `named`.
+std::optional<std::string> template_from_field(const json& field, const std::string& where,
+                                               std::vector<std::pair<std::string, std::string>>& named) {
   if (field.is_null()) return std::nullopt;
   if (field.is_string()) return field.get<std::string>();
   if (!field.is_array())
     throw Error(where + ": 'chat_template' must be a string or a list of named templates");
+  std::optional<std::string> default_template;
   for (const json& entry : field) {
     if (!entry.is_object() || !entry.contains("name") || !entry.contains("template") ||
         !entry["name"].is_string() || !entry["template"].is_string()) {
       throw Error(where + ": each entry of 'chat_template' must have a string 'name' and 'template'");
     }
-    if (entry["name"] == "default") return entry["template"].get<std::string>();
+    if (entry["name"] == "default" && !default_template)
+      default_template = entry["template"].get<std::string>();
+    else
+      named.emplace_back(entry["name"].get<std::string>(), entry["template"].get<std::string>());
   }
-  throw Error(where + ": 'chat_template' lists named templates but none is named 'default'");
+  if (!default_template)
+    throw Error(where + ": 'chat_template' lists named templates but none is named 'default'");
+  return default_template;
 }
 
 // bos_token / eos_token: a string, or an added-token object whose "content" is the text.
@@ -155,18 +167,23 @@ std::optional<ModelChatTemplate> find_chat_template(const std::string& model_dir
     if (!config.is_object()) throw Error(where + ": expected a JSON object");
     found.options.bos_token = token_field(config, "bos_token", where);
     found.options.eos_token = token_field(config, "eos_token", where);
-    if (const auto it = config.find("chat_template"); it != config.end())
-      source = template_from_field(*it, where);
+    if (const auto it = config.find("chat_template"); it != config.end()) {
+      source = template_from_field(*it, where, found.named);
+      found.origin = where;
+    }
   }
-  if (!source && fs::exists(dir / "chat_template.jinja"))
+  if (!source && fs::exists(dir / "chat_template.jinja")) {
     source = read_text_file(dir / "chat_template.jinja");
+    found.origin = (dir / "chat_template.jinja").string();
+  }
   if (!source && fs::exists(dir / "chat_template.json")) {
     const fs::path path = dir / "chat_template.json";
     const json file = parse_json_text(read_text_file(path), path.string(), 64);
     if (!file.is_object() || !file.contains("chat_template")) {
       throw Error(path.string() + ": expected an object with a 'chat_template' field");
     }
-    source = template_from_field(file["chat_template"], path.string());
+    source = template_from_field(file["chat_template"], path.string(), found.named);
+    found.origin = path.string();
   }
   if (!source) return std::nullopt;
   found.source = std::move(*source);

@@ -22,6 +22,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace mb {
 
@@ -62,6 +64,9 @@ class ChatTemplate {
   // in order, then "assistant:" (no trailing space or newline) when add_generation_prompt is set.
   // No BOS or EOS token is added. For example, a system and a user message render as
   //   "system: Be brief.\nuser: Hi!\nassistant:"
+  // An assistant's content follows "assistant:" directly ("assistant: Hi\n" for " Hi"), as the
+  // reply the model generated after the generation prompt did, so it renders back as the text the
+  // model saw and the next turn resumes after it.
   // Through render_json, a content given as a list of text parts is their texts joined with "\n"
   // (none before the first non-empty text), a null or missing content is empty, and tools or
   // tool calls are refused (the format cannot show them).
@@ -95,6 +100,12 @@ class ChatTemplate {
 struct ModelChatTemplate {
   std::string source;
   ChatRenderOptions options;
+  // Where the template was read, as the user is told: a file's path, or for a GGUF file its path
+  // and the metadata key (engine/gguf_chat_template.h).
+  std::string origin;
+  // The other named templates ({name, template}, e.g. "tool_use"), in the order given; the one in
+  // `source` is the list's "default".
+  std::vector<std::pair<std::string, std::string>> named;
 };
 std::optional<ModelChatTemplate> find_chat_template(const std::string& model_dir);
 

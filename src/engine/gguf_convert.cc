@@ -1,13 +1,50 @@
 #include "engine/gguf_convert.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "core/error.h"
+#include "engine/gguf_chat_template.h"
 #include "engine/gguf_tokenizer.h"
 #include "io/file_io.h"
 #include "model/weight_schema.h"
 
 namespace mb {
+namespace {
+
+using Metadata = std::vector<std::pair<std::string, GgufValue>>;
+
+// The id of the token spelled `text` in the tokenizer metadata, if it has one.
+std::optional<int64_t> token_id_of(const Metadata& metadata, const std::string& text) {
+  for (const auto& [key, value] : metadata) {
+    if (key != "tokenizer.ggml.tokens") continue;
+    const auto it = std::find(value.strings.begin(), value.strings.end(), text);
+    if (it != value.strings.end()) return it - value.strings.begin();
+  }
+  return std::nullopt;
+}
+
+bool has_key(const Metadata& metadata, const std::string& key) {
+  return std::any_of(metadata.begin(), metadata.end(), [&](const auto& m) { return m.first == key; });
+}
+
+// The folder's chat template, as llama.cpp's converter writes it, and the ids of the bos and eos
+// tokens it names (tokenizer_config.json's bos_token and eos_token), so that the file renders the
+// template with the same texts the folder does.
+void add_chat_template(const ModelChatTemplate& chat_template, Metadata& metadata) {
+  const std::pair<const char*, const std::string*> tokens[] = {
+      {"tokenizer.ggml.bos_token_id", &chat_template.options.bos_token},
+      {"tokenizer.ggml.eos_token_id", &chat_template.options.eos_token}};
+  for (const auto& [key, text] : tokens) {
+    if (text->empty() || has_key(metadata, key)) continue;
+    if (const auto id = token_id_of(metadata, *text))
+      metadata.emplace_back(key, GgufValue::u32(static_cast<uint32_t>(*id)));
+  }
+  for (auto& entry : gguf_chat_template_metadata(chat_template)) metadata.push_back(std::move(entry));
+}
+
+}  // namespace
 
 void convert_to_gguf(const std::string& input, const std::string& output, GgufFileType type,
                      const std::string& name, ProgressLine* progress) {
@@ -44,6 +81,8 @@ void convert_to_gguf(const std::string& input, const std::string& output, GgufFi
         gguf_tokenizer_metadata(read_file_limited(tokenizer_path, kMaxJsonFileBytes, "tokenizer file"),
                                 embedding->shape[0], eos, "'" + tokenizer_path + "'");
   }
+  if (const auto chat_template = find_chat_template(input))
+    add_chat_template(*chat_template, options.extra_metadata);
   write_gguf_checkpoint(output, config, tensors, options);
 }
 

@@ -195,6 +195,13 @@ std::string quote_python_infinities(const std::string& text) {
 
 ModelConfig load_model_config(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
+  // A mistyped path is the usual cause; "has no config.json" would send the user looking for a
+  // file in a folder that is not there.
+  std::error_code error;
+  if (!std::filesystem::exists(dir, error)) {
+    const bool gguf_name = dir.size() >= 5 && dir.compare(dir.size() - 5, 5, ".gguf") == 0;
+    throw Error(std::string(gguf_name ? "model file '" : "model folder '") + dir + "' does not exist");
+  }
   if (!std::filesystem::exists(path)) throw Error("'" + dir + "' has no config.json");
   // A config nests two or three levels; 64 leaves room for any plausible extension.
   const json object =

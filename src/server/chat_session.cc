@@ -1,5 +1,6 @@
 #include "server/chat_session.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -32,7 +33,9 @@ ChatSession::ChatSession(const Model& model, const Tokenizer& tokenizer, const S
       throw Error(
           "the chat template's keyword arguments must be a JSON object, e.g. {\"enable_thinking\": false}");
   }
+  if (options_.max_messages < 3) throw Error("max_messages must be >= 3 (a system message and a turn)");
   defaults_.max_context = options_.max_context;
+  defaults_.max_messages = options_.max_messages;
   SchedulerOptions scheduler;
   // One conversation at a time; the cache keeps its states between turns.
   scheduler.max_active = 1;
@@ -84,23 +87,50 @@ ChatTurn ChatSession::reply(std::string_view user, const std::function<void(std:
                             const std::atomic<bool>* interrupt) {
   const auto start = std::chrono::steady_clock::now();
   require_chat_utf8(user, "the message");
+  ChatTurn turn;
+  // The oldest turns go first, whole (a user message and the reply to it), so that roles still
+  // alternate; the system message stays. The caller is told how many went.
+  const size_t kept_first = !options_.system.empty() && !messages_.empty() && messages_[0].role == "system";
+  std::vector<ChatMessage> dropped;
+  // Drops the oldest turn before the last `keep` messages; false when there is none.
+  const auto drop_oldest_turn = [&](size_t keep) {
+    if (messages_.size() <= kept_first + keep) return false;
+    const size_t count = std::min<size_t>(2, messages_.size() - kept_first - keep);
+    dropped.insert(dropped.end(), messages_.begin() + kept_first, messages_.begin() + kept_first + count);
+    messages_.erase(messages_.begin() + kept_first, messages_.begin() + kept_first + count);
+    return true;
+  };
+  while (messages_.size() + 1 > options_.max_messages && drop_oldest_turn(0)) {
+  }
+  // A turn that fails puts the dropped messages back: the conversation stays as it was.
+  const auto restore = [&] {
+    messages_.pop_back();
+    messages_.insert(messages_.begin() + kept_first, dropped.begin(), dropped.end());
+  };
   messages_.push_back({"user", std::string(user)});
   ApiRequest request;
-  try {
-    request = prepare_api_request(ApiKind::Chat, request_body(), tokenizer_, chat_, defaults_,
-                                  options_.sampling.seed, "");
-  } catch (...) {
-    messages_.pop_back();  // the conversation stays as it was, whatever failed
-    throw;
+  // A conversation that has outgrown the context (-c) or the prompt a request may carry drops its
+  // oldest turns until the new message fits, as llama-cli shifts its context, rather than refuse
+  // every message from then on; a message that does not fit even alone is refused.
+  for (;;) {
+    try {
+      request = prepare_api_request(ApiKind::Chat, request_body(), tokenizer_, chat_, defaults_,
+                                    options_.sampling.seed, "");
+      break;
+    } catch (const ApiError& e) {
+      if (e.code == "context_length_exceeded" && drop_oldest_turn(1)) continue;
+      restore();
+      throw;
+    } catch (...) {
+      restore();  // the conversation stays as it was, whatever failed
+      throw;
+    }
   }
+  turn.dropped_messages = dropped.size();
   request.serve.logprobs = false;
-  ChatTurn turn;
   std::string error;
   bool done = false, cancelled = false;
-  RequestId id = 0;
-  // Steps run only below, after submit returned the id, so the sink can cancel by it; a cancel
-  // (rather than a sink returning false) still ends with a Done event that carries the usage.
-  id = scheduler_->submit(std::move(request.serve), [&](const ServeEvent& event) {
+  const RequestId id = scheduler_->submit(std::move(request.serve), [&](const ServeEvent& event) {
     switch (event.kind) {
       case ServeEvent::Kind::Token:
         turn.tokens.push_back(event.token);
@@ -120,19 +150,30 @@ ChatTurn ChatSession::reply(std::string_view user, const std::function<void(std:
         error = event.error;
         break;
     }
+    return true;
+  });
+  const auto check_interrupt = [&] {
     if (!cancelled && interrupt != nullptr && interrupt->load(std::memory_order_relaxed)) {
       scheduler_->cancel(id);
       cancelled = true;
     }
-    return true;
-  });
-  while (scheduler_->step()) {
-  }
+  };
+  // Checked after every step rather than as events arrive: a long prompt's prefill is many steps
+  // of the scheduler's token budget, and no event comes before it ends. A cancel still ends with a
+  // Done event that carries the usage.
+  check_interrupt();
+  while (scheduler_->step()) check_interrupt();
   if (!done) {
-    messages_.pop_back();
+    restore();
     throw Error("the reply failed: " + (error.empty() ? std::string("no answer") : error));
   }
-  messages_.push_back({"assistant", turn.reply});
+  if (cancelled && turn.completion_tokens == 0 && turn.reply.empty()) {
+    restore();
+    turn.answered = false;
+    turn.dropped_messages = 0;
+  } else {
+    messages_.push_back({"assistant", turn.reply});
+  }
   turn.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return turn;
 }

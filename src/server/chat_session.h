@@ -41,6 +41,12 @@ struct ChatSessionOptions {
   // chat_template_kwargs (llama.cpp's and vLLM's field). Empty for none.
   std::string template_kwargs;
   size_t cache_bytes = 256u << 20;  // the scheduler's prefix cache (SchedulerOptions::cache_bytes)
+  // The most messages a turn's request holds, the system message and the new one included. A
+  // longer conversation drops its oldest turns (a user message and the reply to it) before the
+  // next one, as it does when its prompt outgrows max_context or the 2^20 tokens a request may
+  // carry, and the turn says how many it dropped (ChatTurn::dropped_messages). The default is
+  // what a request body can hold: each message is one of its 2^17 JSON objects and arrays.
+  size_t max_messages = size_t{1} << 16;
 };
 
 // What one turn did, as a server reports a request's usage.
@@ -52,6 +58,10 @@ struct ChatTurn {
   int64_t completion_tokens = 0;
   std::vector<int32_t> tokens;  // the reply's token ids
   double seconds = 0;           // the turn's wall time
+  // False when the interrupt came before the reply's first token (during the prompt's prefill):
+  // the message was dropped and the conversation is as it was before the turn.
+  bool answered = true;
+  size_t dropped_messages = 0;  // the oldest messages dropped to fit (max_messages, the context)
 };
 
 // Throws mb::Error "<what> is not valid UTF-8 (byte 0x.. at offset N)" unless `text` is valid UTF-8:
@@ -71,10 +81,13 @@ class ChatSession {
 
   // Adds the user's message and generates the reply, calling on_text with each piece of text as it
   // becomes final. `interrupt`, when set during the turn, ends the reply early (StopReason::Callback;
-  // the text so far stays in the conversation, as it was shown). Throws mb::Error, with the
-  // conversation unchanged, when `user` is not valid UTF-8 (it is refused, never repaired: the
-  // caller sees what was wrong rather than a conversation holding other text than it sent), the
-  // template cannot render it or the prompt leaves no room under max_context.
+  // the text so far stays in the conversation, as it was shown, and the state at its end is cached
+  // as a finished reply's is); set during the prompt's prefill, it stops that within one chunk of
+  // the scheduler's step budget and the turn leaves the conversation unchanged (`answered` false).
+  // Throws mb::Error, with the conversation unchanged, when `user` is not valid UTF-8 (it is
+  // refused, never repaired: the caller sees what was wrong rather than a conversation holding
+  // other text than it sent), the template cannot render it or the message leaves no room under
+  // max_context even without the earlier turns.
   ChatTurn reply(std::string_view user, const std::function<void(std::string_view)>& on_text,
                  const std::atomic<bool>* interrupt = nullptr);
 

@@ -6,6 +6,8 @@
 #include <cstdio>
 
 #include "core/json_text.h"
+#include "engine/gguf_chat_template.h"
+#include "io/binary_codec.h"
 
 namespace mb::server {
 
@@ -310,8 +312,15 @@ void resolve_prompt(ApiRequest& request, const Tokenizer& tokenizer, const Serve
 
 ServedChatTemplate load_served_chat_template(const std::string& model_path) {
   ServedChatTemplate served;
-  if (const auto found = find_chat_template(model_path)) {
+  if (const auto found = find_checkpoint_chat_template(model_path)) {
     served.render_options = found->options;
+    served.origin = found->origin;
+    const uint64_t hash =
+        binary::fnv1a64(reinterpret_cast<const uint8_t*>(found->source.data()), found->source.size());
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+    served.hash = hex;
+    for (const auto& named : found->named) served.named.push_back(named.first);
     try {
       served.chat_template = ChatTemplate::parse(found->source);
     } catch (const Error& e) {
@@ -320,6 +329,25 @@ ServedChatTemplate load_served_chat_template(const std::string& model_path) {
   }
   if (served.error.empty()) served.reading = probe_template(served.chat_template, served.render_options);
   return served;
+}
+
+std::string describe_chat_template(const ServedChatTemplate& chat) {
+  if (chat.is_plain())
+    return "chat template: the built-in plain format (\"role: content\" lines; the model has none)";
+  std::string line = "chat template: " + chat.origin + " (hash " + chat.hash + ")";
+  if (!chat.named.empty()) {
+    line += "; also named:";
+    for (const std::string& name : chat.named) line += " " + name;
+  }
+  return line;
+}
+
+std::string plain_format_warning(const ServedChatTemplate& chat, const std::string& model_path) {
+  if (!chat.is_plain()) return "";
+  return "warning: " + model_path +
+         " has no chat template (no tokenizer_config.json chat_template, chat_template.jinja or "
+         "GGUF tokenizer.chat_template): chats fall back to the plain \"role: content\" format, which "
+         "the model was probably not trained on";
 }
 
 ApiRequest prepare_api_request(ApiKind kind, std::string_view body, const Tokenizer& tokenizer,

@@ -90,8 +90,22 @@ struct ServedChatTemplate {
   ChatRenderOptions render_options;
   std::string error;
   TemplateReading reading;
+  // Where the checkpoint's template was read (ModelChatTemplate::origin); empty for the plain
+  // format. `hash` is 16 hex digits of the FNV-1a hash of its source text, so two checkpoints'
+  // templates can be told apart at a glance; `named` the names of its other named templates.
+  std::string origin;
+  std::string hash;
+  std::vector<std::string> named;
+  bool is_plain() const { return origin.empty(); }
 };
+// The template of a checkpoint folder or GGUF file (find_checkpoint_chat_template).
 ServedChatTemplate load_served_chat_template(const std::string& model_path);
+// One line for the user saying which template a chat uses: "chat template: ORIGIN (hash H)", or
+// that it is the built-in plain format.
+std::string describe_chat_template(const ServedChatTemplate& chat);
+// The warning a chat in the plain format deserves (the model was surely trained on another
+// format), naming `model_path`; empty when the checkpoint has its own template.
+std::string plain_format_warning(const ServedChatTemplate& chat, const std::string& model_path);
 
 // Parses (parse_request_body) and validates a body of the given kind. `seed_if_absent` is used
 // when the request has no seed (the server draws it). Throws ApiError (400) naming the field and

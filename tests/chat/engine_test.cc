@@ -212,6 +212,15 @@ TEST(ChatEngine, PlainFormatIsDocumented) {
   no_prompt.add_generation_prompt = false;
   EXPECT_EQ(plain.render(messages, no_prompt), "system: Be brief.\nuser: Hi!\n");
   EXPECT_EQ(plain.render({}, {}), "assistant:");
+  // A reply that starts with a space, as generated after "assistant:", renders back as it was
+  // generated: the next turn's prompt starts with the previous prompt and the reply's text.
+  const std::string prompt = plain.render(messages, {});
+  const std::vector<ChatMessage> answered = {
+      {"system", "Be brief."}, {"user", "Hi!"}, {"assistant", " Hello there."}, {"user", "More."}};
+  EXPECT_EQ(plain.render(answered, {}).rfind(prompt + " Hello there.\n", 0), 0u)
+      << plain.render(answered, {});
+  EXPECT_EQ(plain.render(std::vector<ChatMessage>{{"user", " x"}, {"assistant", ":::"}}, no_prompt),
+            "user:  x\nassistant::::\n");
   // Content is data: Jinja syntax in it is not evaluated.
   EXPECT_EQ(plain.render(std::vector<ChatMessage>{{"user", "{{ 1 + 1 }}"}}, no_prompt),
             "user: {{ 1 + 1 }}\n");

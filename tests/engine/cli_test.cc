@@ -72,7 +72,7 @@ TEST(Cli, BadInputsGiveOneLineErrorsAndNonZeroExit) {
       {"generate -m " + cli_model() + " --tokens 1,2,301 -n 4", "outside the vocabulary"},
       {"generate -m " + cli_model() + " --tokens 1,x,3 -n 4", "'x' is not a token id"},
       {"generate -m " + cli_model() + " --tokens -5 -n 4", "outside the vocabulary"},
-      {"generate -m /nonexistent/model --tokens 1 -n 4", "no config.json"},
+      {"generate -m /nonexistent/model --tokens 1 -n 4", "model folder '/nonexistent/model' does not exist"},
       {"logits -m " + cli_model() + " --tokens 1 --out /tmp/x.npy --mode fast", "--mode"},
       {"logits -m " + cli_model() + " --tokens 1 --out /tmp/x.npy --dtype int4", "unknown dtype"},
       {"run -m " + cli_model() + " -p hi --temp -1", "--temp"},
@@ -338,7 +338,7 @@ TEST(Cli, GgufFilesWorkWithEveryCommand) {
 
   const std::vector<std::pair<std::string, std::string>> failures = {
       {"quantize " + cli_model() + " " + dir + "/x.gguf --type q3_k", "unknown GGUF type 'q3_k'"},
-      {"quantize /nonexistent " + dir + "/x.gguf", "no config.json"},
+      {"quantize /nonexistent " + dir + "/x.gguf", "model folder '/nonexistent' does not exist"},
       {"logits -m " + dir + "/folder.npy --tokens 1 --out " + dir + "/x.npy", "not a GGUF file"},
       {"make-model --format gguf --out " + dir + "/s.gguf --shards 2", "--shards must be 1"},
   };

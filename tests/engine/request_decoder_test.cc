@@ -302,16 +302,16 @@ const PaddedModel& padded_model() {
 }
 
 // What one path answered for a request: its tokens and stop reason, or its error message.
-struct Answer {
+struct RuleAnswer {
   std::string error;
   std::vector<int32_t> tokens;
   StopReason reason = StopReason::MaxTokens;
 };
 
-Answer through_generator(const PaddedModel& m, const ServeRequest& r) {
+RuleAnswer through_generator(const PaddedModel& m, const ServeRequest& r) {
   Generator generator(*m.model, m.tokenizer.get(), kOneThread);
   SequenceState state = m.model->new_state();
-  Answer answer;
+  RuleAnswer answer;
   try {
     const GenerateResult result =
         generator.generate({r.prompt, r.max_tokens, r.sampling, r.stop, r.stop_at_eos}, state);
@@ -323,8 +323,8 @@ Answer through_generator(const PaddedModel& m, const ServeRequest& r) {
   return answer;
 }
 
-Answer through_scheduler(const PaddedModel& m, const ServeRequest& r) {
-  Answer answer;
+RuleAnswer through_scheduler(const PaddedModel& m, const ServeRequest& r) {
+  RuleAnswer answer;
   bool ended = false;
   Scheduler scheduler(*m.model, m.tokenizer.get(), kOneThread, {});  // after what its sink writes to
   try {
@@ -372,8 +372,8 @@ TEST(PromptIdRule, GeneratorAndSchedulerAcceptAndRefuseTheSameIds) {
       r.sampling.temperature = temperature;
       r.sampling.repeat_penalty = 1.3f;  // reads the prompt, padding ids included
       r.sampling.seed = 4;
-      const Answer generated = through_generator(m, r);
-      const Answer served = through_scheduler(m, r);
+      const RuleAnswer generated = through_generator(m, r);
+      const RuleAnswer served = through_scheduler(m, r);
       const std::string what =
           "prompt " + ::testing::PrintToString(c.prompt) + " at temperature " + std::to_string(temperature);
       EXPECT_EQ(generated.error, served.error) << what;

@@ -243,7 +243,7 @@ TEST(ChatRequest, NullContentsToolsAndToolCallsFollowTheTemplate) {
   EXPECT_EQ(prompt_text(ordered_json::parse(R"({"messages": [{"role": "user", "content": "hi"},
                                                 {"role": "assistant", "content": null}, {"role": "user"}]})"),
                         plain),
-            "user: hi\nassistant: \nuser: \nassistant:");
+            "user: hi\nassistant:\nuser: \nassistant:");
   expect_400(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"name": "f"}]})",
              "plain chat format (the model has no chat template) cannot show tools");
   expect_400(R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f"}}]}]})",
