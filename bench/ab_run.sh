@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # A/B of two builds of the CLI on the 130m preset (random f32 weights loaded as f32, bf16 and
 # q4_0): decode tok/s and prefill tok/s at T = 512, 1 and 2 threads, the two binaries alternated
 # run by run and the whole sweep repeated ROUNDS times, so that on a shared machine every

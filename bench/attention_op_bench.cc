@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The attention op alone (ops/attention.h) at one layer of a given shape (default: Nemotron-H-8B's
 // and Granite-4.0-H-Tiny's heads, 32 query heads over 8 KV heads of 128 channels): a prefill
 // round of T rows from position 0 and a decode step at position T - 1 against a cache of T

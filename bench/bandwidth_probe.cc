@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Measures the machine's sustained read bandwidth the way decode reads weights: streaming a
 // buffer much larger than the caches with wide loads, split over threads. Prints GB/s for
 // 1..N threads (medians of 5 passes).

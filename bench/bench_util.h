@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Small helpers shared by the bench/ binaries: comma-separated flag lists and medians.
 #pragma once
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Pages per second of mambacpp.dask.embed on a LocalCluster of 1 and 2 worker processes, against
 one process's forward_batch, on a random feature backbone made with `make-model --input-dim`.
 

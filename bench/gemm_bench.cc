@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // GEMM throughput on the prefill shapes of the 130m preset: mambacpp's deterministic kernel
 // against OpenBLAS sgemm on the same shapes and thread counts (OpenBLAS is linked into this
 // benchmark only, never into the engine). Prints GFLOP/s medians and the ratio.

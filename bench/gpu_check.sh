@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The GPU check of issues 9 and 20, in one script for a machine with a GPU (it also runs on
 # lavapipe): configures and builds with the Vulkan backend, runs the Vulkan test suite on the first
 # device, then benchmarks Mamba-1, Mamba-2 and Mamba-3 on it (130m- and 370m-shaped checkpoints,

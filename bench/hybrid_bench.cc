@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The measurements of BENCHMARKS.md's hybrid table with one load of the model: for each round,
 // each thread count (alternating, so a slow spell of a shared machine hits both) and each prompt
 // length, one run of engine/benchmark.h's harness with the prefill profiled. The first length is

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The hybrid table of BENCHMARKS.md (issue 24): random checkpoints shaped as Granite-4.0-H-Micro
 # (3B dense), Granite-4.0-H-Tiny (7B MoE, 64 experts, top 6) and Nemotron-H-8B, with the real
 # widths, heads, state sizes and vocabularies but FEWER LAYERS (the same mix of layer kinds):

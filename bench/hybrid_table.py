@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Renders bench/hybrid_bench.sh's results (a folder) as the Markdown tables of BENCHMARKS.md:
 medians over the rounds of each (model, dtype, threads, prompt length), the decode's read bytes
 against the probe's bandwidth, the state sizes, and the served follow-up turn.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Mamba-2 scan op alone (ops/mamba2_scan.h) at one layer of a given shape (default: the
 // 130m-sized model, 24 heads of 64 channels, d_state 128, one group): positions per second of the
 // sequential recurrence and of the chunked SSD form at several chunk lengths. The variants

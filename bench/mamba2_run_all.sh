@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Produces the Mamba-2 figures of BENCHMARKS.md on this machine: read bandwidth; prefill of a
 # 130m-shaped Mamba-2 (d_model 768, 24 layers, d_state 128, headdim 64) in the sequential and the
 # chunked SSD form at T = 128/512/2048 with 1 and 2 threads, against the step loop; decode; the

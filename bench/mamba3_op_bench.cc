@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Mamba-3 scan op alone (ops/mamba3_scan.h) at one layer of the 130m-sized shape (24 heads of
 // 64 channels, d_state 128, 32 RoPE angles): positions per second of the sequential recurrence
 // and of the chunked SSD form at several chunk lengths. Medians over repeats after a warm-up.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Mamba-3 prefill throughput of the sequential recurrence against the chunked SSD form at a
 // range of prompt lengths, plus decode throughput; medians over repeats after a warm-up. The
 // crossover it shows is what CpuBackend::mamba3_prefers_chunked encodes.

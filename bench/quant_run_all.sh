@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The quantized-weight figures of BENCHMARKS.md: for the 130m preset (random f32 weights, loaded
 # as f32, bf16, q8_0, q4_0 and q4_k) with 1 and 2 threads, decode tok/s, prefill tok/s at T = 512,
 # weight bytes streamed per decode step and load time (which includes quantizing); then each

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Weight quantization speed: the reference quantizers (quantize_row_reference, one thread)
 // against the vector kernels (quantize_rows) on the same rows, per format, in blocks per second.
 // Rounds alternate the two so a slow spell of a shared machine hits both alike; figures are

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Produces every figure of BENCHMARKS.md on this machine: read bandwidth, decode and prefill
 # throughput of the 130m preset (f32 and bf16, 1 and 2 threads), the prefill chunk-size curve,
 # a per-phase breakdown, and the GEMM comparison against OpenBLAS.

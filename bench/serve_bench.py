@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Benchmark of a running `mambacpp serve` (standard library only; bench/serve_bench.sh starts the
 server and runs this):
 

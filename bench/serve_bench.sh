@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Serving benchmark: starts `mambacpp serve` on the 130m preset (a random bf16 checkpoint made
 # once in models/m130-serve) on a free loopback port, runs bench/serve_bench.py against it
 # (aggregate decode tok/s with 1/4/8/16 streams, step latency p50/p99, time to first token of a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The C API's chat: an mb_chat is a server::ChatSession over the model, with the model's own
 // template, so a conversation driven from C renders, resumes and answers as `mambacpp chat` and
 // `mambacpp serve` do.

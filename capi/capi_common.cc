@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "capi_common.h"
 
 #include <string_view>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What the C API's translation units share: the structs behind the opaque handles of
 // include/mambacpp.h, and the boundary that turns every C++ exception into an mb_status and a
 // thread-local message.

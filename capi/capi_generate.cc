@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The C API's generation: mb_generate runs engine/generate.h's Generator on one request and
 // streams each token to the caller's callback, which may stop it.
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The C API's models, states, forward passes and tokenizer calls: each checks its arguments,
 // calls the C++ API (model/model.h, engine/state_file.h, tokenizer/tokenizer.h) and copies the
 // results out, inside guard() so that no exception crosses into C.

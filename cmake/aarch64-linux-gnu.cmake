@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Cross build for AArch64 Linux with Debian's cross compiler (g++-aarch64-linux-gnu) and the
 # multiarch :arm64 development packages; test binaries, and the CLI the tests start, run under
 # qemu-user. Usage (see DEVELOPERS.md):

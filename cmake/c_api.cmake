@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The C API (include/mambacpp.h, capi/*.cc) as a shared library, libmambacpp.so.<major>, with the
 # engine linked in statically. It exports the mb_* functions only: the sources are compiled with
 # hidden visibility, and the version script (capi/exports.map) keeps every symbol of the static

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Embeds the server's chat page (src/server/chat_page.html) into a C++ source, with the
 # Content-Security-Policy that allows exactly its inline script and style, and an ETag.
 #

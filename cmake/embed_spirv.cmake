@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Embeds a SPIR-V binary into a C++ source as an array of 32-bit words.
 #
 # Run as a script: cmake -DINPUT=file.spv -DOUTPUT=file.cc -DSYMBOL=name -P embed_spirv.cmake

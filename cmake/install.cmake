@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # `cmake --install build --prefix P`: the CLI, the C API's shared library and header, a CMake
 # package (find_package(mambacpp) gives the imported target mambacpp::mambacpp) and a pkg-config
 # file, all relocatable (paths relative to where they were installed), and the licence (MIT) in

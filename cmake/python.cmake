@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The Python package `mambacpp` (python/): a pybind11 extension module, _mambacpp, over the
 # engine, and the pure-Python layer around it. MB_PYTHON=AUTO builds it when the interpreter,
 # its headers, pybind11 and numpy are all there (Debian: python3-dev, pybind11-dev,

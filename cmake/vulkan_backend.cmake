@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The optional Vulkan compute backend (src/backends/vulkan).
 #
 # MB_VULKAN=AUTO builds it when the Vulkan headers and loader (Debian: libvulkan-dev) and the glslc

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Follow-up turn latency through HAProxy (deploy/replicas.sh, two replicas): a conversation
 with a long history gets a short follow-up, answered (a) cold, nothing cached (the same lengths,
 its history changed at the first character), (b) by its home replica from the in-memory prefix

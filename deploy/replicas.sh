@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Starts N `mambacpp serve` replicas sharing one prefix-state folder, then HAProxy in front of
 # them (deploy/haproxy.cfg.in), and runs until SIGINT or SIGTERM, when it stops HAProxy and then
 # the replicas (SIGTERM: each finishes the requests in flight first). See deploy/README.md.

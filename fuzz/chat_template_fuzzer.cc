@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Fuzzes chat templates: the fuzzer's bytes are parsed as a Jinja template and rendered over a
 // fixed conversation (with and without the generation prompt), under small limits so that every
 // input finishes quickly, through both entry points: render() with plain messages and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Fuzzes config.json through load_model_config, so that the Python-infinity pre-processing,
 // the bounded JSON parse and every key reader of both config forms run on the fuzzer's bytes.
 // A config that loads must also survive a round trip through the state-spaces form that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Shared helpers of the libFuzzer harnesses: a scratch folder per process and the small fixed
 // inputs (a tiny model, good tokenizers) that several harnesses feed the fuzzer's bytes to.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Fuzzes GGUF files: the header, metadata of every value type, tensor infos and the data section
 // (io/gguf.cc). A file that parses must describe only bytes inside the mapping (touched under
 // ASan), must survive a rewrite by GgufWriter unchanged, and is then read as a model checkpoint

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Fuzzes the HTTP server (src/server) with the raw bytes of one client connection. Each input
 // is first checked against the connection layer's pure header scanner (scan_request), whose
 // answer decides how the poller frames requests, then sent to a real HttpServer on loopback,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Fuzzes the .npy reader: magic, header length, dtype and the shape tuple.
 #include <vector>
 

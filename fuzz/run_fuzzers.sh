@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Runs libFuzzer harnesses from a MB_BUILD_FUZZERS build for a bounded time each.
 #   fuzz/run_fuzzers.sh BUILD_DIR SECONDS [HARNESS...]   (default: every harness)
 # Each harness starts from its committed seeds (fuzz/corpus/<name>) plus whatever earlier runs

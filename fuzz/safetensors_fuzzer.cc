@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Fuzzes a single safetensors file: the 8-byte header length, the JSON header (duplicate names,
 // dtypes, shapes, data_offsets, overlaps) and the data section. A file that opens must describe
 // only bytes inside the mapping, which touching every tensor's range checks under ASan.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Fuzzes model.safetensors.index.json: the JSON, the weight_map and its shard names (which must
 // stay plain file names inside the folder), against three fixed shards beside it: two
 // safetensors files and a torch.save .bin, holding tensors "a", "b" and "c".

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Writes the seed corpora of the fuzz harnesses: small valid inputs of every format, made by
 // the project's own writers (and shrunk copies of the tokenizer fixtures), so each harness
 // starts from inputs that pass its parser's checks. The output is committed under

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Fuzzes slot files (engine/slot_file.h: a token list plus an embedded state file) against a
 // fixed tiny model. An input whose first byte is odd has both checksums repaired (the embedded
 // state's, when its extent can be read, then the file's), so the fuzzer also reaches the checks

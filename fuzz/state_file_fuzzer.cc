@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Fuzzes state files (engine/state_file.h) against a fixed tiny model. An input whose first
 // byte is odd has its last 8 bytes replaced by the correct checksum of the rest, so the
 // fuzzer also reaches the checks behind the checksum; even ones are taken as they are.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Fuzzes the tokenizer. The first input byte selects what the rest is:
 //   mode 0: a tokenizer.json, loaded, then used to encode a fixed text and decode its own ids;
 //   mode 1: text, encoded with fixed good tokenizers (byte-level and SentencePiece-style), then

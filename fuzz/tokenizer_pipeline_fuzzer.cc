@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Fuzzes the normalizer, pre-tokenizer and decoder pipelines of a tokenizer.json and their
 // budgets (src/tokenizer/pipeline_limits.h). The input is read as a program: a byte says how
 // many steps each stage gets (Sequences of up to 80, past the 64-step limit), each step is a

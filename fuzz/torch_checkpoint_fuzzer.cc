@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Fuzzes a whole pytorch_model.bin as TensorSet opens it: the zip reader (local and central
 // headers, ZIP64 records, CRC-32 checks), the record layout and the pickle interpreter, then
 // the storage ranges the tensors point into.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Fuzzes the restricted pickle interpreter directly on data.pkl bytes: a zip-wrapped pickle
 // must also pass the archive's CRC-32 checks, which random mutations almost never do.
 #include "fuzz_support.h"

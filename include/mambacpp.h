@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* mambacpp's C API: load a model, run forward passes over batches of sequences, tokenize, and
  * generate text, from C or any language with a C foreign-function interface.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What users of llama.cpp type out of habit: its multi-letter short flags, the flags that mean
 // nothing here (refused with the reason), and "did you mean" for a mistyped flag or command.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `mambacpp chat`: a conversation on the terminal (or over a pipe), one user message per line,
 // through server/chat_session.h, so every turn prefills only its new text.
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `mambacpp quant-accuracy`: how far a quantized load of a checkpoint is from a reference load
 // (by default the stored dtype) over the same positions: largest logit difference, mean and
 // largest KL divergence of the next-token distributions, and top-1 agreement.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `mambacpp serve`: the OpenAI-compatible HTTP server (src/server), with llama-server's flags.
 #include <pthread.h>
 

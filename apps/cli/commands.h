@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Subcommands of the `mambacpp` CLI. Each registers its options and its action on the app.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The lines `mambacpp chat` reads: on a terminal, through libedit when the build has it (arrow
 // keys, Ctrl-A/Ctrl-E, the session's history with the up and down arrows, as llama-cli and
 // `ollama run` edit lines); otherwise, and always from a pipe or a file, plain lines from stdin.

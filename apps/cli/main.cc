@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // mambacpp: command-line entry point. Every failure is one readable line on stderr and a
 // non-zero exit status.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Sampling and state flags shared by `generate`, `run` and `chat`.
 #pragma once
 

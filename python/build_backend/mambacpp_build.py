@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The PEP 517 build backend of `pip install .`: CMake builds the extension module, and the
 wheel is the package folder CMake lays out in the build tree, zipped with its metadata.
 `pip install -e .` (PEP 660) installs a finder that imports the package's Python files from

@@ -1,10 +1,11 @@
+# SPDX-License-Identifier: MIT
 """mambacpp: Mamba-family language and sequence models in C++, from Python.
 
 Load a Hugging Face checkpoint folder or a llama.cpp GGUF file and generate text, or run a
 Mamba backbone over numpy feature sequences::
 
     import mambacpp
-    model = mambacpp.Model("models/demo-tiny")
+    model = mambacpp.Model("data/demo-model")
     print(model.generate("The state space model", max_tokens=8, temperature=0))
     for piece in model.generate("Once", max_tokens=8, stream=True):
         print(piece, end="")

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Argument checks of the llama-cpp-python-shaped interface (mambacpp.Llama): a wrong type is a
 TypeError naming the argument, as Python's own functions raise it, before anything reaches the
 engine (whose errors about values are mambacpp.Error, a ValueError)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Embedding large collections of pages on a Dask cluster (Debian: python3-distributed).
 
 Each worker loads the model once, through a worker plugin, and embeds groups of pages with

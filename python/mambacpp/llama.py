@@ -1,9 +1,10 @@
+# SPDX-License-Identifier: MIT
 """mambacpp.Llama: the interface of llama-cpp-python's `llama_cpp.Llama`, over mambacpp.Model.
 
 Code written for llama-cpp-python runs with its import changed::
 
     from mambacpp import Llama
-    with Llama(model_path="models/demo-tiny", n_ctx=2048, n_threads=4, seed=1, verbose=False) as llm:
+    with Llama(model_path="data/demo-model", n_ctx=2048, n_threads=4, seed=1, verbose=False) as llm:
         out = llm("Q: Name the planets. A:", max_tokens=32, stop=["Q:"], echo=True)
         print(out["choices"][0]["text"])
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What the Python module's objects share: a loaded model with its tokenizer and chat template,
 // the compute context, and the one lock that serializes computation on it.
 //

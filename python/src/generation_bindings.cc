@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Generation from Python: completions and chat completions in the OpenAI API's shapes, streamed
 // or whole. A request goes through exactly what the server runs (server/openai_api.h parses
 // and validates the body, renders the chat template and formats the chunks; the engine's

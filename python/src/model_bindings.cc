@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Model and State classes of the extension module: loading, tokenizing, and the forward
 // pass over token ids or feature rows, with numpy arrays in and out.
 #include <pybind11/numpy.h>

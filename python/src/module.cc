@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The extension module mambacpp._mambacpp: the engine's Model, State and generation, with the
 // engine's errors raised as mambacpp.Error (a ValueError: nearly all of them name bad input).
 // python/mambacpp/__init__.py is the documented interface over it.

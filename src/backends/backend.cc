@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "backends/backend.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The op interface every compute backend implements (the CPU, a Vulkan device; later others).
 //
 // A model runs its layers as a sequence of op calls on a Backend: the same calls, with the same

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // make_vulkan_backend of a build without the Vulkan backend (MB_VULKAN=OFF, or AUTO without
 // libvulkan-dev and glslc): every Vulkan device is an error that says how to get one.
 #include "backends/vulkan_factory.h"

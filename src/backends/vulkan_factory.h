@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Vulkan backend as the rest of the engine asks for it, without its headers: defined by
 // backends/vulkan/vulkan_factory.cc in a build with the backend, by backends/no_vulkan.cc
 // without it (an error saying how to get one).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ChatTemplate's entry points: parsing, rendering with transformers' variables, the plain format,
 // and finding a model folder's template.
 #include "chat/chat_template.h"

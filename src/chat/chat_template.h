@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Chat templates: turning a list of chat messages into the prompt text a model was trained on.
 //
 // Hugging Face checkpoints ship their prompt format as a Jinja2 template (tokenizer_config.json's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The syntax tree of a parsed chat template, and the lexer's tokens it is parsed from.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Filters, tests and methods with the behavior of Jinja2's and Python's own (jinja2/filters.py,
 // jinja2/tests.py, str and dict methods), plus transformers' tojson and strftime_now.
 #include <algorithm>

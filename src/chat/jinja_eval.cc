@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The evaluator: statements and expressions with Jinja2's semantics under transformers'
 // ImmutableSandboxedEnvironment (default Undefined, loop controls, no mutation of lists or dicts).
 #include "chat/jinja_eval.h"

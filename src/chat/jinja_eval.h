@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The evaluator of parsed chat templates, and the builtins (filters, tests, methods, globals) it
 // dispatches to. Internal to src/chat; chat_template.h is the public interface.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // JSON in and out of template values. Out: tojson as transformers overrides it, Python's
 // json.dumps(value, ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys),
 // not Jinja's HTML-safe version. In: the variables render_json takes, read as Python's json.loads

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The lexer: template text into tokens, with Jinja2's whitespace control applied to the text
 // between tags as transformers configures it (trim_blocks, lstrip_blocks).
 #include <algorithm>

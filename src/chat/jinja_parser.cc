@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The parser: tokens into the syntax tree, by recursive descent following Jinja2's own grammar
 // (jinja2/parser.py), so that operators bind the same way: `a + b | trim` filters b alone, `not a in
 // b` negates the membership, `x if c` without else yields Undefined.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "chat/jinja_value.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Values of the Jinja subset used by chat templates, with Python's semantics (what Jinja2 inherits
 // and what transformers' apply_chat_template therefore produces): none, booleans, 64-bit integers,
 // floats, strings, lists (tuples are lists here), mappings that keep insertion order, namespaces

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Storage dtypes for weights and the scalar conversions between them.
 //
 // Compute is always f32. bf16 and f16 weights stay in their storage dtype in memory and are

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Error type for everything driven by user input (files, configs, CLI arguments, requests).
 //
 // Library code throws mb::Error with a message that names the offending file, tensor, key or

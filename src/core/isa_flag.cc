@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "core/isa_flag.h"
 
 #include <cctype>

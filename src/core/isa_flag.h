@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The instruction set a --isa flag or the MB_ISA variable names, for benchmarks that measure
 // another machine's kernels here (the AVX2 path on an AVX-512 CPU, say). Every set gives the
 // same bits (src/ops/cpu/vec16.h), so the choice changes speed only.

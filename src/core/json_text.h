@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Parsing JSON that comes from files (config.json, tokenizer.json, safetensors headers and
 // indexes), which are untrusted input like every other byte of a checkpoint folder.
 #pragma once

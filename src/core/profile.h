@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Optional per-phase timing of a forward pass, for benchmarks: where does prefill time go?
 // A null profile (the default in ComputeContext) costs one pointer test per phase.
 //

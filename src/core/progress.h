@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A progress line for long jobs (loading a model, above all with quantization; `mambacpp
 // quantize`; make-model): one line on stderr, rewritten in place with "\r", saying what is done
 // of the total, the rate and the time left:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "core/threading.h"
 
 #include <omp.h>

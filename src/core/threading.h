@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Execution context, passed explicitly to every kernel (no global pool, no global ISA switch).
 //
 // Parallel loops only ever split disjoint outputs (rows, output columns, channel blocks),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Throughput measurement shared by `mambacpp bench` and the bench/ binaries: prefill of a
 // random prompt as one batched pass, the same prompt fed through the decode-step loop, and
 // decode. Figures are medians over repeats after one warm-up run.

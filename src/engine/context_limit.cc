@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/context_limit.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The context a server gives each request when -c is not set: what keeps one request (no key, no
 // max_tokens) from growing a model's state without bound. A hybrid's attention layers keep every
 // position's keys and values, so its state grows with the context; the Mamba families' state is

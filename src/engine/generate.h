@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Text and token generation on top of a Model: batched prefill of the prompts, then batched
 // decode steps with a RequestDecoder per request (engine/request_decoder.h: sampler, EOS, stop
 // strings, max tokens; the one the scheduler uses too) and streaming callbacks.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/gguf_chat_template.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Chat templates in GGUF metadata, as llama.cpp's convert_hf_to_gguf.py writes them (gguf-py's
 // GGUFWriter.add_chat_template): the folder's template under tokenizer.chat_template; a folder's
 // list of named templates as its "default" there, each other one under

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Converting checkpoints to GGUF: `mambacpp quantize` and `make-model --format gguf`.
 #pragma once
 

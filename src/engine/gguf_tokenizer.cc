@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/gguf_tokenizer.h"
 
 #include <algorithm>

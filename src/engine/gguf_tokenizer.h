@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tokenizers in GGUF metadata (tokenizer.ggml.*), as llama.cpp's convert_hf_to_gguf.py writes
 // them for byte-level BPE ("gpt2") tokenizers, converted to and from tokenizer.json.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A cache of recurrent states keyed by the token prefix they have consumed, for serving: a new
 // request resumes from the longest cached prefix of its prompt and prefills only the rest.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/prefix_store.h"
 
 #include <dirent.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A prefix-state store in a folder shared by several servers (replicas behind a load balancer):
 // each server writes the states its conversations end their turns with, and on a cache miss any
 // server resumes a prompt from the longest stored prefix, so a conversation that moves to another

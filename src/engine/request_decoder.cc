@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/request_decoder.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The per-request half of generation, shared by Generator (engine/generate.h) and Scheduler
 // (engine/scheduler.h): what is done with each row of logits a request gets, and which prompts
 // are accepted.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Token sampling for text generation: repetition penalty, top-k, temperature, top-p, min-p.
 //
 // The filters run in the order below, which is the order Hugging Face transformers applies them

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/scheduler.h"
 
 #include <algorithm>

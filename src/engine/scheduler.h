@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The serving scheduler: continuous batching of generation requests over one Model.
 //
 // Requests join and leave between steps. Each step is one Model::forward over every active

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Internal to the scheduler (scheduler.cc: the public methods and the background thread;
 // scheduler_step.cc: one step of the loop). Not part of the API.
 #pragma once

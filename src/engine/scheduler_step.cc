@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // One step of the scheduler loop: intake of cancellations and new requests, the batch of decode
 // rows and prefill chunks, one forward call, then sampling and events.
 #include <algorithm>

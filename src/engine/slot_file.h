@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Slot files: a saved prefix state together with the tokens it consumed, so a server can put it
 // back into its prefix cache later (or after a restart) and resume requests that share the prefix.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/stale_temporaries.h"
 
 #include <dirent.h>

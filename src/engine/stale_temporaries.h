@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Temporaries a killed writer left in a slot folder: write_file_atomically writes
 // "<name>.tmp-<16 hex>" and renames it, so a writer killed in between leaves the temporary behind,
 // where nothing would ever read or remove it. A server reclaims them when it starts (Scheduler with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/state_file.h"
 
 #include <cmath>

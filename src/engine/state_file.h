@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Saving and restoring a sequence's recurrent state, so a conversation or a shared prefix
 // continues later without re-prefilling. Continuing from a restored state is bit-identical to
 // the uninterrupted run, because the state is exactly the decode state.

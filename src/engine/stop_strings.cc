@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "engine/stop_strings.h"
 
 #include <algorithm>

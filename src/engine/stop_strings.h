@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Streaming detection of stop strings in generated text, across token boundaries.
 //
 // Generated text arrives one decoded token piece at a time, and a stop string can straddle

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Log-probabilities of generated tokens for the serving API: the chosen token's and the most
 // likely candidates', from the sampler's final distribution or from the model's raw logits.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Helpers shared by the engine's small binary file formats (state files, slot files): values
 // appended to and read from byte buffers in the machine's byte order (the formats are defined
 // as little-endian, and only little-endian targets are built), and the FNV-1a checksum the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Whole-file input and output that untrusted paths cannot turn against the process: every input
 // is checked to be a regular file (a FIFO, a device or a directory is refused without blocking)
 // and read up to a stated size limit; every output is written to a fresh temporary that no

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // GGUF files (llama.cpp's checkpoint format), versions 2 and 3: reading and writing.
 //
 // Layout (all little-endian):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "io/mapped_file.h"
 
 #include <sys/mman.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Read-only memory mapping of a whole file (RAII). Checkpoint weights are used in place from
 // the mapping when their storage dtype is the one requested, so loading costs no copy.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Writing float32 arrays as NumPy .npy files (format version 1.0, C order), atomically.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Safetensors reading (single file and sharded) and writing.
 //
 // Every structural property of a file is validated before any tensor byte is touched: header

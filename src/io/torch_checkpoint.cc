@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "io/torch_checkpoint.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // PyTorch checkpoints (`pytorch_model.bin`, torch.save's zip format): reading and writing.
 //
 // torch.save(state_dict, f) writes a ZIP archive (see io/zip_archive.h) whose entries all sit

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The pickle side of PyTorch checkpoints (see io/torch_checkpoint.h): a restricted, iterative
 // interpreter that turns the data.pkl of a state_dict into plain records without executing
 // anything, and the matching writer that emits the opcodes torch.save emits (protocol 2).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "io/zip_archive.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The subset of the ZIP format that torch.save writes: uncompressed ("stored") entries in one
 // archive, with ZIP64 records so that files and offsets past 4 GiB work.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The model families a checkpoint can be.
 #pragma once
 

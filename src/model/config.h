@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Model configuration, read from a checkpoint folder's config.json.
 //
 // Two forms are accepted for Mamba-1: the Hugging Face form (`model_type: "mamba"`,

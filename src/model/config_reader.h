@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Typed, bounded access to config.json keys, with messages that name the file and the key: the
 // one reader of the model-level config (config.cc) and of each block's own section
 // (model/blocks/*_config.cc).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Where a model runs: the CPU (the default) or a compute device such as a Vulkan GPU, each a
 // Backend (backends/backend.h) that the model's blocks run their ops on.
 //

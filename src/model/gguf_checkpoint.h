@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // GGUF checkpoints of llama.cpp's `mamba` (Mamba-1 and FalconMamba), `mamba2`, `granitehybrid`
 // (Granite-4.0-H, dense or with experts), `nemotron_h` and `nemotron_h_moe` (Nemotron-H)
 // architectures.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Writing GGUF files (see gguf_checkpoint.h).
 //
 // Storage per tensor, as llama.cpp's convert_hf_to_gguf.py and llama-quantize choose it:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "model/gguf_hybrid.h"
 
 #include <cmath>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The metadata of llama.cpp's hybrid GGUF architectures, `granitehybrid` (Granite-4.0-H, dense
 // or with experts), `nemotron_h` and `nemotron_h_moe` (Nemotron-H), read into and written from the
 // engine's config (see gguf_checkpoint.h for the tensors).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "model/gguf_tensor_names.h"
 
 #include <algorithm>

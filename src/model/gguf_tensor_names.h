@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The tensors of llama.cpp's mamba, mamba2, granitehybrid, nemotron_h and nemotron_h_moe GGUF
 // files, their Hugging Face names and shapes (see gguf_checkpoint.h), shared by the GGUF reader
 // and writer: the weight schema's (weight_schema.h), which names every tensor once with its GGUF

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "model/make_model.h"
 #include "model/random.h"
 

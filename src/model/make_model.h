@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Writes a random-weight checkpoint folder in the real Hugging Face layout (config.json plus
 // model.safetensors, or shards with model.safetensors.index.json, or the pytorch_model.bin the
 // state-spaces repos ship). It is the fixture for the tests, the benchmarks and the README

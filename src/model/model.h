@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A loaded model: an embedding, a list of blocks built from the config (model/blocks/), a final
 // norm and a head, with immutable weights shared by any number of sequences, and the forward pass
 // over batches of sequences. Per-sequence recurrent state lives in SequenceState, outside.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Model::forward: the one round loop, for every backend.
 #include <algorithm>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The seeded generator of make-model: splitmix64 with a fixed mapping to [0, 1), so the same
 // seed writes the same checkpoint on any machine and standard library.
 #pragma once

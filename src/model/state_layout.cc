@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "model/state_layout.h"
 
 #include "core/error.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The layout of one sequence's recurrent state, described by the blocks that own it.
 //
 // A state has two kinds of parts. Fixed parts (the conv history, the SSM state) have one size

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "model/weight_binder.h"
 
 #include <omp.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Binds checkpoint tensors to the engine's weight structs by name, checking each shape against
 // the one the config implies. Matrices are packed once into the panel layout of ops/matmul.h
 // (ops/quant_matmul.h for quantized dtypes), in the requested storage dtype (never widened to f32

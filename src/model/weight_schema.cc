@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "model/weight_schema.h"
 
 #include <cmath>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The tensors of a model, written once.
 //
 // Each block lists the tensors of its layer (model/blocks/*), and the model lists its own

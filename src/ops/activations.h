@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Element-wise activations and the exp/log they are built from.
 //
 // All are computed by one polynomial algorithm (Cephes-style exp and log, see

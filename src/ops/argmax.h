@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The greedy choice over a row of logits: the lowest index of the largest value, NaNs skipped
 // (a row of NaNs gives 0). On rows without NaNs this is std::max_element's index. The Vulkan
 // shader (shaders/argmax.comp) gives the same index, so a greedy decode whose argmax runs on the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Causal self-attention of one round of a sequence against its KV cache (the attention layers of
 // the hybrid models: Granite-4.0-H, Nemotron-H), with grouped-query heads and no positional
 // encoding (RoPE, for later families, would be applied to q and k before this op).

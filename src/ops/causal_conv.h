@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Depthwise causal 1-D convolution with carried history, followed by SiLU (Mamba-1 conv1d).
 //
 // For position t and channel c, with K taps and the window of the last K inputs

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The element-wise ops of the hybrids' feed-forward layers and scalar multipliers.
 //
 // glu: the activation between an MLP's two products, per row:

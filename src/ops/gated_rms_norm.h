@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The gated RMSNorm of Mamba-2 (mamba_ssm RMSNormGated with norm_before_gate = false), per row:
 //   v = y * silu(z);  each group of `group_size` channels: v * (1 / sqrt(mean(v^2) + eps)) * w
 // Every group has its own mean square (a model with G > 1 groups normalizes G separate slices;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Plain double-precision references of the hybrid models' ops (ops/attention.h, ops/rope.h,
 // ops/ffn.h):
 // simple loops that follow the math of each header, never optimized; tests compare the kernels

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Plain double-precision evaluation of the Mamba-2 scan op, written from the recurrence of
 // mamba_ssm's selective_state_update (one position at a time): simple loops, no shared code with
 // the kernels, so tests can check both scan orders against it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Mamba-2 SSM between the causal conv and the gated norm (mamba_ssm's Mamba2 mixer): per head
 // h of P channels, with B and C of group g = h / (H / G), over a run of positions of one sequence,
 // the state carried in and out:

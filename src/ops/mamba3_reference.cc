@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Plain double-precision evaluation of the Mamba-3 scan op, written from the spec's per-token
 // step (mamba3-siso.md §4 to §8.2): simple loops, no shared code with the kernels, so tests can
 // check both scan orders against it.

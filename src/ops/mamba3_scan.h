@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Mamba-3 SISO mixer between in_proj and out_proj (spec mamba3-siso.md §4 to §8.2, §10): BCNorm
 // of B and C, the per-head activations, RoPE with the continued angle state, the trapezoidal
 // recurrence, the D skip and the output gate, over a run of positions of one sequence with the

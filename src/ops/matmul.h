@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Matrix product against a weight matrix packed in column panels.
 //
 //   y[m, n] = sum_k x[m, k] * W[n, k]  (+ bias[n])  (+ y[m, n] when accumulating)

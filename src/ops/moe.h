@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A mixture-of-experts feed-forward layer over m rows (Granite-4.0-H's and Nemotron-H's MoE, and
 // Jamba's scoring for later): a router product, the choice of top_k experts per row and their
 // weights, each chosen expert's MLP over the rows routed to it, and the weighted sum per row.

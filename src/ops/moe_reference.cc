@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Plain double-precision reference of the mixture-of-experts op (ops/moe.h): simple loops that
 // follow the header's definition, never optimized; tests compare the kernels against it.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "ops/quant.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // GGML's block-quantized weight formats: layouts, reference quantizers and dequantizers.
 //
 // The byte layouts are GGML's (ggml-common.h), so a block written here is a block llama.cpp

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Matrix products against block-quantized weights (Q8_0, Q4_0, Q4_K, Q6_K; formats in quant.h).
 //
 // They go through the ordinary `matmul` of matmul.h: a WeightMatrix whose dtype is quantized is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Packing of quantized weights into the tile layout of quant_matmul.h, and the per-row
 // activation quantizer shared by every instruction set.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Plain double-precision references of the CPU ops. They are deliberately simple loops that
 // follow the math of each op header, never optimized; tests compare the kernels against them.
 #include <cmath>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // RMSNorm over rows: y = x * (1 / sqrt(mean(x^2) + eps)) * weight.
 //
 // The sum of squares uses the sixteen-lane order of matmul.h, so the result of a row never

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Rotary position embedding (RoPE) of an attention layer's queries and keys, in the NeoX /
 // rotate_half form over the whole head (transformers' LlamaRotaryEmbedding with the default rope
 // type, which GraniteMoeHybrid uses for the all-attention Granite-4.0 models, and Falcon-H1).

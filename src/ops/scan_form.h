@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // How the Mamba-2 and Mamba-3 scans evaluate a run of positions of one sequence.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Mamba-1 selective scan with the D skip and the SiLU(z) gate, over a run of positions of one
 // sequence, state carried in and out:
 //   dA[n] = exp(dt * A[n]) = 2^(dt * A[n] log2(e));  h[n] = fma(dA[n], h[n], (dt * u) * B[n]);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The chat page `mambacpp serve` answers GET / with: src/server/chat_page.html (inline CSS, and
 // vanilla JS over the server's own streaming /v1/chat/completions from chat_page_markdown.js and
 // chat_page_chat.js, put into its one script), embedded into the binary at build time by

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A chat with the model `mambacpp serve` has loaded, over its own /v1/chat/completions stream.
 // The whole conversation is sent with every turn, so the server's prefix cache resumes from the
 // state it kept at the end of the previous reply. Conversations are kept in the browser's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Markdown for the chat page: the model's replies rendered as headings, paragraphs, lists, quotes,
 // tables, code blocks, inline code, emphasis and links, built as DOM nodes with createElement and
 // text nodes only. No string from the model is ever parsed as HTML, so no markup in it can become

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "server/chat_request.h"
 
 #include <algorithm>

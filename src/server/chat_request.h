@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What a /v1/chat/completions request gives its chat template, as transformers' apply_chat_template
 // would be given it: the messages as the client sent them (every field, contents as strings, null
 // or lists of text parts, tool calls, tool results), the request's `tools`, and each entry of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "server/chat_session.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // One chat conversation held in process: the messages so far and a scheduler whose prefix cache
 // keeps the conversation's state, so each turn prefills only what the previous turns did not.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "server/connections.h"
 
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The connection layer under cpp-httplib's request parser: who may connect, how long a request may
 // take to arrive, and which thread serves it.
 //

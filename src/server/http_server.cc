@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "server/http_server.h"
 
 #include "server/chat_page.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The HTTP side of `mambacpp serve`: cpp-httplib routes, the API key, body limits, metrics and a
 // draining shutdown, around a Scheduler that does the generation.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "server/openai_api.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The OpenAI-compatible HTTP API as pure functions: request bodies are parsed and validated into
 // a ServeRequest, and the scheduler's events are formatted as response bodies or server-sent
 // events. Nothing here touches a socket, so every rule is unit-tested directly.

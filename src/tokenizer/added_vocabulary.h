@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Added tokens (special tokens such as <|endoftext|> and extra entries such as GPT-NeoX's runs
 // of spaces) and the leftmost-longest matcher that splits them out of the text before the
 // normalizer and pre-tokenizer run.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The BPE model of Hugging Face tokenizers: a vocabulary, ranked merges, and the merge loop
 // that turns one pre-tokenized word into ids.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // GPT-2's reversible byte-to-unicode table, used by ByteLevel pre-tokenizers and decoders.
 //
 // Printable bytes (33-126, 161-172, 174-255) stand for themselves; the other 68 bytes map to

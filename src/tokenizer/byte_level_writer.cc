@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // write_byte_level_tokenizer_json: a tiny byte-level BPE tokenizer learned from built-in text.
 #include <map>
 #include <nlohmann/json.hpp>

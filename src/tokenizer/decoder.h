@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The decoder stage of a tokenizer.json: how a sequence of token strings becomes text.
 //
 // Byte-level files use the ByteLevel decoder, whose result per token is fixed and is therefore

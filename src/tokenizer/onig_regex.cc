@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tokenizer/onig_regex.h"
 
 #include <oniguruma.h>

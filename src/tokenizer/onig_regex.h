@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A compiled Oniguruma regex, the engine Hugging Face's tokenizers runs its Split and ByteLevel
 // patterns on (through the Rust `onig` crate), so that any pattern in a tokenizer.json matches
 // here as it does there. The C library stays behind this class: oniguruma.h is only included by

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tokenizer/pipeline.h"
 
 #include <nlohmann/json.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The normalizer and pre-tokenizer stages of a tokenizer.json, restricted to what byte-level
 // and SentencePiece-style BPE tokenizers use (decoder.h has the decoder). Anything else is
 // refused when the file is loaded, with an error naming the file and the unsupported type,

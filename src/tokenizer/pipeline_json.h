@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Reading the fields of tokenizer.json pipeline stages (normalizer, pre_tokenizer, decoder).
 // Every helper throws mb::Error naming `source`, the stage and the field when the field is
 // missing or has the wrong type.

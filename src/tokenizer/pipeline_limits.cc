@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tokenizer/pipeline_limits.h"
 
 #include "core/error.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Limits on a tokenizer.json's normalizer, pre-tokenizer and decoder pipelines, which come from
 // untrusted files: a Sequence of 40 Replace steps that each double the text, or 100,000
 // ByteLevel steps, would otherwise run for minutes and exhaust memory on any prompt.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Split pre-tokenizer of tokenizer.json, with Hugging Face's semantics: a pattern (a regex,
 // or a literal string) is searched find-all over each piece, the matches and the gaps between
 // them are marked, `invert` swaps the marks, and the behavior decides which spans become pieces

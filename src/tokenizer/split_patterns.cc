@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tokenizer/split_patterns.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Hand-written equivalents of the three most common pre-tokenization regexes of byte-level BPE
 // tokenizer.json files, the fast path of split.h: each known pattern string is recognized and
 // executed by a dedicated matcher that reproduces the backtracking (leftmost-first) semantics

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // BPE tokenizer with the semantics of Hugging Face `tokenizers`.
 //
 // Loads tokenizer.json files, byte-level (GPT-NeoX-20B, GPT-2, Llama-3, Qwen2/3 style) or

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The loaded state behind mb::Tokenizer, shared by the loaders and the encode/decode code.
 #pragma once
 

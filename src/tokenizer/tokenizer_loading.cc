@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Loading tokenizer.json files and vocab.json + merges.txt pairs into a Tokenizer.
 #include <filesystem>
 #include <nlohmann/json.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tokenizer/unicode.h"
 
 #include <utf8proc.h>

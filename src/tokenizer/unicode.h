@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Unicode character classes and normalization forms, backed by utf8proc.
 //
 // The classes follow the semantics of the regex engines Hugging Face tokenizers uses

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // UTF-8 helpers shared by the tokenizer: encoding code points, walking valid text and the
 // lossy conversion that turns arbitrary bytes into valid UTF-8 exactly like Rust's
 // String::from_utf8_lossy (which is what Hugging Face tokenizers applies when decoding).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The C API (include/mambacpp.h) driven from C11: every call, its errors, and the exactness
  * claims: a batch equals each sequence alone bit for bit, logits equal what `mambacpp logits`
  * writes bit for bit, greedy generation equals a loop of greedy forward steps, and a chat's

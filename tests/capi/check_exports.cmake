@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Fails unless every dynamic symbol LIBRARY defines is a function of the C API (mb_*) or its
 # version node (MAMBACPP_*): no engine internals, no C++ standard library, no OpenMP;
 # and that its SONAME is libmambacpp.so.SOVERSION (when READELF is given).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Installs the build into a fresh prefix, then builds tests/consumer against it with
 # find_package(mambacpp) and, with the flags pkg-config gives, with the C compiler alone, and runs
 # both programs on a tiny model made by the installed CLI.

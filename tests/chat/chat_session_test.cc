@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The in-process chat session (server/chat_session.h): a conversation's next turn resumes from
 // the state its previous turn left in the cache, and answers exactly what a fresh session given
 // the same messages answers; an interrupted reply keeps what was shown; a turn that cannot be

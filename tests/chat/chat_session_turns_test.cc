@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The chat session's interrupts and long conversations: an interrupt during the prompt's prefill
 // leaves the conversation unchanged, an interrupted reply is cached as far as it went (the next
 // turn resumes after it, as after a reply that ended there), and a conversation past the

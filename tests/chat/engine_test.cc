@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Jinja subset itself: whitespace control as transformers configures it, scoping, loops,
 // namespaces, macros, expressions, filters, tests and methods, with Python's semantics where
 // @huggingface/jinja differs (noted at each case).

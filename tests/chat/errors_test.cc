@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Bad and hostile templates: every problem is an mb::Error that names the construct and the line,
 // undefined values behave as Jinja's default Undefined, and the limits stop runaway templates.
 #include <gtest/gtest.h>

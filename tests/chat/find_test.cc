@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // find_chat_template on model folders: tokenizer_config.json's string or named templates,
 // chat_template.jinja and chat_template.json, bos/eos in either form, and malformed files.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The committed templates render exactly as Hugging Face's renderer does (goldens written by
 // tools/chat_template_goldens/generate.js with @huggingface/jinja), for every conversation and
 // with and without the generation prompt.

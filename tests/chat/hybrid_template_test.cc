@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ChatTemplate::render_json, the entry point for what apply_chat_template passes besides plain
 // messages (tools, tool calls, documents, keyword arguments), and the published hybrid templates
 // (Granite-4.0, Nemotron-Nano-9B-v2, Nemotron-3-Nano) where transformers' Python Jinja and

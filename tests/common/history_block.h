@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A test block with a growing state part, the shape of a KV cache: every position appends the
 // residual stream row entering it (`width` floats) to its "history" part. It changes no output,
 // so a model with it computes what the model without it does, and its state holds one row per

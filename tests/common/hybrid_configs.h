@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Small hybrid configs (Granite-4.0-H, Nemotron-H) that tests then adjust.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "common/layer_reference.h"
 
 #include <gtest/gtest.h>

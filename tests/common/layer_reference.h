@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Plain double-precision pieces of the hybrid models' layers, written from transformers' modeling
 // code with nothing shared with the engine beyond reading a checkpoint's tensors and the config's
 // sizes: the whole-model references of the MoE layer and all-attention Granite tests build on them.

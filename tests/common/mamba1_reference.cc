@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "common/mamba1_reference.h"
 
 #include <cmath>

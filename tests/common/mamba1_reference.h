@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A plain double-precision Mamba-1 language model, written from the math (HF slow_forward /
 // mamba_ssm selective_state_update) with nothing shared with the engine beyond reading tensors.
 // It runs one token at a time, as the recurrence is defined. A FalconMamba folder (model_type

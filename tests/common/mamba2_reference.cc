@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "common/mamba2_reference.h"
 
 #include <algorithm>

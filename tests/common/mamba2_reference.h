@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A plain double-precision Mamba-2 language model, written from the math of mamba_ssm's Mamba2
 // mixer (selective_state_update for the SSM, RMSNormGated with norm_before_gate = false and
 // group_size = d_inner / ngroups) with nothing shared with the engine beyond reading tensors and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "common/mamba3_reference.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A plain double-precision Mamba-3 SISO language model, written from the spec
 // (mamba3-siso.md §3 to §8) with nothing shared with the engine beyond reading tensors. It runs
 // one token at a time, as the recurrence is defined.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Builds small random checkpoints with make_model for model-level tests.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "common/op_cases.h"
 
 #include <cctype>

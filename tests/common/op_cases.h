@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The op-case registry, after llama.cpp's test-backend-ops: every op of backends/backend.h over
 // awkward shapes and dtypes, each case run on every backend (tests/ops/backend_ops_test.cc: each
 // CPU instruction set and thread count; tests/vulkan/backend_ops_test.cc: the Vulkan device) and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Causal conv and selective scan cases over the parts of a round: parts of 1, 5 and 17 rows whose
 // rows are not adjacent, more parts than one Vulkan dispatch takes (kMaxGpuParts = 16), each
 // part's state at an offset of its own state; d_state 1 to 128, with and without the z gate, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Cases of the hybrid models' ops: attention (grouped-query heads, head sizes below, at and
 // between vector widths, parts at positions that cross a block of growing-state positions, many
 // parts at once), rope (head sizes 8 to 128, one KV head, positions far from 0, bases 1e4 to 1e7,

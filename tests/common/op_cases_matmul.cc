@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Matmul cases: f32, bf16 and f16 weights and the quantized formats, over row counts on both sides
 // of Vulkan's decode/tiled switch (8 | 9) and of a 128-row tile, outputs short of, between and past
 // whole 64-wide panels, depths short of, between and past a 16-deep slice and the CPU kernel's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Cases of the mixture-of-experts op (ops/moe.h): the three scorings, top-k of 1 and 6 and all
 // experts, expert counts and widths that are multiples of nothing (5, 7, 9 experts; d_model 24 and
 // 40; widths 20 and 33), more experts than rows (experts no row chooses), router scores tied on

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // RMSNorm cases (one segment over awkward widths, several segments of one row as FalconMamba
 // normalizes dt_low, B and C, in place and into another buffer, with weights in one buffer or
 // each in its own) and gated RMSNorm cases (groups, with and without a weight, in place).

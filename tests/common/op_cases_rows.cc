@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Cases of the ops that move rows: embed (every table dtype), write_rows, argmax (ties, NaNs,
 // signed zeros) and append_rows (growing state parts at positions that cross an allocation block).
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Mamba-2 and Mamba-3 scan cases: both evaluation orders (sequential, and the chunked SSD form
 // with chunks of 5, 16 and 64 positions, so parts end inside a chunk) over parts of 1, 37 and 100
 // positions from random nonzero carried states, over awkward shapes (d_state 1 to 128, headdim

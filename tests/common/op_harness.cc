@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "common/op_harness.h"
 
 #include <gtest/gtest.h>

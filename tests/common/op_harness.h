@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The harness the op-case registry (op_cases.h) runs on: a case declares its buffers, weights and
 // states from host values, issues its ops through the Backend interface only, and computes the
 // same result with the double references of src/ops; the harness runs it on any backend and

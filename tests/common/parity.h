@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Shared pieces of the parity suites, which compare engine logits with a double-precision
 // reference model (tests/common/mamba{1,2,3}_reference): the case description and the error
 // measure.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The activations of the double-precision model references, as the modeling code writes them.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "common/tensor_io.h"
 
 #include <stdexcept>

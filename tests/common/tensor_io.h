@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Checkpoint helpers shared by the references and the malformed-checkpoint tests.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "common/test_util.h"
 
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "common/timing.h"
 
 #include <time.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Time bounds for tests of inputs that once took quadratic time. Wall-clock bounds are fragile
 // on shared two-core runners, under sanitizers and under qemu, so these helpers measure the
 // calling thread's CPU time and compare sizes rather than fix absolute budgets.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Generates a few tokens with mambacpp's C API: usage `consumer MODEL [PROMPT]`. The README's
  * C example; tests/capi/install_test.cmake builds it against an installed prefix and runs it. */
 #include <mambacpp.h>

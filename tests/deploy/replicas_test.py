@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Two `mambacpp serve` replicas behind HAProxy, started by deploy/replicas.sh on loopback ports
 with a shared --slot-save-path and --slot-persist: a conversation's turns carry X-Session-Id and
 stay on one replica (turn 2 reports cached tokens); that replica is then killed, and turn 3 lands

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The throughput harness behind `mambacpp bench`: it reports positive rates for every part,
 // feeds the requested number of prompt tokens through the step loop, profiles the prefill
 // phases on request, and refuses meaningless options.

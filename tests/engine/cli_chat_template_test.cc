@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Chat templates in GGUF files: `quantize` writes a folder's template (and its named ones) as
 // llama.cpp's converter does; every loader reads it back from the file, and `chat`, `run --chat`
 // and `serve` say which template they use (or warn that they fall back to the plain format).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `mambacpp chat` as a user meets it: slash commands (an unknown one is refused with the list,
 // not sent to the model), line editing on a terminal (libedit, driven through tmux), and Ctrl-C
 // during a long prompt's prefill (the chat goes on without that message).

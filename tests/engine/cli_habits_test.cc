@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What a llama.cpp user types out of habit: a mistyped command or flag gets the closest real one,
 // llama.cpp's common flags work where they mean something here (-ngl, -c for run, --jinja) and are
 // refused with the reason where they do not (--mlock, -fa), and a model path that is not there is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The CLI against careless and hostile input (issue 21): outputs that symlinks cannot redirect,
 // flags that cannot exhaust memory, inputs that cannot block or be read forever, and errors that
 // say what is wrong. Each case is the reproducer of a finding.

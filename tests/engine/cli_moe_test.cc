@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // make-model's mixture-of-experts hybrids, and the all-attention RoPE Granite (--rope-theta), end
 // to end: the flags, the config.json transformers reads, prefill and decode steps of the made
 // folder giving the same bits through `logits`, generate, run and bench on each, and one-line

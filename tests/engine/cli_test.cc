@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The command-line tool end to end: make-model, logits (both modes, bit-identical files),
 // generate, tokenize, run, and one-line errors with a non-zero exit for bad input.
 #include <gtest/gtest.h>

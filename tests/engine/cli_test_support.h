@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Running the mambacpp CLI from a test: its exit status and what it wrote on stdout and stderr.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The default context of `serve` (engine/context_limit.h): a model whose state grows (a hybrid's KV
 // cache) is bounded by its trained length, or by what free memory holds for every slot's state; a
 // model whose state does not grow needs no bound.

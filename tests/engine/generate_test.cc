@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Generation on a small random model with its byte-level tokenizer: batched requests equal
 // their solo runs bit for bit, a saved and restored state continues exactly like the
 // uninterrupted run, and bad or mismatched state files are refused.
@@ -16,20 +17,20 @@
 namespace mb {
 namespace {
 
-struct TextModel {
+struct GenerateModel {
   std::string dir;
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
 };
 
-const TextModel& text_model(uint64_t seed = 5) {
-  static std::map<uint64_t, TextModel> models;
+const GenerateModel& generate_model(uint64_t seed = 5) {
+  static std::map<uint64_t, GenerateModel> models;
   auto it = models.find(seed);
   if (it == models.end()) {
     MakeModelOptions o;
     o.config = test::small_config(32, 2, 300);
     o.seed = seed;
-    TextModel m;
+    GenerateModel m;
     m.dir = test::make_temp_dir("text_model");
     make_model(m.dir, o);  // writes tokenizer.json too (vocab >= 257)
     m.model = Model::load(m.dir);
@@ -51,7 +52,7 @@ GenerateRequest request(const Tokenizer& tok, const std::string& prompt, int n, 
 }
 
 TEST(Generate, BatchedRequestsEqualTheirSoloRunsBitForBit) {
-  const TextModel& m = text_model();
+  const GenerateModel& m = generate_model();
   const std::vector<GenerateRequest> requests = {
       request(*m.tokenizer, "Hello", 12, 0.0f, 1), request(*m.tokenizer, "The quick brown fox jumps", 20, 0.9f, 2),
       request(*m.tokenizer, "a", 5, 1.3f, 3), request(*m.tokenizer, "State space models are recurrent", 17, 0.7f, 4)};
@@ -72,7 +73,7 @@ TEST(Generate, BatchedRequestsEqualTheirSoloRunsBitForBit) {
 }
 
 TEST(Generate, StreamedPiecesConcatenateToTheResultText) {
-  const TextModel& m = text_model();
+  const GenerateModel& m = generate_model();
   SequenceState state = m.model->new_state();
   Generator generator(*m.model, m.tokenizer.get(), ComputeContext{1, best_isa()});
   std::string streamed;
@@ -88,7 +89,7 @@ TEST(Generate, StreamedPiecesConcatenateToTheResultText) {
 }
 
 TEST(Generate, StopStringEndsGenerationAndIsNotEmitted) {
-  const TextModel& m = text_model();
+  const GenerateModel& m = generate_model();
   // Find what greedy decoding produces, then stop on a piece of it that spans tokens.
   Generator generator(*m.model, m.tokenizer.get(), ComputeContext{1, best_isa()});
   SequenceState probe_state = m.model->new_state();
@@ -106,7 +107,7 @@ TEST(Generate, StopStringEndsGenerationAndIsNotEmitted) {
 }
 
 TEST(StateFile, SaveRestoreContinuesExactlyLikeTheUninterruptedRun) {
-  const TextModel& m = text_model();
+  const GenerateModel& m = generate_model();
   const Tokenizer& tok = *m.tokenizer;
   const std::string path = test::make_temp_dir("state") + "/conversation.state";
   Generator generator(*m.model, &tok, ComputeContext{2, best_isa()});
@@ -140,7 +141,7 @@ TEST(StateFile, SaveRestoreContinuesExactlyLikeTheUninterruptedRun) {
 }
 
 TEST(StateFile, CorruptTruncatedAndMismatchedFilesAreRefused) {
-  const TextModel& m = text_model();
+  const GenerateModel& m = generate_model();
   const std::string dir = test::make_temp_dir("state_bad");
   SequenceState state = m.model->new_state();
   Generator generator(*m.model, m.tokenizer.get(), ComputeContext{1, best_isa()});
@@ -184,7 +185,7 @@ TEST(StateFile, CorruptTruncatedAndMismatchedFilesAreRefused) {
         << e.what();
   }
   // The same architecture and sizes with other weights, and a model of another size.
-  expect_refused(good, *text_model(6).model, "different model");
+  expect_refused(good, *generate_model(6).model, "different model");
   MakeModelOptions bigger;
   bigger.config = test::small_config(48, 2, 300);
   auto other = Model::load(test::write_model(bigger, "state_other"));

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The prefix-state cache: a request resumed from a cached prefix computes exactly what the same
 // request computes cold (memcmp), the longest usable prefix wins, prefixes are compared token by
 // token, a prompt equal to a cached prefix resumes only from an entry that holds its logits, and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The shared prefix store (engine/prefix_store.h): a state written by one server is found by
 // another on the longest stored prefix of a prompt, and resuming from it equals the cold run bit
 // for bit; corrupt, truncated, foreign and mismatching files are skipped, never resumed from;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ProgressLine (core/progress.h) against a fake terminal and clock: silence where stderr is no
 // terminal and for short jobs, the text of the line, its redraw rate and its erasure.
 #include "core/progress.h"

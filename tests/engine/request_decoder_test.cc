@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The request decoder that Generator and Scheduler share: EOS, stop strings across pieces,
 // max_tokens 0 and 1, a stop by the receiver, the held-back tail, the vocabulary it is given and
 // the prompt-id rule; and the rule seen from outside: Generator and Scheduler, fed the same ids,

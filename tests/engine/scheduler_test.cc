@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The serving scheduler: a request gets bit for bit the tokens and log-probabilities of
 // Generator::generate on a fresh state whether it runs alone, resumes from the prefix cache,
 // shares steps with requests arriving later, or has its prompt split over many steps; plus

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The CLI's refusals of issue 41 (hardening round 3): text that is not UTF-8 in a chat, and
 // flags and files that are empty or malformed, each reported as one clear line instead of an
 // exception's text or a crash.
@@ -40,14 +41,18 @@ TEST(StateCli, ChatRefusesAMessageThatIsNotUtf8AndGoesOn) {
             std::string::npos)
       << mixed.err;
   EXPECT_NE(mixed.err.find("1 message(s) got no reply"), std::string::npos) << mixed.err;
-  EXPECT_EQ(mixed.err.find("json"), std::string::npos) << mixed.err;
+  EXPECT_EQ(mixed.err.find("json.exception"), std::string::npos) << mixed.err;
   const CliOutput clean = run_cli(flags, "printf 'Hello there\\n' | ");
   ASSERT_EQ(clean.status, 0) << clean.err;
   EXPECT_EQ(mixed.out, clean.out);
 
   const CliOutput system = run_cli(flags + " --system \"$(printf 'Be \\377brief')\"", "printf 'hi\\n' | ");
   EXPECT_NE(system.status, 0);
-  EXPECT_EQ(system.err, "error: the system message is not valid UTF-8 (byte 0xff at offset 3)\n");
+  // The last line, after the chat's note on the template it uses.
+  const std::string refusal = "error: the system message is not valid UTF-8 (byte 0xff at offset 3)\n";
+  ASSERT_GE(system.err.size(), refusal.size()) << system.err;
+  EXPECT_EQ(system.err.substr(system.err.size() - refusal.size()), refusal) << system.err;
+  EXPECT_EQ(system.err.find("json.exception"), std::string::npos) << system.err;
 }
 
 // An empty value for a flag that names something was read as the default (`--dtype ''`), as no stop

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A saved state belongs to the checkpoint and to every config value that changes the computation:
 // the same weights under another top-k, routed scale, RoPE base, head tying or layer list answer
 // differently, so a state file, a slot file or a shared prefix-store file saved under one config is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Saved states that pass their checksums but must still be refused (issue 41): a slot file whose
 // state holds NaN or infinity, a state at a position that would wrap, temporaries a killed writer
 // left in the shared folder; and checkpoint tensors the config does not describe.

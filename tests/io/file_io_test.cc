@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Whole-file reads and writes (io/file_io.h): outputs go through unique temporaries no symlink
 // can redirect, and inputs are regular files read within a stated limit, never blocking on a
 // FIFO or reading a device forever.

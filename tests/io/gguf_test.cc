@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // GGUF files (io/gguf.h): the writer's output reads back with every metadata value and tensor
 // byte; malformed files, built byte by byte, are refused with a message naming the defect; and
 // every truncation and a sample of byte flips of a real model file load or are refused, never

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // parse_json_text, which every JSON input goes through (request bodies, config.json,
 // tokenizer.json, safetensors headers and indexes): linear time, the depth and size limits,
 // and json::parse's semantics otherwise.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Malformed checkpoints and configs are refused with a message naming the defect: never a
 // crash, never an out-of-bounds read (this suite also runs under ASan + UBSan).
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // MappedFile::release: dropping a copied tensor's pages from resident memory never changes what
 // the mapping reads, and ranges outside the mapping (heap memory) are left alone.
 #include <gtest/gtest.h>

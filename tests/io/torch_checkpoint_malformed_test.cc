@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Malformed and hostile pytorch_model.bin files are refused with an mb::Error whose message
 // names the file and the defect: never a crash, an out-of-bounds read or an executed pickle
 // (this suite also runs under ASan + UBSan).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // PyTorch checkpoints: the writer's files read back bit for bit through TensorSet; a data.pkl
 // assembled opcode by opcode the way torch.save emits it reads correctly; the zip layout is
 // the one PyTorch's writer produces (64-byte aligned data, CRC-32s, ZIP64 end records).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Regression tests for inputs found by fuzzing (fuzz/, FUZZING.md) and for the JSON hazards
 // every file parser shares: each one must end in an mb::Error that names the file, never in a
 // stack overflow, a foreign exception or an unbounded error message.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // OutputKind::ArgmaxLast on the CPU: the greedy index of each sequence's LogitsLast row, and
 // greedy_index's rule (the lowest index of the largest value, NaNs skipped), which the Vulkan
 // shader follows too.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The device flag's grammar and the errors a device request gives in every build: with or
 // without the Vulkan backend, and with or without a device, asking for a device that cannot be
 // had names it in the error instead of running elsewhere.

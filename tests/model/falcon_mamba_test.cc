@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // FalconMamba's config and identity: the HF falcon_mamba form is read (the real 7B config
 // included), a bad mixer_rms_eps is refused naming the key, make-model writes the form back, and
 // the mixer norm is part of what makes a checkpoint distinct (fingerprint and logits). Parity

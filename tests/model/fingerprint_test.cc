@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Cross-machine bit fingerprints. The other exactness tests compare the instruction sets of one
 // machine with each other; these pin the bits themselves, so that AVX-512, AVX2 and scalar on
 // x86-64 and NEON and scalar on AArch64 are all held to the same outputs. Every op on fixed

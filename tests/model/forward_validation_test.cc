@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Model::forward refuses requests it cannot run safely, before touching any state: a thread
 // count outside [1, kMaxThreads] (OpenMP would crash creating the threads) and a batch that names
 // one SequenceState twice (two sequences would advance it at once, racing under threads).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Malformed granitehybrid and nemotron_h files (model/gguf_hybrid.h, model/gguf_checkpoint.cc):
 // each defect of the per-layer arrays, the layer kinds, the keys and the tensors is refused with
 // an mb::Error naming the file and the key or tensor, never a crash or a silently different model.

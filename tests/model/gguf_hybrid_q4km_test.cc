@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Q4_K_M files of the hybrids: each tensor in the type llama-quantize's Q4_K_M would give it
 // (model/gguf_export.cc) and holding exactly the f32 file's values quantized to that type; and
 // the exactness contract (prefill == steps, threads, rounds and instruction sets, batch == solo)

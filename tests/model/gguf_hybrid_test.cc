@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // GGUF files of the hybrids (llama.cpp's granitehybrid and nemotron_h; model/gguf_hybrid.h)
 // against the Hugging Face folders they are written from: the goldens' folders written as f32
 // GGUF files give llama.cpp's logits; every file type holds the folder's config and weights (the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // GGUF checkpoints (model/gguf_checkpoint.h) against the Hugging Face folders they are written
 // from: the same config, and the same logits. GGUF stores A = -exp(A_log) as an f32, so the
 // models' base-2 decay A * log2(e) takes one more rounding from a GGUF file than from A_log (see

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // GGUF files of the mixture-of-experts hybrids (llama.cpp's granitehybrid with experts and
 // nemotron_h_moe; model/gguf_hybrid.h) against the Hugging Face folders they are written from:
 // every file type holds the folder's config and weights (the logits bit for bit where A = -1

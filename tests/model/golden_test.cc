@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Logits against goldens computed by another engine (llama.cpp, CPU, f32, one token per decode
 // call) for small random checkpoints in the Hugging Face layout: tests/data/goldens/README.txt
 // says how they were made. Both our prefill and our decode steps must agree with them within the

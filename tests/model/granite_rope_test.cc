@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The all-attention Granite-4.0 models (granite-4.0-micro / -1b / -350m: model_type
 // "granitemoehybrid", every layer "attention", position_embedding_type "rope"): the logits of tiny
 // checkpoints of that form against a plain double-precision reference written from the

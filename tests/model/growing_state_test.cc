@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // States with a part that grows per position (the KV caches of attention blocks to come), through
 // a test block that appends every position's residual row to its state (common/history_block.h):
 // the part takes memory for the positions used, in blocks of kStateBlockPositions, never for a

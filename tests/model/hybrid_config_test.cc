@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Hybrid configs as their checkpoints ship them (the goldens' config.json files) parse to the
 // blocks and sizes they describe, and so do the mixture-of-experts configs of the released models
 // (Granite-4.0-H-Tiny, Nemotron-3-Nano-30B-A3B); configs the engine cannot honour (grouped or

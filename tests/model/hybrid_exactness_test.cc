@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The bitwise contract for the hybrid models (Mamba-2, attention and MLP blocks): a prefill of T
 // positions equals T decode steps (the logits at every position and the whole final state, its KV
 // parts included), for any thread count, round size (the KV handoff between rounds), instruction

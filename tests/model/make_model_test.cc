@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // make_model refuses impossible sizes instead of replacing them, and writes nothing then.
 #include <gtest/gtest.h>
 

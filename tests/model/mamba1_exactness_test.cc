@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The bitwise contract: prefill of T positions equals T decode steps (logits at every
 // position and the final state), for any thread count, chunk size and batch composition.
 // Every comparison is memcmp. Mamba-1 and FalconMamba (Mamba-1 plus the mixer norm) run the

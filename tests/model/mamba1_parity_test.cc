@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Engine logits against the double-precision reference over the shapes and checkpoint forms
 // of the foundation issue, for Mamba-1 and FalconMamba: max |diff| <= 1e-4 x max |logit| over
 // 64 decode steps.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Mamba-2 configs and checkpoints: the HF form (with Python's bare Infinity in time_step_limit)
 // and the state-spaces form parse to the same model; configs that do not fit (head counts,
 // groups, hybrid or MLP blocks, unsupported options, bad limits) and checkpoints that do not match

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The grouped gated RMSNorm of Mamba-2 (ops/gated_rms_norm.h) normalizes each group on its own,
 // the semantics its reference shares with the kernel (a whole-row norm is a known bug of some
 // ports). The Mamba-2 scan and the gated norm against their double references, on every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Mamba-2 engine logits against the double-precision reference (tests/common/mamba2_reference)
 // over awkward shapes and both checkpoint layouts: max |diff| <= 1e-4 x max |logit| at every one
 // of 32 positions, for decode steps, the sequential prefill and the chunked prefill; and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The chunked SSD prefill (spec §10) against the sequential recurrence: logits within 1e-4 of
 // max |logit| and final states within tolerance, for stateless windows, partial last chunks,
 // windows continued from a state left by decode steps or by earlier rounds (the §10.3 boundary

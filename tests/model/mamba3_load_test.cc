@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Mamba-3 checkpoints and configs that do not match are refused with a message naming the
 // tensor (and both shapes) or the config key; bad forward options leave states untouched;
 // feature inputs run through the optional input projection.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The op-level boundary-fold switch of the Mamba-3 scan (ops/mamba3_scan.h) shows that a
 // continued chunked window without the §10.3 fold is wrong. Both scan orders against the double
 // reference, with all four final states, on every instruction set and thread count, are cases of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Engine logits against the double-precision Mamba-3 reference (written from the spec) over the
 // shapes of the Mamba-3 issue: max |diff| <= 1e-4 x max |logit| at every one of 32 positions,
 // for decode steps, the sequential prefill and the chunked prefill.

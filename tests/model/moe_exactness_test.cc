@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The bitwise contract for the hybrids with mixture-of-experts layers (Granite-4.0-H's MoE layers,
 // Nemotron-H's 'E' layers): a prefill of T positions equals T decode steps (logits at every
 // position and the whole final state, KV parts included), for any thread count, round size,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A whole mixture-of-experts layer against a plain double-precision reference written from the
 // checkpoint's own tensors (Granite's stacked input_linear with each expert's gate rows first,
 // Nemotron-H's per-expert up/down tensors and its correction bias): the logits of one-layer models

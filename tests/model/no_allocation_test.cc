@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Once warmed up, a forward call (prefill in chunks, decode step, batch) allocates nothing on
 // the heap: every buffer lives in the Workspace or the caller's outputs and is reused.
 #include <gtest/gtest.h>

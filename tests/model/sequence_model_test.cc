@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The sequence-model path: raw feature rows through input_proj, hidden states after norm_f at
 // the last position, at every position, or mean-pooled, for one page or a batch of pages.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The bitwise contract for the models with a sequential and a chunked (SSD) form, Mamba-2 and
 // Mamba-3: the sequential prefill of T positions equals T decode steps (logits at every position
 // and every final state), for any thread count, round size, instruction set and batch

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // StateLayout: the named parts of a sequence's state, their offsets in the flat f32 array, and
 // the descriptions that validation errors and `bench --json` print.
 #include "model/state_layout.h"

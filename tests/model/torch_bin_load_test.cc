@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A make-model folder written as pytorch_model.bin loads through Model::load and computes
 // exactly what the same model written as model.safetensors computes, for both architectures
 // and both storage dtypes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The trained demo model of data/demo-model (made by tools/train_demo/): `run` without -m uses it
 // and prints English, and mambacpp computes for it the logits PyTorch computed when it was
 // trained. The other tests use make-model's random fixtures; these never pin the demo's text.

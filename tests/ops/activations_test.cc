@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The scalar entry points of the activations every kernel shares (ops/activations.h: the
 // polynomials of vec16_math.inc) against libm in double. The kernels themselves are checked
 // against their references, on every instruction set and thread count, by the op registry

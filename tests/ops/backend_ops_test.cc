@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Every case of the op registry (common/op_cases.h) on the CPU backend, with each instruction set
 // this machine runs, on one thread and on several: within the case's tolerance of the double
 // reference, and every float the bits of the scalar kernels on one thread (the exactness

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The mixture-of-experts op's routing rule and its reads (ops/moe.h); the op's arithmetic over
 // awkward shapes is in the op registry (tests/common/op_cases_moe.cc).
 #include <gtest/gtest.h>

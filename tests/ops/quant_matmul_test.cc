@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The quantized matmul's packing, its activation quantizer on every instruction set, and its
 // refusal of rows that are not whole blocks. Its products (accuracy against the double reference,
 // the same bits on every instruction set and thread count, a row alone equal to its row of a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Block formats and reference (de)quantizers of ops/quant.h against blocks worked out by hand
 // from GGML's layouts and quantizer algorithms.
 #include "ops/quant.h"

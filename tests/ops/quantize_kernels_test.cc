@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The vectorized weight quantizers (quantize_row, quantize_rows: src/ops/cpu/quantize_kernels.inc)
 // against the reference code (quantize_row_reference) byte for byte, on every instruction set this
 // CPU has and several thread counts: random blocks over the whole float range and blocks made to

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The rotary embedding's factors and rotation against the exact rotation (double precision), and
 // how far transformers' f32 computation of the angle (inv_freq and position * inv_freq in f32,
 // then cos/sin of the f32 angle) lands from it: the reason ours are computed in double and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Fixtures of the Python package's tests: small random checkpoints written by the CLI's
 make-model (the real Hugging Face and GGUF layouts), once per test session.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The in-tree build backend, offline, reusing the test build's module (MAMBACPP_BUILD_DIR), in a
 # fresh venv made with --system-site-packages (as the README says, for Debian's numpy):
 #  1. `pip install .`: the installed copy is imported from outside the tree and generates;

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """mambacpp.dask on a LocalCluster of 2 worker processes on loopback: the distributed results
 equal the single-process forward_batch bit for bit, with the model loaded once per worker."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The Python package's generation: generate, create_completion and create_chat_completion,
 whole and streamed, their OpenAI response shapes, the prefix cache, errors and Ctrl-C."""
 

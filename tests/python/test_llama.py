@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """mambacpp.Llama, llama-cpp-python's interface: its response shapes, echo, n choices, seeds,
 n_ctx, streaming, chat, tokens as bytes, embeddings, closing, argument type errors, and a
 docstring on every public call of the package."""

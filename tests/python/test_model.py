@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The Python package's model calls: logits, forward, forward_batch, states, tokenizing, and
 their errors. Exactness claims are checked bit for bit (tobytes), as the C++ tests memcmp."""
 

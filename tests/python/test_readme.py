@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The README's Python examples run as written, on the test checkpoints (the paths in the text
 are replaced by the fixtures' paths). The Dask example runs as the README says to run it: saved
 as a script and started by the interpreter, whose worker processes import it again."""
@@ -23,7 +24,7 @@ def readme_blocks(section):
 
 
 def with_test_paths(code, models):
-    return code.replace("models/demo-tiny", models["lm"]).replace("models/pages", models["features"])
+    return code.replace("data/demo-model", models["lm"]).replace("models/pages", models["features"])
 
 
 def test_the_python_section_runs(models, tmp_path, monkeypatch, capsys):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Text that is not valid UTF-8 (in Python, a lone surrogate such as the "surrogateescape" form
 of a stray byte) is refused with a mambacpp.Error that says so, never repaired, and the model
 answers the next request as if the bad one had never come."""

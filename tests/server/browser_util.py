@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A headless Chromium driven over the Chrome DevTools Protocol, with Python's standard library only.
 
 The browser is started with --remote-debugging-pipe, which speaks the protocol as NUL-terminated

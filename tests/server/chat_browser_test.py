@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The chat page at GET / in a real browser (headless Chromium over the DevTools protocol): a
 message typed and sent gets the reply the API gives for the same settings, a second turn sends the
 whole conversation and shows cached prompt tokens, a refused request shows the server's message,

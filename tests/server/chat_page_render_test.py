@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """How the chat page at GET / shows replies, in a real browser (headless Chromium over the DevTools
 protocol): markdown renders (headings, lists, code blocks, inline code, tables, quotes, links that
 open with rel=noopener), hostile strings in a reply (script, event handlers, javascript: and data:

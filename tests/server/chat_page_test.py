@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The chat page at GET /, without a browser: it is served without the API key (which every API
 endpoint still requires, /health excepted) as UTF-8 HTML, with a Content-Security-Policy whose
 hashes are those of the page's own inline script (its script files put in at build time) and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What a chat request gives its template (src/server/chat_request.h), through the same
 // prepare_api_request the server and the Python package run: the messages as sent (contents as
 // strings, lists of text parts or null, tool calls, tool results), tools and chat_template_kwargs

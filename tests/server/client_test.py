@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """`mambacpp serve` driven by Python's standard library (urllib, http.client) and by curl: the
 endpoints, streaming chat and completions parsed as server-sent events, seeded sampling that
 streams the same text it returns whole, OpenAI-shaped errors, and a SIGTERM that exits 0.

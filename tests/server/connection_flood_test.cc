@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A crowd of slow clients against `mambacpp serve` (issue 41): about a thousand connections from
 // 18 addresses, each under the per-address cap, that send a request head a few bytes at a time.
 // They used to lock every new client out: descriptors past 1,023 were closed (httplib's select()

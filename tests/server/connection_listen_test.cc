@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Where `mambacpp serve` listens and what it says of each request (issue 41): an IPv6 listen
 // address is printed, and accepted, in brackets ("http://[::1]:8080"), and every generation
 // request gets one line on stderr, as llama-server logs its requests.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `mambacpp serve` behind a proxy (issue 41): every request of a proxy comes from its address, so
 // the per-address cap used to refuse the proxy itself (HAProxy answered 502s and marked a healthy
 // replica down). From a --trusted-proxy the connections are not capped; the cap counts the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The connection layer of `mambacpp serve` (src/server/connections.h) over raw loopback sockets
 // (issue 21): idle connections that starve nobody, answers decided from the headers alone,
 // pipelining of every kind of request, HTTP/1.0, and a plain request that ends in an error during

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """`mambacpp serve --device vulkan` answers as `serve --device cpu` does, for Mamba-1, Mamba-2 and
 Mamba-3 checkpoints: the same greedy and seeded completions, streamed or whole, cold and resumed from
 the prefix cache, over a batch of concurrent requests. On a device with an exact fma (lavapipe) the Vulkan model gives the CPU's logits bit for

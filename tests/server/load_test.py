@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Load test over loopback: 32 clients stream at once (greedy and seeded requests, completions and
 chat, some with log-probabilities and stop strings), and every response must be complete, well
 formed and identical to the same request served alone. Bounded in time (LOAD_TEST_SECONDS,

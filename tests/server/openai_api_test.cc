@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The OpenAI request parsing, validation and response formatting of src/server/openai_api.h,
 // without sockets: every malformed, mistyped or out-of-range field is a 400 naming the field,
 // unknown fields are ignored, and responses and server-sent events have OpenAI's shape.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `mambacpp serve` against careless and hostile use (issue 21): a model that cannot load, an empty
 // API key, GGUF files with their embedded tokenizer, a body of hundreds of thousands of objects,
 // SIGTERM while clients of both kinds wait, and memory over a thousand requests.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `mambacpp serve` end to end over loopback with cpp-httplib's client: the endpoints, the same
 // tokens as `generate`, the same prompt-id rule as `generate`, streaming, OpenAI-shaped errors for every kind
 // of bad request, the API key, the queue limit, a client that disconnects mid-stream, raw garbage on the

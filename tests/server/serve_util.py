@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Helpers shared by the Python server tests (standard library only): a tiny model, a
 `mambacpp serve` child process on 127.0.0.1 and a free port, and a streaming client that parses
 server-sent events."""

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `mambacpp serve` as a child process on 127.0.0.1 and a free port, for the integration tests.
 #pragma once
 

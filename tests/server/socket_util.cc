@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "socket_util.h"
 
 #include <arpa/inet.h>

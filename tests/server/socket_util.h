@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Raw loopback sockets for the connection-layer tests: a client from any 127.x.y.z (all of them
 // are this machine), bytes out, bytes in.
 #pragma once

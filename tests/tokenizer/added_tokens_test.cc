@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Added-token splitting: leftmost-longest matching, the strip and single-word options, and the
 // split between tokens matched on raw text and tokens matched after normalization.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tokenizers carried in GGUF metadata (engine/gguf_tokenizer.h): a GGUF file written from a
 // fixture's tokenizer.json must encode and decode the whole golden corpus exactly as the
 // tokenizer.json does, and malformed or unsupported tokenizer metadata is refused by name.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Golden tests: every corpus case encoded and decoded by the C++ tokenizer must give exactly
 // the ids and text that Hugging Face tokenizers produced (tools/tokenizer_goldens).
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tokenizer files at the sizes a hostile or merely huge checkpoint brings: loading stays linear.
 #include <gtest/gtest.h>
 

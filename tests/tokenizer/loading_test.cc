@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Loading: malformed files are refused with a message naming the problem, the vocab.json +
 // merges.txt and model-directory loaders agree with tokenizer.json, and the generated tiny
 // tokenizer loads and round-trips text.

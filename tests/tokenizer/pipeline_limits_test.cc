@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The limits of tokenizer.json pipelines (pipeline_limits.h): hostile files whose normalizer or
 // pre-tokenizer doubled the text at every step ran for a minute and exhausted memory; now a
 // Sequence is bounded in length and depth when the file loads, and every run of the normalizer

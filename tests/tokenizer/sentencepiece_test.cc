@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // SentencePiece-style BPE on a tiny tokenizer.json: byte fallback, unknown characters, the
 // decoder chain (Replace, ByteFallback, Fuse, Strip, Metaspace) and how it streams. The
 // expected ids and texts are what Hugging Face tokenizers 0.23.2 returns for the same files.

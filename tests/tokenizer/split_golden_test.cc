@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Goldens of Hugging Face's tokenizers (tools/tokenizer_goldens/generate_splits.js) for the
 // Oniguruma-backed Split pre-tokenizer: the pieces of Regex and String patterns in every
 // behavior, inverted and not; and the ids and pieces of every committed tokenizer on the

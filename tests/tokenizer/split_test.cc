@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Split pre-tokenizer on Oniguruma (tokenizer/split.h, tokenizer/onig_regex.h): the
 // hand-written matchers of the GPT-2, Llama-3 and Qwen2 regexes find exactly the matches
 // Oniguruma finds; bad patterns and behaviors are refused with the file and pattern named; a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tokenizer/tokenizer_test_support.h"
 
 #include "tokenizer/byte_level.h"

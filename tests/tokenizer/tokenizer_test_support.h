@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Fixtures shared by the tokenizer tests: the committed tokenizer files, the golden corpus and
 // small helpers for readable failure messages.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Regression tests for tokenizer files found by fuzzing (fuzz/tokenizer_fuzzer.cc, FUZZING.md):
 // each malformed file ends in an mb::Error that names it, never in a stack overflow, a foreign
 // exception or an unbounded error message.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Lossy UTF-8 handling on both sides: invalid input text before encoding, and byte tokens that
 // do not form whole characters when decoding, at once or as a stream.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Every case of the op registry (common/op_cases.h) on Vulkan device 0 under the validation
 // layer, failing on any error it reports: within the case's tolerance of the double reference,
 // and, on a device whose fma is exact (lavapipe emulates one), every float the bits of the CPU's

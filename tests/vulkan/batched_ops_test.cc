@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The structure of the batched ops (causal conv and selective scan over the parts of a round,
 // dt_proj fused into the scan): how many dispatches a round takes, and the refusal of arguments
 // the device cannot run. Their results, on the device and on a context without buffer arrays,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `--device vulkan` end to end through the CLI, for Mamba-1, Mamba-2 and Mamba-3 checkpoints:
 // logits files byte-identical to the CPU's (on a device with an exact fma; Mamba-2 and Mamba-3 in
 // both scan orders, loaded with a quantized --dtype, and quantized GGUF files), the same greedy

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The device layer: replayed command sequences, per-dispatch timestamps, clean errors for bad
 // requests, and the fma probe's verdict (the bitwise tests are only as good as that verdict).
 #include <cstdio>

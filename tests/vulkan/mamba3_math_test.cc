@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Mamba-3's shader arithmetic (shaders/mb_mamba3.glsl) against the CPU's: the RoPE phase step,
 // which the CPU computes in double precision, bit for bit, near the integers of acc / 2 pi too
 // (where a quotient rounded the other way would wrap by a whole turn); tanh and sin/cos against

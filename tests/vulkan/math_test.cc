@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The shaders' arithmetic (shaders/mb_math.glsl) against the CPU's, bit for bit: the fused
 // multiply-add, correctly rounded division and square root, and the Cephes exp, softplus and
 // SiLU of vec16_math.inc.

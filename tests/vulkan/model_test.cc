@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Mamba-1 on the Vulkan device against the CPU model, compared with memcmp: logits and states
 // equal the CPU's bits (f32 and bf16 weights), a prefill equals its decode steps, a batch equals
 // its sequences alone, and the chunk size changes no bit. The bitwise CPU comparison needs an

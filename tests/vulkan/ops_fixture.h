@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The fixture the Vulkan op tests share (ops_test.cc, batched_ops_test.cc): each GPU op against
 // the CPU kernel (scalar instruction set, which every instruction set equals) with memcmp, and
 // against the double-precision reference within NMSE 1e-7. The bitwise tier needs an exact fma on

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Vulkan op structure the op registry (backend_ops_test.cc) does not see through the Backend
 // interface: which shader a row count takes, the fused RMSNorm prologue against the two
 // dispatches it replaces (the same operations, so the same bits on any device), weights at an odd

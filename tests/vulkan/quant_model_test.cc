@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Quantized weights on the Vulkan device against the CPU model, compared with memcmp: Mamba-1 and
 // Mamba-2 loaded with each quantized dtype (q8_0, q4_0, q4_k, q6_k: the CLI's --dtype), Mamba-3
 // with q4_k, and GGUF files in Q4_K_M (Q4_K and Q6_K matrices in one model) give the CPU's logits

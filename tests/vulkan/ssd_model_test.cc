@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Mamba-2 and Mamba-3 on the Vulkan device against the CPU model, compared with memcmp: logits
 // and states equal the CPU's bits (f32, bf16 and f16 weights; Mamba-2 with two groups and a
 // time-step limit, Mamba-3 with RoPE angles, and with two groups and the gate norm), a prefill equals its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "vulkan/vulkan_test_util.h"
 
 #include <cstdio>

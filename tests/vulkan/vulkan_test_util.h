@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Shared setup of the Vulkan tests: one context per test binary (pipelines compile once), with
 // the validation layer on, and a fixture that fails any test during which the layer reported an
 // error. Tests skip only when the machine has no Vulkan device at all.

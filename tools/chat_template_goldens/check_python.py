@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Renders every case of tests/data/chat_templates/goldens.json with Python's jinja2, set up as
 transformers' apply_chat_template sets it up (an ImmutableSandboxedEnvironment with trim_blocks,
 lstrip_blocks, loop controls and the {% generation %} tag; tojson as json.dumps with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Renders every template in tests/data/chat_templates/*.jinja over a fixed set of conversations
 // with @huggingface/jinja (the JavaScript port of Jinja that Hugging Face maintains for chat
 // templates) configured as transformers' apply_chat_template is (trim_blocks, lstrip_blocks), and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 'use strict';
 // Builds the tokenizer test corpus: hand-written cases that each aim at one rule of the
 // pipeline, then seeded pseudo-random lines that mix every kind of fragment, so that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 'use strict';
 // Unicode edge cases for the split regexes, beyond corpus.js: combining marks, emoji ZWJ
 // sequences, CJK and kana, numbers of many scripts, \r\n runs, apostrophes of every kind, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 'use strict';
 // Regenerates tests/data/tokenizers/: the tokenizer.json fixtures, corpus.json and one
 // goldens.json per tokenizer, with Hugging Face's `tokenizers` (the Rust library, as its node

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 'use strict';
 // Regenerates the fixtures of the Oniguruma-backed Split pre-tokenizer, with Hugging Face's
 // `tokenizers` (the Rust library, as its prebuilt node binding) as the reference:

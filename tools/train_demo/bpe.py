@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A byte-level BPE tokenizer trained on a corpus and written as a Hugging Face tokenizer.json.
 
 The file has the GPT-2 byte-level form that mambacpp's tokenizer reads (and that make-model's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A Mamba-2 language model in plain PyTorch, with exactly the math mambacpp runs for a Hugging
 Face Mamba2ForCausalLM folder (src/model/blocks/mamba2_block.cc, src/ops/mamba2_reference.cc):
 

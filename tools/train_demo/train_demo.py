@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Trains mambacpp's demo model (data/demo-model/): a small Mamba-2 on the King James Bible.
 
 The corpus is the text of Debian's bible-kjv-text package (public domain), read through the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "backends/cpu/cpu_backend.h"
 
 #include <algorithm>

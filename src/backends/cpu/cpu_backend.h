@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The CPU backend: every op calls the CPU kernels of src/ops unchanged, at once (there is nothing
 // to record), with the threads and instruction set of the round's ComputeContext. Weights are read
 // in place from the packed host matrices; states are HostStates; a fusion an op offers runs as its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The compute shaders embedded into the binary as SPIR-V (cmake/vulkan_backend.cmake compiles
 // src/backends/vulkan/shaders/*.comp with glslc and generates the registry).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Vulkan backend: the ops of backends/backend.h recorded as compute dispatches (vulkan_ops.h).
 //
 // Weights are uploaded once, in the packed panels (or quantized tiles) the CPU matmul reads and in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device-local storage buffers, filled through host-visible staging buffers and read back the
 // same way. Transfers are synchronous: each one is submitted and waited for, so a buffer's
 // contents on the host side of the call are final when it returns.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A command buffer of compute dispatches, recorded once and run any number of times.
 //
 // A decode step is the same sequence of dispatches every token, only the buffers' contents

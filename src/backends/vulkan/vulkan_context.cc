@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "backends/vulkan/vulkan_context.h"
 
 #include <algorithm>

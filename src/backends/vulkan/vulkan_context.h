@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A Vulkan compute device, explicitly owned: instance, physical and logical device, one compute
 // queue, a command pool and the cache of compute pipelines. Nothing here is global; every buffer,
 // command sequence and op takes the Context it runs on.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // make_vulkan_backend of a build with the Vulkan backend.
 #include <string>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The recorders of Mamba-2's ops: its scan (sequential and chunked) and the gated RMSNorm. See vulkan_ops.h
 // for their contracts and the shaders for their arithmetic.
 #include <algorithm>

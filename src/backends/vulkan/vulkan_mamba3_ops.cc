@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The recorder of Mamba-3's mixer: the per-row preparation, then the sequential scan for the
 // parts in that order and the chunked SSD form for the others. See vulkan_ops.h for its contract
 // and the shaders for its arithmetic.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Helpers the op recorders share (vulkan_ops.cc, vulkan_ssm_ops.cc): argument checks, push-constant
 // narrowing, workgroup counts, and the grouping of a batched op's parts into dispatches.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "backends/vulkan/vulkan_ops.h"
 
 #include <algorithm>

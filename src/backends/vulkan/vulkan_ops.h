@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The GPU counterparts of the CPU ops, recorded into a CommandSequence.
 //
 // Each takes views into device buffers (a buffer and an element offset, with row strides as the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The recorder of the quantized matmul (vulkan_ops.h's record_quant_matmul): the GEMV for a
 // decode step's few rows (quant_matmul.glsl), or for more rows the activations quantized once
 // (quant_rows.comp) and the tiled GEMM per piece (quant_matmul_tiled.comp). See the shaders for

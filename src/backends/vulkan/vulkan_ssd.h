@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The building blocks the Mamba-2 and Mamba-3 recorders share (vulkan_mamba2_ops.cc,
 // vulkan_mamba3_ops.cc): the workgroup shape of the sequential scans, the shader variants, and the
 // chunked SSD form's plan, products and state passing (shaders/ssd_layout.glsl).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "model/blocks/attention_block.h"
 
 #include <cmath>

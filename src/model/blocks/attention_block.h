@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Causal self-attention with a KV cache (the attention layers of Granite-4.0-H and Nemotron-H):
 // RMSNorm, the q/k/v products, the round's keys and values appended to the state's two growing
 // parts, ops/attention.h over every position so far, and o_proj added to the residual stream

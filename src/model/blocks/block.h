@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A block of a model: one step of the residual stream (a Mamba mixer today; attention, an MLP or
 // a mixture of experts in the hybrids), owning its weights, the parts of the sequence state it
 // keeps, and the scratch it needs per row. Its forward is a short list of ops on the backend

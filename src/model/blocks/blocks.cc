@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The one place that maps a block kind to its class.
 #include "core/error.h"
 #include "model/blocks/attention_block.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "model/blocks/hybrid_config.h"
 
 #include <cmath>

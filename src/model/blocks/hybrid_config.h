@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The config of the hybrid models (Granite-4.0-H, Nemotron-H): which block each layer holds, the
 // attention and MLP blocks' sections, and the scalar multipliers, parsed from the keys each family
 // uses (../shared/specs/hybrids.md, sections 2 and 3). Their Mamba layers are Mamba-2 mixers,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "model/blocks/mamba1_block.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Mamba-1 mixer (the selective-scan block of mamba_ssm / HF MambaForCausalLM), with
 // FalconMamba's weightless RMSNorm on x_proj's three outputs (HF FalconMambaForCausalLM) when
 // the config asks for it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "model/blocks/mamba2_block.h"
 
 #include <cmath>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Mamba-2 mixer (the Mamba2 mixer of mamba_ssm, HF Mamba2ForCausalLM).
 //
 // Per round: in_proj with the layer's RMSNorm in front, giving z | xBC | dt; the causal conv +

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "model/blocks/mamba3_block.h"
 
 #include <algorithm>

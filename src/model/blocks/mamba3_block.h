@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Mamba-3 SISO mixer (the mamba_ssm Mamba3 mixer inside MambaLMHeadModel; spec
 // mamba3-siso.md).
 //

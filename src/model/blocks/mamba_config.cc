@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "model/blocks/mamba_config.h"
 
 #include <nlohmann/json.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The config of the Mamba mixer blocks (Mamba-1 with FalconMamba's mixer norm, Mamba-2 and
 // Mamba-3 SISO), parsed from the keys each checkpoint form uses for it. Each mixer block reads the
 // fields of its own version; a hybrid's Mamba layers (a later block list) read the same struct

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "model/blocks/mamba_schema.h"
 
 #include <cmath>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The tensors the Mamba mixers (Mamba-1, Mamba-2, Mamba-3) share, each named once: the layer
 // norm, in_proj, the depthwise conv, the dt bias, A_log, D, the gated-norm weight and out_proj,
 // with their biases. Each mixer's schema (mamba*_block.cc) lists these with its own shapes and

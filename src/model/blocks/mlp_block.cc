@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "model/blocks/mlp_block.h"
 
 #include <cmath>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The MLP of the hybrids: RMSNorm, the up product, the activation of ops/ffn.h and the down
 // product added to the residual stream (scaled by the residual multiplier where the config has
 // one). Granite-4.0-H's shared MLP is SwiGLU with one fused gate | up matrix (`input_linear`:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A mixture-of-experts feed-forward block (Granite-4.0-H's MoE layers, Nemotron-H's 'E' layers):
 // RMSNorm, an always-on shared MLP, the routed experts of ops/moe.h added to its output, and the
 // sum added to the residual stream (scaled by the residual multiplier where the config has one):

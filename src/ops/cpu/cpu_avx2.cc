@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Every CPU kernel family compiled for AVX2 with FMA and F16C (x86-64; the target region below).
 //
 // Each family's .inc is included once, in a namespace of its own inside the target's, so the

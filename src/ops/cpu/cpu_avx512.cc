@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Every CPU kernel family but the quantized matmul, compiled for AVX-512 (F, BW, VL, DQ, with FMA
 // and F16C; the target region below). The quantized kernels are built for
 // VNNI, which some AVX-512 CPUs lack (Skylake-X), so they live in cpu_avx512_vnni.cc, the only

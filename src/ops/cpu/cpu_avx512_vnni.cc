@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The quantized-matmul kernels compiled for AVX-512 with VNNI (its byte dot products, vpdpbusd;
 // the target region below names the AVX-512 set plus VNNI). Nothing else is built
 // with VNNI, and kernels_for picks these only on a CPU that has it, so an AVX-512 CPU without

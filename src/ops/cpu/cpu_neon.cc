@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Every CPU kernel family compiled for AArch64 Advanced SIMD (NEON, part of base ARMv8-A, so no
 // extra flags).
 //

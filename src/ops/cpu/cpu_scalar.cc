@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Every CPU kernel family compiled for the scalar target: portable code for every architecture,
 // and the kernels a ThreadSanitizer build runs (see best_isa()).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The integer side of the quantized-matmul contract on AVX2 (see vec16.h): sixteen int32 lanes
 // in two ymm registers.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The integer side of the quantized-matmul contract on AVX-512 with VNNI (see vec16.h).
 #pragma once
 

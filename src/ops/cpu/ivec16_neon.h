@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The integer contract of the quantized kernels (vec16.h) on AArch64 Advanced SIMD
 // (NEON): sixteen int32 lanes in four q registers, lanes 0-3, 4-7, 8-11 and 12-15.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The integer side of the quantized-matmul contract in portable scalar code (see vec16.h).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The CPU op entry points (declared in src/ops/*.h): each checks its arguments, then calls the
 // kernel of the context's instruction set through kernels_for, the one place that picks a
 // target's table.

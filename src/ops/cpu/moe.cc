@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The CPU entry points of the mixture-of-experts op (ops/moe.h): the router product, the routing
 // kernel, then each chosen expert's two products over the block of rows routed to it (the
 // ordinary matmul and glu entry points, whose per-output chains do not depend on the rows), and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The CPU entry point of the rotary position embedding (ops/rope.h): the rotation's factors of
 // each row in scalar double code, compiled once for every instruction set, then the rotation in
 // f32 by the kernel of the context's instruction set (hybrid_kernels.inc).

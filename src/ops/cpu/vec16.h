@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Vec16 contract shared by the CPU instruction-set targets, and the one kernel table each
 // target exports.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Vec16 on AVX2: two ymm registers holding lanes 0-7 and 8-15. See vec16.h for the contract.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Vec16 on AVX-512: one zmm register. See vec16.h for the contract all Vec16 types share.
 #pragma once
 

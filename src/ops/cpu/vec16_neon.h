@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Vec16 on AArch64 Advanced SIMD (NEON): four q registers holding lanes 0-3, 4-7, 8-11 and
 // 12-15. See vec16.h for the contract.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Vec16 in portable scalar code: sixteen floats, every operation lane by lane with the same
 // IEEE operations the SIMD versions use (fused multiply-add via std::fmaf, round to nearest
 // even via std::nearbyint), so it produces the same bits. See vec16.h for the contract.

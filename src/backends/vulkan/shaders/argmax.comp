@@ -1,4 +1,5 @@
 #version 450
+// SPDX-License-Identifier: MIT
 // Greedy choice over rows of logits, one workgroup per row: the lowest index of the largest
 // value, NaNs skipped (a row of NaNs gives 0), written as a float (exact below 2^24). This is
 // std::max_element's answer for every row without NaNs, so a greedy decode on the device picks

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Depthwise causal conv with carried history + SiLU (src/ops/causal_conv.h) over the parts of a
 // round: part p is a run of rows of x and y (parts table: first row, row count) with its own
 // history, histories[p]. Workgroups are (channel block, part); one invocation per channel walks

@@ -1,4 +1,5 @@
 #version 450
+// SPDX-License-Identifier: MIT
 // Element-wise helpers of the Mamba-1 block over [rows, cols] views:
 //   op 0 (residual add): y = a + b
 //   op 1 (SiLU gate):    y = a * silu(b), as the scan's out = y * silu(z)

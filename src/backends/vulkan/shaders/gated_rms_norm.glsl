@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Mamba-2's grouped gated RMSNorm (src/ops/gated_rms_norm.h, norm_before_gate false) with the CPU
 // kernel's bits: per row, v = y * silu(z); then each group of group_size channels is scaled by
 // 1 / sqrt(mean(v^2) + eps) and the weight, (v * inv) * w. Without a weight only the gate runs.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The sequential Mamba-2 scan of src/ops/mamba2_scan.h over the parts of a round: part p is a run
 // of rows (parts table: first row, row count) of one sequence with its own state, states[p].
 // Per head h (of P channels, B and C of group g = h / (H / G)) and position t:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The RoPE phases of the Mamba-3 mixer's chunked form (the phases of mamba3_kernels.inc's
 // head_kq): one workgroup per (head, part), one invocation per angle walking the part's rows in
 // order, theta = mb_angle_step(theta, omega, dt) from the state's phases. Each row's phases go to

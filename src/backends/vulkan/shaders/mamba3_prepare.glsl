@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The per-row work of the Mamba-3 mixer that every head shares (mamba3_kernels.inc's
 // prepare_row), over the rows of a round's parts, in place in the in_proj outputs:
 //   B and C of every group: x = (x * (1 / sqrt(mean(x^2) + eps))) * w   (BCNorm, one weight for

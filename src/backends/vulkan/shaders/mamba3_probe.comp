@@ -1,4 +1,5 @@
 #version 450
+// SPDX-License-Identifier: MIT
 // Runs one function of mb_mamba3.glsl over arrays, so tests can compare it with the CPU's (kept
 // apart from math_probe.comp, which the context runs at start-up: this one needs shaderFloat64).
 #include "mb_mamba3.glsl"

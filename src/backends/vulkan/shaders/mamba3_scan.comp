@@ -1,4 +1,5 @@
 #version 450
+// SPDX-License-Identifier: MIT
 // The sequential Mamba-3 mixer of mamba3_scan.glsl, one part per dispatch (for devices
 // without shaderStorageBufferArrayDynamicIndexing), exchanging values through shared memory.
 #define MB_MAX_PARTS 1

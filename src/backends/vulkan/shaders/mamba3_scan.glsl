@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The sequential Mamba-3 SISO mixer of src/ops/mamba3_scan.h over the parts of a round, after
 // mamba3_prepare (BCNorm, angle velocities), with the bits of mamba3_kernels.inc's
 // scan_sequential. Per head h and position t:

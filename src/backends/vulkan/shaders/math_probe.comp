@@ -1,4 +1,5 @@
 #version 450
+// SPDX-License-Identifier: MIT
 // Runs one function of mb_math.glsl over arrays, so tests can compare it with the CPU's, and the
 // context can find out whether the device's fma() is fused (function 0 of the plain variant).
 #include "mb_math.glsl"

@@ -1,4 +1,5 @@
 #version 450
+// SPDX-License-Identifier: MIT
 // The GEMM for few rows (decode), see matmul_common.glsl for what it computes. A workgroup
 // covers one 64-wide weight panel (one invocation per output column, so weight loads of
 // neighbouring invocations are contiguous) and kRows rows (x[m, k] is the same address for the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What the two GEMM shaders share: their bindings and push constants, the weight reads (decoded
 // by packed_weights.glsl, which the selective scan's fused dt_proj shares), the row norm of the
 // fused RMSNorm, and the epilogue. matmul.comp (few rows, decode) and matmul_tiled.comp (many

@@ -1,4 +1,5 @@
 #version 450
+// SPDX-License-Identifier: MIT
 // The GEMM for many rows (prefill), see matmul_common.glsl for what it computes. A workgroup
 // computes a tile of kTileRows rows by one 64-wide weight panel; each invocation holds a register
 // block of kRowsPer rows by kColsPer columns. The tile walks K in steps of kTileK: the workgroup

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Cooperation between the invocations of a workgroup, with the CPU's bits whatever the subgroup
 // size: the sixteen-lane sum tree of the CPU's reductions, and the hand-off of a partial sum from
 // one invocation to the next (the scans' pipelined fma chains).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Mamba-3's per-token arithmetic on the GPU with the bits of src/ops/cpu/mamba3_kernels.inc:
 // the Cephes tanh and sin/cos polynomials, the token scalars (dt, lambda, A dt), and the RoPE
 // phase update, which the CPU computes in double precision. Shaders that include this file need

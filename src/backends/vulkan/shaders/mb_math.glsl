@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The engine's floating-point building blocks on the GPU, the counterparts of the CPU's Vec16
 // contract (src/ops/cpu/vec16.h) and elementary functions (src/ops/cpu/vec16_math.inc).
 //

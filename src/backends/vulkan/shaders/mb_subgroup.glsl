@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The subgroup extensions of shaders built with MB_SUBGROUP (see mb_lanes.glsl). Extension
 // directives must precede every declaration, so a shader includes this file first.
 #ifndef MB_SUBGROUP_GLSL

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The decode of the packed weight panels of src/ops/matmul.h (pack_weights), free of bindings so
 // that every shader reading packed weights decodes them the same way: the GEMM shaders through
 // matmul_common.glsl and the selective scan's fused dt_proj (selective_scan.glsl). A panel holds

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The per-row activation quantizer of src/ops/quant_matmul.h (quantize_activations; the CPU
 // kernels' quantize_row gives the same bits) for a workgroup of 64 invocations, one step of 256
 // values of up to kQRows rows at a time. quant_matmul.glsl runs it in front of its dot products

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The packed quantized weights of src/ops/quant_matmul.h as the quantized GEMM shaders read them,
 // and the integer and float arithmetic that turns a weight block into one term of an output's sum.
 //

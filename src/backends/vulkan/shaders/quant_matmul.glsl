@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The quantized GEMV (decode: up to 8 rows) of src/ops/quant_matmul.h with the CPU kernels' bits:
 // y = x' W^T (+ bias), then softplus or y += result, where x' is x or, with the fused norm, its
 // RMSNorm (ops/rms_norm.h's bits), and W holds Q8_0, Q4_0, Q4_K or Q6_K tiles

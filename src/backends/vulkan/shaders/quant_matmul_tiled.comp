@@ -1,4 +1,5 @@
 #version 450
+// SPDX-License-Identifier: MIT
 // The quantized GEMM for many rows (prefill) of src/ops/quant_matmul.h with the CPU kernels' bits
 // (quant_format.glsl): y = x' W^T (+ bias), then softplus or y += result, from the rows' levels,
 // scales and sums that quant_rows.comp wrote into the scratch buffer.

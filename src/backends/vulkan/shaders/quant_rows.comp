@@ -1,4 +1,5 @@
 #version 450
+// SPDX-License-Identifier: MIT
 // The activation rows of a quantized prefill GEMM (quant_matmul_tiled.comp), quantized once per
 // product rather than once per panel: per row, x' (x, or with the fused norm its RMSNorm with
 // ops/rms_norm.h's bits) is quantized as quant_activations.glsl describes, which the GEMV runs too,

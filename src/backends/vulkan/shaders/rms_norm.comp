@@ -1,4 +1,5 @@
 #version 450
+// SPDX-License-Identifier: MIT
 // RMSNorm of src/ops/rms_norm.h over up to four segments of each row, each normalized over its
 // own width (FalconMamba's dt_low, B and C in one dispatch); a plain RMSNorm is one segment.
 // One workgroup per (row, segment): y = (x * (1 / sqrt(mean(x^2) + eps))) * w.

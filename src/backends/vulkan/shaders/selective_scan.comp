@@ -1,4 +1,5 @@
 #version 450
+// SPDX-License-Identifier: MIT
 // The selective scan of selective_scan.glsl, one part per dispatch: for devices without
 // shaderStorageBufferArrayDynamicIndexing.
 #define MB_MAX_PARTS 1

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Mamba-1 selective scan of src/ops/selective_scan.h over the parts of a round: part p is a
 // run of rows (parts table: first row, row count) of one sequence, with its own state,
 // states[p]. Per channel, per position t of the part, n ascending:

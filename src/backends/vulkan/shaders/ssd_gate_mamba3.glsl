@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The output gate of Mamba-3's chunked form (mamba3_kernels.inc's gate_head), one workgroup per
 // (chunk, head) batch, from the batch's Ypre (ssd_layout.glsl) into the op's y rows:
 //   out = (y (1 / sqrt(mean(y^2) + eps))) w silu(z) with the gate norm, else y silu(z)

@@ -1,4 +1,5 @@
 #version 450
+// SPDX-License-Identifier: MIT
 // The matrix products of one chunk of the SSD form (src/ops/cpu/ssd_chunk.inc's ssd_chunk) for
 // every (chunk, head) batch of the op at once, with the CPU's bits: each output is one fma chain
 // acc = 0; acc = fma(A[i][k], B[k][j], acc) for k ascending, then the epilogue of the mode

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The scratch of the chunked SSD form (ssd_prep_*.glsl, ssd_gemm.comp, ssd_pass.glsl): one block
 // of floats per (chunk, head) "batch" of the op, laid out for chunks of L positions whatever the
 // chunk's own length Lc <= L (N states, P channels):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The state passing of the chunked SSD form (ssd_chunk.inc's last step) over the parts of a
 // round, one workgroup per (head, part), its invocations over the state's N x P elements, each
 // element walking the part's chunks in order:

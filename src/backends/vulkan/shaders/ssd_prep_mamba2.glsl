@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The inputs of one chunk of Mamba-2's SSD form for one head (mamba2_kernels.inc's
 // scan_chunked), one workgroup per (chunk, head) batch, into the batch's scratch (ssd_layout.glsl):
 //   dt_i = min(dt_max, max(dt_min, softplus(dt_raw + dt_bias)))   (written back over dt_raw)

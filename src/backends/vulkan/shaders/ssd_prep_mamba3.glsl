@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The inputs of one chunk of Mamba-3's SSD form for one head (mamba3_kernels.inc's
 // scan_chunked), one workgroup per (chunk, head) batch, into the batch's scratch (ssd_layout.glsl),
 // after mamba3_prepare (BCNorm, velocities) and mamba3_angles (each row's phases):
