@@ -329,8 +329,13 @@ void HttpServer::register_routes() {
     };
   };
   http.Get("/v1/models", when_ready([this](const httplib::Request&, httplib::Response& res) {
-             send_json(res, models_response(options_.model_id, started_unix_, options_.defaults.max_context));
+             json body = models_response(options_.model_id, started_unix_, options_.defaults.max_context);
+             add_embeddings_meta(body, model_.embeddings, model_.pooling);
+             send_json(res, body);
            }));
+  http.Post("/v1/embeddings", when_ready([this](const httplib::Request& req, httplib::Response& res) {
+              send_json(res, handle_embeddings(req));
+            }));
   http.Post("/tokenize", when_ready([this](const httplib::Request& req, httplib::Response& res) {
               send_json(res, tokenize_response(parse_request_body(req.body), *model_.tokenizer));
             }));
