@@ -62,7 +62,7 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;  // in [-2, 2]; 0 = disabled
   // (id, bias) pairs, each id at most once; a bias is finite in [-100, 100] or -infinity (a ban).
   // The ids are checked against the vocabulary by the Sampler (and validate_request).
-  std::vector<std::pair<int32_t, float>> logit_bias;
+  std::vector<std::pair<int32_t, float>> logit_bias = {};
   uint64_t seed = 0;
 
   // Throws mb::Error naming the parameter and its value when any field is out of range or

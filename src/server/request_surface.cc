@@ -146,7 +146,8 @@ void read_stream_options(const json& body, bool& include_usage) {
     if (value && !value->is_boolean())
       throw surface_wrong_type(std::string("stream_options.") + name, "true or false", *value);
   }
-  include_usage = options->value("include_usage", false);
+  const json* usage = surface_field(*options, "include_usage");
+  include_usage = usage && usage->get<bool>();
   if (const json* continuous = surface_field(*options, "continuous_usage_stats");
       continuous && continuous->get<bool>())
     throw invalid_request(

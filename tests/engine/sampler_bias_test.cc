@@ -89,7 +89,9 @@ TEST(SamplerBias, BiasChangesOnlyTheBiasedLogitsAndABanIsNeverDrawn) {
     }
     if (!got.count(id)) continue;  // its probability underflowed next to the +100 token
     EXPECT_TRUE(same_float_bits(got.at(id), want[id])) << id << ": " << got.at(id) << " vs " << want[id];
-    if (id < 7 || id > 12) EXPECT_TRUE(same_float_bits(got.at(id), logits[id])) << id;
+    if (id < 7 || id > 12) {
+      EXPECT_TRUE(same_float_bits(got.at(id), logits[id])) << id;
+    }
   }
   // +100 dominates: every draw is token 7; -inf never comes out, even when it was the argmax.
   for (int i = 0; i < 50; ++i) EXPECT_EQ(sampler.sample(logits, {}), 7);
@@ -131,7 +133,9 @@ TEST(SamplerBias, PresenceAndFrequencyFollowTheDoubleReferenceOverGeneratedToken
     for (const auto& [id, logit] : got)
       EXPECT_TRUE(same_float_bits(logit, want[id])) << presence << "/" << frequency << " id " << id;
     for (int32_t untouched : {5, 6, 7})
-      if (got.count(untouched)) EXPECT_TRUE(same_float_bits(got.at(untouched), logits[untouched]));
+      if (got.count(untouched)) {
+        EXPECT_TRUE(same_float_bits(got.at(untouched), logits[untouched]));
+      }
     EXPECT_FALSE(same_float_bits(got.at(40), logits[40]));
   }
 }
