@@ -162,7 +162,8 @@ void refuse_unsupported_fields(const json& body, ApiKind kind) {
     if (!echo->is_boolean()) throw surface_wrong_type("echo", "true or false", *echo);
     if (echo->get<bool>()) throw invalid_request("echo is not supported");
   }
-  if (const json* suffix = surface_field(body, "suffix"); suffix && !(suffix->is_string() && suffix->empty()))
+  if (const json* suffix = surface_field(body, "suffix");
+      suffix && !(suffix->is_string() && suffix->get_ref<const std::string&>().empty()))
     throw invalid_request("suffix is not supported (no fill-in-the-middle): got " + json_excerpt(*suffix));
   if (kind != ApiKind::Chat) return;
   if (const json* audio = surface_field(body, "audio"))
