@@ -193,13 +193,18 @@ ChoicesFormatter::ChoicesFormatter(const ApiRequest& request, const Tokenizer& t
                                    const std::string& id, int64_t created)
     : kind_(request.kind), include_usage_(request.include_usage) {
   const int n = std::max(1, request.serve.n);
-  ApiRequest each = request;
-  // With several choices the usage goes out once for all of them, from here.
-  if (n > 1) each.include_usage = false;
   choices_.reserve(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) {
-    choices_.emplace_back(each, tokenizer, id, created);
-    choices_.back().set_choice_index(i);
+  if (n == 1) {
+    choices_.emplace_back(request, tokenizer, id, created);
+  } else {
+    // With several choices the usage goes out once for all of them, from here. (The copy of the
+    // request is made only then: a chat's messages can be large.)
+    ApiRequest each = request;
+    each.include_usage = false;
+    for (int i = 0; i < n; ++i) {
+      choices_.emplace_back(each, tokenizer, id, created);
+      choices_.back().set_choice_index(i);
+    }
   }
   open_ = choices_.size();
 }
