@@ -256,8 +256,8 @@ class Llama:
         ids; max_tokens None or <= 0 generates until the context (n_ctx) is full or the model
         ends the text; temperature 0 is greedy; stop strings end the text and are not included;
         echo=True puts the prompt before the text; n > 1 gives n choices (with a seed, choice i
-        uses seed + i). presence_penalty and frequency_penalty must be 0 (use repeat_penalty);
-        suffix (infilling) is not supported. Wrong types raise TypeError naming the argument,
+        uses seed + i). presence_penalty and frequency_penalty (-2 to 2) are OpenAI's, over the
+        tokens generated so far; suffix (infilling) is not supported. Wrong types raise TypeError naming the argument,
         bad values mambacpp.Error.
         """
         prompt = check.check_prompt(prompt)

@@ -3,6 +3,7 @@
 
 #include "server/chat_page.h"
 #include "server/connections.h"
+#include "server/request_surface.h"
 
 #include <httplib.h>
 #include <sys/socket.h>
@@ -415,7 +416,7 @@ void HttpServer::handle_generation(ApiKind kind, const httplib::Request& req, ht
     return log->write(400, 0, 0);
   }
 
-  auto formatter = std::make_shared<ResponseFormatter>(request, *model_.tokenizer, log->id, unix_now());
+  auto formatter = std::make_shared<ChoicesFormatter>(request, *model_.tokenizer, log->id, unix_now());
 
   // A failed write or a socket found closed means the client is gone: the provider returns false,
   // httplib closes the connection and calls the releaser, which cancels the request so its slot
