@@ -2,7 +2,11 @@
 #include "engine/grammar/grammar_constraint.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
+#include <string>
+#include <unordered_map>
+#include <utility>
 
 #include "core/error.h"
 
@@ -70,24 +74,78 @@ const std::string* TokenTrie::token_bytes(int32_t id) const {
   return &bytes_[id];
 }
 
+namespace {
+
+// The distinct matcher states of one walk, each with its transitions by byte as they are found.
+// Most of a vocabulary's bytes lead back to a few states (inside a JSON string, every ordinary
+// character returns to the same one), so the walk computes each (state, byte) step once and
+// then only follows integers down the trie.
+class StateTable {
+ public:
+  static constexpr int32_t kUnknown = -2, kDead = -1;
+
+  int32_t intern(GrammarState state) {
+    std::string key = key_of(state);
+    const auto [it, added] = ids_.try_emplace(std::move(key), static_cast<int32_t>(states_.size()));
+    if (added) {
+      states_.push_back(std::move(state));
+      next_.emplace_back();
+      next_.back().fill(kUnknown);
+    }
+    return it->second;
+  }
+
+  int32_t step(const Grammar& grammar, int32_t from, uint8_t byte) {
+    int32_t& to = next_[static_cast<size_t>(from)][byte];
+    if (to == kUnknown) {
+      GrammarState next;
+      const int32_t id = grammar_advance_byte(grammar, states_[static_cast<size_t>(from)], byte, next)
+                             ? intern(std::move(next))
+                             : kDead;
+      next_[static_cast<size_t>(from)][byte] = id;  // `to` may dangle: intern grew next_
+      return id;
+    }
+    return to;
+  }
+
+ private:
+  static std::string key_of(const GrammarState& state) {
+    std::string key;
+    const auto put = [&](uint32_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
+    put(state.partial);
+    put(state.remaining | (static_cast<uint32_t>(state.length) << 8));
+    for (const GrammarStack& stack : state.stacks) {
+      put(static_cast<uint32_t>(stack.size()));
+      for (const GrammarPos& pos : stack) {
+        put(pos.rule);
+        put(pos.at);
+      }
+    }
+    return key;
+  }
+
+  std::unordered_map<std::string, int32_t> ids_;
+  std::vector<GrammarState> states_;
+  std::vector<std::array<int32_t, 256>> next_;
+};
+
+}  // namespace
+
 std::vector<int32_t> TokenTrie::allowed_tokens(const Grammar& grammar, const GrammarState& state) const {
   std::vector<int32_t> allowed;
-  // A depth-first walk; each frame holds the matcher's state after its node's bytes.
-  struct Frame {
-    uint32_t node;
-    GrammarState state;
-  };
-  std::vector<Frame> todo;
-  todo.push_back({0, state});
-  GrammarState next;
+  StateTable table;
+  // A depth-first walk; each entry is a node and the matcher's state after its bytes.
+  std::vector<std::pair<uint32_t, int32_t>> todo;
+  todo.emplace_back(0, table.intern(state));
   while (!todo.empty()) {
-    Frame frame = std::move(todo.back());
+    const auto [index, at] = todo.back();
     todo.pop_back();
-    const Node& node = nodes_[frame.node];
+    const Node& node = nodes_[index];
     for (uint32_t t = 0; t < node.token_count; ++t) allowed.push_back(sorted_ids_[node.first_token + t]);
-    for (uint32_t e = node.first_edge; e < node.first_edge + node.edge_count; ++e)
-      if (grammar_advance_byte(grammar, frame.state, edge_byte_[e], next))
-        todo.push_back({edge_child_[e], next});
+    for (uint32_t e = node.first_edge; e < node.first_edge + node.edge_count; ++e) {
+      const int32_t next = table.step(grammar, at, edge_byte_[e]);
+      if (next != StateTable::kDead) todo.emplace_back(edge_child_[e], next);
+    }
   }
   std::ranges::sort(allowed);
   return allowed;
