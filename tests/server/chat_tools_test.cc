@@ -225,9 +225,10 @@ TEST(ChatTools, AForcedCallIsTheRequestsGrammarAndTheBudgetComesFirst) {
     }
     return std::string();
   };
-  EXPECT_NE(refused(std::string(kWeatherTools) + R"(, "tool_choice": "required", "grammar": "root ::= \"x\"")")
-                .find("and so does the request's grammar"),
-            std::string::npos);
+  EXPECT_NE(
+      refused(std::string(kWeatherTools) + R"(, "tool_choice": "required", "grammar": "root ::= \"x\"")")
+          .find("and so does the request's grammar"),
+      std::string::npos);
   // A budget puts the thinking block's constraint first: Nemotron-3's prompt opened the block, so
   // the first token is free even under a forced call, and after the budget the close is forced.
   const ServedChatTemplate nemotron = tools_template("nemotron-3-nano.jinja");
