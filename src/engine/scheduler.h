@@ -78,6 +78,9 @@ struct ServeRequest {
   // bit, the request with n = 1 and seed + i alone, and with a fixed seed the choices differ. The
   // request takes n of the max_active slots once admitted (all of them when n is larger).
   int n = 1;
+  // Which tokens may come next (engine/token_constraint.h: a grammar, ...); null: any. Each
+  // request decodes with its own clone, so the server may hand one compiled constraint to many.
+  std::shared_ptr<TokenConstraint> constraint;
 };
 
 // Delivered to a request's sink on the scheduler thread, in order: Token events, then exactly

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -22,8 +23,10 @@
 
 #include "chat/chat_template.h"
 #include "core/error.h"
+#include "engine/grammar/grammar_constraint.h"
 #include "engine/scheduler.h"
 #include "server/chat_request.h"
+#include "server/chat_tools.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mb::server {
@@ -64,6 +67,7 @@ struct ApiDefaults {
                                         << 20;  // prompts (ids or encoded text) longer than this are refused
   size_t max_stop_strings = 16;
   size_t max_messages = 4096;
+  ReasoningSettings reasoning;  // --reasoning-format, --reasoning-budget (server/chat_tools.h)
 };
 
 // A parsed request: the prompt still as given (text, token ids or messages), the rest ready for
@@ -80,6 +84,11 @@ struct ApiRequest {
   bool include_usage = false;  // stream_options.include_usage: a last chunk with usage only
   bool logprobs = false;       // report the chosen tokens' log-probabilities
   int top_logprobs = 0;        // alternatives reported with each token (serve.n_probs)
+  ChatReplyOptions reply;      // chat: tools, tool_choice, reasoning (server/chat_tools.h)
+  // GBNF text constraining the output ("grammar", as llama-server takes it; other fields that
+  // constrain, like response_format, write theirs here too). compile_request_constraint
+  // (server/request_constraint.h) turns it into serve.constraint; an empty string is none.
+  std::optional<std::string> grammar;
 };
 
 // A served checkpoint's chat template: its own (find_chat_template), else the documented plain
@@ -97,6 +106,7 @@ struct ServedChatTemplate {
   std::string origin;
   std::string hash;
   std::vector<std::string> named;
+  ChatFormat format;  // its tool-call format and thinking markers (detect_chat_format)
   bool is_plain() const { return origin.empty(); }
 };
 // The template of a checkpoint folder or GGUF file (find_checkpoint_chat_template).
@@ -126,9 +136,12 @@ void resolve_prompt(ApiRequest& request, const Tokenizer& tokenizer, const Serve
 // package alike: the chat template's error (a 400 chat_template_error for chat requests), then
 // parse_request_body, parse_api_request and resolve_prompt; `model_id` is reported when the
 // request names no model. Throws ApiError (400) as those do.
+// `trie` (may be null) is the caller's TokenTrie of `tokenizer`, which compiles a grammar
+// (compile_request_constraint builds one per request without it).
 ApiRequest prepare_api_request(ApiKind kind, std::string_view body, const Tokenizer& tokenizer,
                                const ServedChatTemplate& chat, const ApiDefaults& defaults,
-                               uint64_t seed_if_absent, const std::string& model_id);
+                               uint64_t seed_if_absent, const std::string& model_id,
+                               const std::shared_ptr<const TokenTrie>& trie = nullptr);
 
 // A response's id: "cmpl-" (completions) or "chatcmpl-" (chat) and 16 hex digits of `random`.
 std::string response_id(ApiKind kind, uint64_t random);
@@ -170,6 +183,7 @@ class ResponseFormatter {
   nlohmann::json chunk(nlohmann::json choice) const;
   void add_logprobs(const ServeEvent& event, nlohmann::json& into) const;
   nlohmann::json empty_logprobs() const;
+  std::vector<nlohmann::json> reply_chunks(const ServeEvent& event);  // chat with reply_parser_
 
   ApiKind kind_;
   std::string model_;
@@ -186,6 +200,8 @@ class ResponseFormatter {
   size_t text_offset_ = 0;
   bool finished_ = false;
   std::string error_;
+  // Chat replies with tool calls or reasoning to split (make_reply_parser); else text_ is the content.
+  std::optional<ChatOutputParser> reply_parser_;
   StopReason stop_reason_ = StopReason::MaxTokens;
   int64_t prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0;
 };
