@@ -42,8 +42,11 @@ class ReplySplitter {
   virtual ChatDelta feed(std::string_view text) = 0;
   virtual ChatDelta finish() = 0;
 };
-// The splitter for a request: everything is content until the chat output parser
-// (server/chat_output.h) is wired in, then the checkpoint's reasoning and tool-call format.
+// A splitter that is the chat output parser (server/chat_output.h).
+std::unique_ptr<ReplySplitter> parser_splitter(ChatOutputParser parser);
+// The splitter for a request: everything is content until the request's parser settings (the
+// `tools` branch's chat_tools.h) are wired in, then parser_splitter with the checkpoint's reasoning
+// and tool-call format.
 std::unique_ptr<ReplySplitter> make_reply_splitter(const ApiRequest& request, const ServedChatTemplate& chat);
 
 // A reply as a list of blocks in the order the model produced them: reasoning, text and tool calls
