@@ -53,7 +53,11 @@ std::unique_ptr<ApiFormatter> completions_formatter(const ApiRequest& request, c
   return std::make_unique<CompletionsFormatter>(request, tokenizer, std::move(id), created);
 }
 
-std::unique_ptr<ReplySplitter> make_reply_splitter(const ApiRequest&, const ServedChatTemplate&) {
+std::unique_ptr<ReplySplitter> make_reply_splitter(const ApiRequest& request, const ServedChatTemplate&) {
+  // The request's reply settings were settled against the served template when its prompt was
+  // rendered (settle_chat_reply): the same split as /v1/chat/completions makes.
+  if (std::optional<ChatOutputParser> parser = make_reply_parser(request.reply))
+    return parser_splitter(std::move(*parser));
   return std::make_unique<ContentOnlySplitter>();
 }
 

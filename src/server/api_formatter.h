@@ -44,9 +44,9 @@ class ReplySplitter {
 };
 // A splitter that is the chat output parser (server/chat_output.h).
 std::unique_ptr<ReplySplitter> parser_splitter(ChatOutputParser parser);
-// The splitter for a request: everything is content until the request's parser settings (the
-// `tools` branch's chat_tools.h) are wired in, then parser_splitter with the checkpoint's reasoning
-// and tool-call format.
+// The splitter for a request: the chat output parser with the checkpoint's reasoning and tool-call
+// format (make_reply_parser, server/chat_tools.h), or, where there is nothing to split, one that
+// passes everything as content.
 std::unique_ptr<ReplySplitter> make_reply_splitter(const ApiRequest& request, const ServedChatTemplate& chat);
 
 // A reply as a list of blocks in the order the model produced them: reasoning, text and tool calls
