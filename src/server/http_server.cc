@@ -370,7 +370,7 @@ void HttpServer::handle_generation(ApiKind kind, const httplib::Request& req, ht
   ApiRequest request;
   try {
     request = prepare_api_request(kind, req.body, *model_.tokenizer, model_.chat, options_.defaults,
-                                  next_seed(), options_.model_id);
+                                  next_seed(), options_.model_id, model_.trie);
   } catch (const ApiError& e) {
     count(&HttpCounters::requests_rejected);
     log->write(e.status, 0, 0);
@@ -513,6 +513,9 @@ void HttpServer::start() {
 
 void HttpServer::set_model(ServedModel model) {
   model_ = std::move(model);
+  // Built once here (a pass over the vocabulary), shared read-only by every grammar request.
+  if (!model_.trie && model_.tokenizer != nullptr)
+    model_.trie = std::make_shared<const TokenTrie>(*model_.tokenizer);
   options_.defaults.vocab_size = model_.vocab_size;
   options_.defaults.max_context = model_.max_context;
   ready_.store(true, std::memory_order_release);

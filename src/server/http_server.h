@@ -58,6 +58,9 @@ struct ServedModel {
   int64_t vocab_size = 0;   // the model's; prompt ids must lie below it
   ServedChatTemplate chat;  // the checkpoint's, or the plain format (and why its own is unusable)
   int64_t max_context = 0;  // prompt + reply per request (-c, or the model's default); 0 = none
+  // The tokenizer's byte strings for grammars (engine/grammar/grammar_constraint.h); set_model
+  // builds it when null.
+  std::shared_ptr<const TokenTrie> trie;
 };
 
 class HttpServer {
