@@ -79,6 +79,8 @@ TEST(JsonSchema, EachKeywordWritesItsRule) {
   EXPECT_NE(schema_gbnf(R"({"type":"integer","title":"t","description":"d","default":1,"examples":[2],"$schema":"x"})")
                 .find("root ::= integer"),
             std::string::npos);
+  EXPECT_NE(schema_gbnf(R"({"const":"a","enum":["a","b"],"type":"string"})").find(R"(root ::= "\"a\"" space)"),
+            std::string::npos);
   EXPECT_NE(json_object_gbnf().find("root ::= object"), std::string::npos);
 }
 
@@ -167,6 +169,11 @@ TEST(JsonSchema, RefusalsNameTheKeywordAndThePointer) {
       {R"({"type":"array","maxItems":1000000})", "#/maxItems: is 1000000, more than the 1000 supported"},
       {R"({"type":"string","format":"uuid","maxLength":3})", "minLength or maxLength beside format uuid"},
       {R"({"type":"integer","nullable":"yes"})", "#/nullable: must be a boolean"},
+      {R"({"enum":["a"],"format":"uuid"})", "#: format beside enum is not supported"},
+      {R"({"const":[1],"maxItems":0})", "#: maxItems beside const is not supported"},
+      {R"({"type":"object","enum":[{"x":2}],"additionalProperties":{"type":"string"}})",
+       "#: additionalProperties beside enum is not supported"},
+      {R"({"const":"a","enum":["b"]})", "#: the const is not among the enum's values"},
   };
   for (const Case& c : cases) {
     const std::string message = schema_refusal(c.schema);

@@ -102,8 +102,7 @@ class Converter {
     if (schema.contains("$ref")) return visit_ref(schema, ptr, name, depth, chain);
     for (const char* key : {"anyOf", "oneOf"})
       if (schema.contains(key)) return visit_any_of(schema, key, ptr, name, depth, chain);
-    if (schema.contains("const")) return literal_value(schema, schema.at("const"), ptr + "/const");
-    if (schema.contains("enum")) return visit_enum(schema, ptr, name);
+    if (schema.contains("const") || schema.contains("enum")) return visit_values(schema, ptr, name);
     const std::vector<std::string> types = read_types(schema, ptr);
     std::vector<std::string> alternatives;
     for (const std::string& type : types) alternatives.push_back(visit_type(schema, type, ptr, name, depth, chain));
@@ -181,6 +180,22 @@ class Converter {
       alternatives.push_back(
           visit(list[i], list_ptr + "/" + std::to_string(i), name + "-" + std::to_string(i), depth + 1, chain));
     return out_.add_rule(name, join(alternatives, " | "));
+  }
+
+  // const and enum list the values themselves; only type (and nullable, already applied) may
+  // narrow them. Any other assertion beside them would have to be checked on each value.
+  std::string visit_values(const ojson& schema, const std::string& ptr, const std::string& name) {
+    const char* key = schema.contains("const") ? "const" : "enum";
+    for (const auto& [sibling, value] : schema.items())
+      if (assertion_keywords().count(sibling) && sibling != "type" && sibling != "const" && sibling != "enum")
+        fail(ptr, sibling + " beside " + key + " is not supported");
+    if (!schema.contains("const")) return visit_enum(schema, ptr, name);
+    if (const auto it = schema.find("enum"); it != schema.end()) {
+      if (!it->is_array()) fail(ptr + "/enum", "must be a non-empty list, got " + excerpt(*it));
+      if (std::find(it->begin(), it->end(), schema.at("const")) == it->end())
+        fail(ptr, "the const is not among the enum's values (the schema admits no value)");
+    }
+    return literal_value(schema, schema.at("const"), ptr + "/const");
   }
 
   std::string literal_value(const ojson& schema, const ojson& value, const std::string& ptr) {
