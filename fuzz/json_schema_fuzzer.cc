@@ -22,7 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     mb::parse_gbnf(gbnf);
   } catch (const mb::Error& e) {
     if (std::string_view(e.what()).find("more than") != std::string_view::npos) return 0;
-    std::fprintf(stderr, "the converter wrote a grammar parse_gbnf refuses: %s\n%s\n", e.what(), gbnf.c_str());
+    std::fprintf(stderr, "the converter wrote a grammar parse_gbnf refuses: %s\n%s\n", e.what(),
+                 gbnf.c_str());
     std::abort();
   }
   return 0;

@@ -11,8 +11,8 @@
 #include "engine/gguf_tokenizer.h"
 #include "engine/state_file.h"
 #include "grammar_flags.h"
-#include "json_schema_flags.h"
 #include "io/file_io.h"
+#include "json_schema_flags.h"
 #include "sampling_flags.h"
 #include "server/chat_session.h"
 

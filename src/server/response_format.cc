@@ -45,7 +45,8 @@ std::optional<std::string> read_format_object(std::string_view body_text, const 
   if (name == "text") return std::nullopt;
   if (name == "json_object") {
     // llama-server's older form carries a schema here too.
-    if (present(format, "schema")) return convert(ordered_at(body_text, {"response_format", "schema"}), "response_format.schema");
+    if (present(format, "schema"))
+      return convert(ordered_at(body_text, {"response_format", "schema"}), "response_format.schema");
     return json_object_gbnf();
   }
   if (name != "json_schema")
@@ -58,9 +59,11 @@ std::optional<std::string> read_format_object(std::string_view body_text, const 
   if (const json* n = present(*wrapper, "name"); n && !n->is_string())
     throw invalid_request("response_format.json_schema.name must be a string, got " + json_excerpt(*n));
   if (const json* strict = present(*wrapper, "strict"); strict && !strict->is_boolean())
-    throw invalid_request("response_format.json_schema.strict must be a boolean, got " + json_excerpt(*strict));
+    throw invalid_request("response_format.json_schema.strict must be a boolean, got " +
+                          json_excerpt(*strict));
   // Without a schema any JSON value will do, as in llama-server.
-  if (!present(*wrapper, "schema")) return convert(ordered_json::object(), "response_format.json_schema.schema");
+  if (!present(*wrapper, "schema"))
+    return convert(ordered_json::object(), "response_format.json_schema.schema");
   return convert(ordered_at(body_text, {"response_format", "json_schema", "schema"}),
                  "response_format.json_schema.schema");
 }

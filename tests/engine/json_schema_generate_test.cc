@@ -131,15 +131,16 @@ TEST(JsonSchemaCli, RunOutputsFollowTheSchema) {
   write_file_atomically(file, schema);
   for (int seed = 0; seed < 3; ++seed) {
     const std::string flag = seed == 0 ? "--json-schema-file " + file : "--json-schema '" + schema + "'";
-    const test::CliOutput out =
-        test::run_cli("run -m " + model + " -p J -n 200 --temp 1 --seed " + std::to_string(seed) + " " + flag);
+    const test::CliOutput out = test::run_cli("run -m " + model + " -p J -n 200 --temp 1 --seed " +
+                                              std::to_string(seed) + " " + flag);
     ASSERT_EQ(out.status, 0) << out.err;
     ASSERT_EQ(out.out.substr(0, 1), "J");
     const nlohmann::json value = nlohmann::json::parse(out.out.substr(1));
     EXPECT_EQ(test::json_schema_violation(value, nlohmann::json::parse(schema)), "") << out.out;
     EXPECT_NE(out.err.find("stop: eos"), std::string::npos) << out.err;
   }
-  const test::CliOutput ids = test::run_cli("generate -m " + model + " --tokens 1,2 -n 20 --json-schema '{\"const\":7}'");
+  const test::CliOutput ids =
+      test::run_cli("generate -m " + model + " --tokens 1,2 -n 20 --json-schema '{\"const\":7}'");
   ASSERT_EQ(ids.status, 0) << ids.err;
   // The ids of "7", then of the blanks the grammar allows after a value.
   const Tokenizer tokenizer = Tokenizer::from_model_dir(model);
@@ -153,19 +154,23 @@ TEST(JsonSchemaCli, RunOutputsFollowTheSchema) {
 
 TEST(JsonSchemaCli, BadSchemasAndFlagMixesAreRefusedByFlag) {
   const std::string& model = schema_cli_model();
-  const test::CliOutput bad = test::run_cli("run -m " + model + R"( -p x --json-schema '{"type":"string","pattern":"a"}')");
+  const test::CliOutput bad =
+      test::run_cli("run -m " + model + R"( -p x --json-schema '{"type":"string","pattern":"a"}')");
   EXPECT_NE(bad.status, 0);
-  EXPECT_NE(bad.err.find("--json-schema: JSON schema #: pattern is not supported"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("--json-schema: JSON schema #: pattern is not supported"), std::string::npos)
+      << bad.err;
   const test::CliOutput text = test::run_cli("run -m " + model + " -p x --json-schema '{'");
   EXPECT_NE(text.status, 0);
   EXPECT_NE(text.err.find("--json-schema: the JSON schema is not valid JSON"), std::string::npos) << text.err;
-  const test::CliOutput missing = test::run_cli("run -m " + model + " -p x --json-schema-file /nonexistent/s.json");
+  const test::CliOutput missing =
+      test::run_cli("run -m " + model + " -p x --json-schema-file /nonexistent/s.json");
   EXPECT_NE(missing.status, 0);
   EXPECT_NE(missing.err.find("/nonexistent/s.json"), std::string::npos) << missing.err;
   const test::CliOutput both =
       test::run_cli("run -m " + model + R"( -p x --json-schema '{}' --grammar 'root ::= "a"')");
   EXPECT_NE(both.status, 0);
-  EXPECT_NE(both.err.find("--json-schema and --grammar/--grammar-file cannot both be given"), std::string::npos)
+  EXPECT_NE(both.err.find("--json-schema and --grammar/--grammar-file cannot both be given"),
+            std::string::npos)
       << both.err;
   const test::CliOutput chat = test::run_cli("run -m " + model + " -p x --chat --json-schema '{}'");
   EXPECT_NE(chat.status, 0);

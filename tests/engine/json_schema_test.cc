@@ -15,7 +15,9 @@
 namespace mb {
 namespace {
 
-std::string schema_gbnf(const std::string& text) { return json_schema_text_to_gbnf(text); }
+std::string schema_gbnf(const std::string& text) {
+  return json_schema_text_to_gbnf(text);
+}
 
 // The message of the mb::Error converting `text` throws, or "" when it converts.
 std::string schema_refusal(const std::string& text) {
@@ -58,29 +60,38 @@ TEST(JsonSchema, EachKeywordWritesItsRule) {
   EXPECT_NE(schema_gbnf(R"({"const":"a\"b"})").find(R"(root ::= "\"a\\\"b\"" space)"), std::string::npos);
   EXPECT_NE(schema_gbnf(R"({"enum":[1,"x",null]})").find(R"("1" space | "\"x\"" space | "null" space)"),
             std::string::npos);
-  EXPECT_NE(schema_gbnf(R"({"type":"string","minLength":2,"maxLength":5})").find("char{2,5}"), std::string::npos);
+  EXPECT_NE(schema_gbnf(R"({"type":"string","minLength":2,"maxLength":5})").find("char{2,5}"),
+            std::string::npos);
   EXPECT_NE(schema_gbnf(R"({"type":"string","minLength":3})").find("char{3,}"), std::string::npos);
   EXPECT_NE(schema_gbnf(R"({"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":4})")
                 .find(R"(integer ( "," space integer ){1,3})"),
             std::string::npos);
-  EXPECT_NE(schema_gbnf(R"({"type":"array","maxItems":0})").find(R"("[" space "]" space)"), std::string::npos);
-  EXPECT_NE(schema_gbnf(R"({"type":"string","format":"date"})").find("root ::= date-string"), std::string::npos);
-  EXPECT_NE(schema_gbnf(R"({"type":"string","format":"date-time"})").find("date \"T\" time"), std::string::npos);
-  EXPECT_NE(schema_gbnf(R"({"type":"string","format":"time"})").find("root ::= time-string"), std::string::npos);
+  EXPECT_NE(schema_gbnf(R"({"type":"array","maxItems":0})").find(R"("[" space "]" space)"),
+            std::string::npos);
+  EXPECT_NE(schema_gbnf(R"({"type":"string","format":"date"})").find("root ::= date-string"),
+            std::string::npos);
+  EXPECT_NE(schema_gbnf(R"({"type":"string","format":"date-time"})").find("date \"T\" time"),
+            std::string::npos);
+  EXPECT_NE(schema_gbnf(R"({"type":"string","format":"time"})").find("root ::= time-string"),
+            std::string::npos);
   EXPECT_NE(schema_gbnf(R"({"type":"string","format":"uuid"})").find("hex{8}"), std::string::npos);
   // Other formats are annotations: plain strings.
   EXPECT_NE(schema_gbnf(R"({"type":"string","format":"email"})").find("root ::= string"), std::string::npos);
-  EXPECT_NE(schema_gbnf(R"({"type":"integer","nullable":true})").find("( integer | null )"), std::string::npos);
+  EXPECT_NE(schema_gbnf(R"({"type":"integer","nullable":true})").find("( integer | null )"),
+            std::string::npos);
   EXPECT_NE(schema_gbnf(R"({"anyOf":[{"type":"integer"},{"type":"boolean"}]})").find("integer | boolean"),
             std::string::npos);
   EXPECT_NE(schema_gbnf(R"({"oneOf":[{"type":"integer"},{"type":"null"}]})").find("integer | null"),
             std::string::npos);
   // Annotations are ignored.
-  EXPECT_NE(schema_gbnf(R"({"type":"integer","title":"t","description":"d","default":1,"examples":[2],"$schema":"x"})")
-                .find("root ::= integer"),
-            std::string::npos);
-  EXPECT_NE(schema_gbnf(R"({"const":"a","enum":["a","b"],"type":"string"})").find(R"(root ::= "\"a\"" space)"),
-            std::string::npos);
+  EXPECT_NE(
+      schema_gbnf(
+          R"({"type":"integer","title":"t","description":"d","default":1,"examples":[2],"$schema":"x"})")
+          .find("root ::= integer"),
+      std::string::npos);
+  EXPECT_NE(
+      schema_gbnf(R"({"const":"a","enum":["a","b"],"type":"string"})").find(R"(root ::= "\"a\"" space)"),
+      std::string::npos);
   EXPECT_NE(json_object_gbnf().find("root ::= object"), std::string::npos);
 }
 
@@ -92,17 +103,20 @@ TEST(JsonSchema, WhitespaceIsBounded) {
 TEST(JsonSchema, ObjectsListRequiredThenOptionalThenExtraMembers) {
   const std::string strict = schema_gbnf(
       R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["b"],"additionalProperties":false})");
-  EXPECT_NE(strict.find(R"("{" space "\"b\"" space ":" space integer ( "," space "\"a\"" space ":" space integer )? "}" space)"),
-            std::string::npos)
+  EXPECT_NE(
+      strict.find(
+          R"("{" space "\"b\"" space ":" space integer ( "," space "\"a\"" space ":" space integer )? "}" space)"),
+      std::string::npos)
       << strict;
   EXPECT_EQ(strict.find("additional"), std::string::npos) << strict;
   // Absent additionalProperties: further members after the listed ones, keys none of theirs.
   const std::string open = schema_gbnf(R"({"type":"object","properties":{"a":{"type":"integer"}}})");
-  EXPECT_NE(open.find("root-additional-kv ::= root-additional-key \":\" space value"), std::string::npos) << open;
+  EXPECT_NE(open.find("root-additional-kv ::= root-additional-key \":\" space value"), std::string::npos)
+      << open;
   EXPECT_NE(open.find("( \",\" space root-additional-kv )*"), std::string::npos) << open;
   // additionalProperties as a schema types the extra values.
-  const std::string typed =
-      schema_gbnf(R"({"type":"object","properties":{"a":{"type":"integer"}},"additionalProperties":{"type":"boolean"}})");
+  const std::string typed = schema_gbnf(
+      R"({"type":"object","properties":{"a":{"type":"integer"}},"additionalProperties":{"type":"boolean"}})");
   EXPECT_NE(typed.find("root-additional-key \":\" space boolean"), std::string::npos) << typed;
 }
 
@@ -111,7 +125,8 @@ TEST(JsonSchema, ReferencesBecomeOneRuleEachAndMayRecurse) {
       R"({"$defs":{"node":{"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"additionalProperties":false}},"$ref":"#/$defs/node"})");
   EXPECT_NE(gbnf.find("root ::= ref-node\n"), std::string::npos) << gbnf;
   EXPECT_NE(gbnf.find("( ref-node ( \",\" space ref-node )* )?"), std::string::npos) << gbnf;
-  EXPECT_NE(schema_gbnf(R"({"definitions":{"x":{"type":"integer"}},"$ref":"#/definitions/x"})").find("ref-x ::= integer"),
+  EXPECT_NE(schema_gbnf(R"({"definitions":{"x":{"type":"integer"}},"$ref":"#/definitions/x"})")
+                .find("ref-x ::= integer"),
             std::string::npos);
   // "#" is the whole schema.
   EXPECT_NE(schema_gbnf(R"({"type":"array","items":{"$ref":"#"}})").find("( root ( \",\" space root )* )?"),
@@ -160,8 +175,10 @@ TEST(JsonSchema, RefusalsNameTheKeywordAndThePointer) {
       {R"({"type":[]})", "#/type: must be a type name or a non-empty list"},
       {"false", "#: the schema false admits no value"},
       {"[1]", "#: a schema must be an object or a boolean"},
-      {R"({"type":"object","properties":{"a":7}})", "#/properties/a: a schema must be an object or a boolean"},
-      {R"({"type":"object","required":["b"],"properties":{}})", "#/required: \"b\" is required but not in properties"},
+      {R"({"type":"object","properties":{"a":7}})",
+       "#/properties/a: a schema must be an object or a boolean"},
+      {R"({"type":"object","required":["b"],"properties":{}})",
+       "#/required: \"b\" is required but not in properties"},
       {R"({"type":"string","maxLength":-1})", "#/maxLength: must be a non-negative integer"},
       {R"({"type":"string","minLength":1.5})", "#/minLength: must be a non-negative integer"},
       {R"({"type":"string","minLength":3,"maxLength":2})", "#: maxLength is less than minLength"},
@@ -206,7 +223,9 @@ TEST(JsonSchema, TheTestValidatorChecksTheSubset) {
           "b":{"type":"array","items":{"enum":["x","y"]},"maxItems":2},"c":{"type":"string","format":"date","maxLength":10},
           "d":{"oneOf":[{"type":"integer"},{"type":"number"}]}},"required":["a"],"additionalProperties":false})");
   using test::json_schema_violation;
-  EXPECT_EQ(json_schema_violation(nlohmann::json::parse(R"({"a":null,"b":["x"],"c":"2024-01-31","d":1.5})"), schema), "");
+  EXPECT_EQ(json_schema_violation(nlohmann::json::parse(R"({"a":null,"b":["x"],"c":"2024-01-31","d":1.5})"),
+                                  schema),
+            "");
   EXPECT_NE(json_schema_violation(nlohmann::json::parse(R"({"b":[]})"), schema), "");
   EXPECT_NE(json_schema_violation(nlohmann::json::parse(R"({"a":1.5})"), schema), "");
   EXPECT_NE(json_schema_violation(nlohmann::json::parse(R"({"a":1,"b":["x","y","x"]})"), schema), "");

@@ -14,9 +14,9 @@ namespace mb::server {
 namespace {
 
 ApiRequest format_request(const std::string& extra, ApiKind kind = ApiKind::Chat) {
-  const std::string body = (kind == ApiKind::Chat ? R"({"messages":[{"role":"user","content":"hi"}])"
-                                                  : R"({"prompt":"hi")") +
-                           (extra.empty() ? "" : "," + extra) + "}";
+  const std::string body =
+      (kind == ApiKind::Chat ? R"({"messages":[{"role":"user","content":"hi"}])" : R"({"prompt":"hi")") +
+      (extra.empty() ? "" : "," + extra) + "}";
   return parse_api_request(kind, body, ApiDefaults{}, 7);
 }
 
@@ -40,15 +40,20 @@ TEST(ResponseFormat, EachFormFillsTheGrammar) {
   EXPECT_FALSE(format_request(R"("response_format":null)").grammar);
   EXPECT_EQ(format_request(R"("response_format":{"type":"json_object"})").grammar, json_object_gbnf());
   const std::string expected = json_schema_text_to_gbnf(kFormatSchema);
-  EXPECT_EQ(format_request(std::string(R"("response_format":{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":)") +
-                           kFormatSchema + "}}")
-                .grammar,
-            expected);
+  EXPECT_EQ(
+      format_request(
+          std::string(
+              R"("response_format":{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":)") +
+          kFormatSchema + "}}")
+          .grammar,
+      expected);
   // The client's key order survives (zz before aa), though nlohmann::json sorts keys.
   EXPECT_LT(expected.find("zz"), expected.find("aa"));
   EXPECT_EQ(format_request(std::string(R"("json_schema":)") + kFormatSchema).grammar, expected);
-  EXPECT_EQ(format_request(std::string(R"("json_schema":)") + kFormatSchema, ApiKind::Completion).grammar, expected);
-  EXPECT_EQ(format_request(std::string(R"("response_format":{"type":"json_object","schema":)") + kFormatSchema + "}")
+  EXPECT_EQ(format_request(std::string(R"("json_schema":)") + kFormatSchema, ApiKind::Completion).grammar,
+            expected);
+  EXPECT_EQ(format_request(std::string(R"("response_format":{"type":"json_object","schema":)") +
+                           kFormatSchema + "}")
                 .grammar,
             expected);
   // Without a schema any JSON value will do, as in llama-server.
@@ -64,7 +69,8 @@ TEST(ResponseFormat, BadFormsAreRefusedByName) {
   const Case cases[] = {
       {R"("response_format":"json")", "response_format must be an object"},
       {R"("response_format":{})", "response_format.type must be"},
-      {R"("response_format":{"type":"yaml"})", "response_format.type must be \"text\", \"json_object\" or \"json_schema\", got \"yaml\""},
+      {R"("response_format":{"type":"yaml"})",
+       "response_format.type must be \"text\", \"json_object\" or \"json_schema\", got \"yaml\""},
       {R"("response_format":{"type":"json_schema"})", "response_format.json_schema must be an object"},
       {R"("response_format":{"type":"json_schema","json_schema":{"name":3,"schema":{}}})",
        "response_format.json_schema.name must be a string"},
@@ -75,7 +81,8 @@ TEST(ResponseFormat, BadFormsAreRefusedByName) {
       {R"("response_format":{"type":"json_schema","json_schema":{"schema":{"properties":{"a":{"minimum":1}}}}})",
        "JSON schema #/properties/a: minimum is not supported"},
       {R"("json_schema":{"type":"nothing"})", "json_schema: JSON schema #/type: unknown type \"nothing\""},
-      {R"("json_schema":{},"response_format":{"type":"json_object"})", "response_format and json_schema cannot both be given"},
+      {R"("json_schema":{},"response_format":{"type":"json_object"})",
+       "response_format and json_schema cannot both be given"},
       {R"("grammar":"root ::= \"a\"","response_format":{"type":"json_object"})",
        "response_format and grammar cannot both be given"},
       {R"("grammar":"root ::= \"a\"","json_schema":{})", "json_schema and grammar cannot both be given"},
