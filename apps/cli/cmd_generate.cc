@@ -12,6 +12,7 @@
 #include "engine/state_file.h"
 #include "grammar_flags.h"
 #include "io/file_io.h"
+#include "json_schema_flags.h"
 #include "sampling_flags.h"
 #include "server/chat_session.h"
 
@@ -87,6 +88,7 @@ void add_generate(CLI::App& app) {
     int n = 16, threads = 0;
     SamplingFlags sampling;
     GrammarFlags grammar;
+    JsonSchemaFlags schema;
   };
   auto args = std::make_shared<Args>();
   args->sampling.params.temperature = 0.0f;  // `generate` is greedy unless asked otherwise
@@ -101,6 +103,7 @@ void add_generate(CLI::App& app) {
                   "Weight storage: f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q6_k (default: as stored)");
   add_sampling_flags(*cmd, args->sampling);
   add_grammar_flags(*cmd, args->grammar);
+  add_json_schema_flags(*cmd, args->schema);
   cmd->callback([args] {
     GenerateRequest request;
     check_flag_range("-n/--n-predict", args->n, 0, INT64_MAX);
@@ -115,6 +118,7 @@ void add_generate(CLI::App& app) {
     // same ids get the same answer from all three.
     const std::optional<Tokenizer> tokenizer = find_tokenizer(args->model);
     request.stop_strings = args->sampling.stops;
+    apply_json_schema_flags(args->schema, args->grammar);
     request.constraint = resolve_grammar(args->grammar, tokenizer ? &*tokenizer : nullptr);
     SequenceState state =
         args->sampling.state_in.empty() ? model->new_state() : load_state(args->sampling.state_in, *model);
@@ -163,6 +167,7 @@ void add_run(CLI::App& app) {
     bool chat = false;
     SamplingFlags sampling;
     GrammarFlags grammar;
+    JsonSchemaFlags schema;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text from a prompt, streamed to stdout");
@@ -185,9 +190,11 @@ void add_run(CLI::App& app) {
                 "Send the prompt as one user message through the model's chat template and print the reply");
   add_sampling_flags(*cmd, args->sampling);
   add_grammar_flags(*cmd, args->grammar);
+  add_json_schema_flags(*cmd, args->schema);
   cmd->callback([args] {
     check_flag_range("-n/--n-predict", args->n, 0, INT64_MAX);
     check_flag_range("-c/--ctx-size", args->context, 0, INT64_MAX, "0 = no limit");
+    apply_json_schema_flags(args->schema, args->grammar, args->chat);
     if (args->chat && !(args->grammar.text.empty() && args->grammar.file.empty()))
       throw Error(
           "--grammar and --grammar-file do not apply to --chat (use `mambacpp serve`'s \"grammar\" field)");

@@ -11,6 +11,7 @@
 #include "engine/gguf_chat_template.h"
 #include "io/binary_codec.h"
 #include "server/request_surface.h"
+#include "server/response_format.h"
 
 namespace mb::server {
 
@@ -252,6 +253,7 @@ ApiRequest parse_api_request(ApiKind kind, std::string_view body_text, const Api
     if (!grammar->is_string()) throw wrong_type("grammar", "a string (GBNF)", *grammar);
     if (!grammar->get_ref<const std::string&>().empty()) request.grammar = grammar->get<std::string>();
   }
+  if (auto format = read_response_format(body_text, body)) request.grammar = std::move(format);
   return request;
 }
 

@@ -24,8 +24,9 @@ bool has_type(const json& value, const std::string& type) {
   if (type == "boolean") return value.is_boolean();
   if (type == "null") return value.is_null();
   if (type == "integer")
-    return value.is_number_integer() || (value.is_number_float() && value.get<double>() == static_cast<double>(
-                                                                                                static_cast<int64_t>(value.get<double>())));
+    return value.is_number_integer() ||
+           (value.is_number_float() &&
+            value.get<double>() == static_cast<double>(static_cast<int64_t>(value.get<double>())));
   return false;
 }
 
@@ -37,7 +38,8 @@ bool matches_format(const std::string& text, const std::string& format) {
   if (format == "time") return std::regex_match(text, std::regex(time));
   if (format == "date-time") return std::regex_match(text, std::regex(date + "[Tt]" + time));
   if (format == "uuid")
-    return std::regex_match(text, std::regex("[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"));
+    return std::regex_match(
+        text, std::regex("[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"));
   return true;  // other formats are annotations
 }
 
@@ -61,7 +63,8 @@ class Validator {
     if (const auto it = schema.find("oneOf"); it != schema.end()) {
       int matched = 0;
       for (const json& alternative : *it) matched += check(value, alternative, at, depth + 1).empty();
-      if (matched != 1) return at + ": " + value.dump() + " matches " + std::to_string(matched) + " oneOf alternatives";
+      if (matched != 1)
+        return at + ": " + value.dump() + " matches " + std::to_string(matched) + " oneOf alternatives";
       return "";
     }
     if (const auto it = schema.find("const"); it != schema.end() && value != *it)
@@ -73,7 +76,8 @@ class Validator {
     }
     if (const auto it = schema.find("type"); it != schema.end()) {
       bool ok = false;
-      for (const json& type : it->is_array() ? *it : json::array({*it})) ok = ok || has_type(value, type.get<std::string>());
+      for (const json& type : it->is_array() ? *it : json::array({*it}))
+        ok = ok || has_type(value, type.get<std::string>());
       if (!ok) return at + ": " + value.dump() + " is not of type " + it->dump();
     }
     if (value.is_object()) return check_object(value, schema, at, depth);
@@ -94,13 +98,15 @@ class Validator {
   std::string check_object(const json& value, const json& schema, const std::string& at, int depth) const {
     const json properties = schema.value("properties", json::object());
     for (const json& name : schema.value("required", json::array()))
-      if (!value.contains(name.get<std::string>())) return at + ": the required member " + name.dump() + " is missing";
+      if (!value.contains(name.get<std::string>()))
+        return at + ": the required member " + name.dump() + " is missing";
     for (const auto& [key, member] : value.items()) {
       const std::string member_at = at + "/" + key;
       if (properties.contains(key)) {
         if (std::string e = check(member, properties.at(key), member_at, depth + 1); !e.empty()) return e;
       } else if (schema.contains("additionalProperties")) {
-        if (std::string e = check(member, schema.at("additionalProperties"), member_at, depth + 1); !e.empty())
+        if (std::string e = check(member, schema.at("additionalProperties"), member_at, depth + 1);
+            !e.empty())
           return e;
       }
     }
@@ -114,7 +120,8 @@ class Validator {
       return at + ": " + std::to_string(value.size()) + " items, more than maxItems";
     if (const auto it = schema.find("items"); it != schema.end())
       for (size_t i = 0; i < value.size(); ++i)
-        if (std::string e = check(value[i], *it, at + "/" + std::to_string(i), depth + 1); !e.empty()) return e;
+        if (std::string e = check(value[i], *it, at + "/" + std::to_string(i), depth + 1); !e.empty())
+          return e;
     return "";
   }
 

@@ -22,14 +22,34 @@ namespace rules = json_schema_rules;
 // Assertion keywords outside the subset: ignoring any of them would let through values the
 // schema forbids, so each is refused by name.
 const std::set<std::string>& refused_keywords() {
-  static const std::set<std::string> names = {
-      "pattern",           "minimum",           "maximum",          "exclusiveMinimum",
-      "exclusiveMaximum",  "multipleOf",        "not",              "if",
-      "then",              "else",              "allOf",            "patternProperties",
-      "propertyNames",     "dependentRequired", "dependentSchemas", "dependencies",
-      "minProperties",     "maxProperties",     "contains",         "minContains",
-      "maxContains",       "prefixItems",       "additionalItems",  "unevaluatedProperties",
-      "unevaluatedItems",  "$dynamicRef",       "$recursiveRef",    "contentSchema"};
+  static const std::set<std::string> names = {"pattern",
+                                              "minimum",
+                                              "maximum",
+                                              "exclusiveMinimum",
+                                              "exclusiveMaximum",
+                                              "multipleOf",
+                                              "not",
+                                              "if",
+                                              "then",
+                                              "else",
+                                              "allOf",
+                                              "patternProperties",
+                                              "propertyNames",
+                                              "dependentRequired",
+                                              "dependentSchemas",
+                                              "dependencies",
+                                              "minProperties",
+                                              "maxProperties",
+                                              "contains",
+                                              "minContains",
+                                              "maxContains",
+                                              "prefixItems",
+                                              "additionalItems",
+                                              "unevaluatedProperties",
+                                              "unevaluatedItems",
+                                              "$dynamicRef",
+                                              "$recursiveRef",
+                                              "contentSchema"};
   return names;
 }
 
@@ -37,9 +57,9 @@ const std::set<std::string>& refused_keywords() {
 // (their conjunction would need a grammar intersection).
 const std::set<std::string>& assertion_keywords() {
   static const std::set<std::string> names = {
-      "type",  "enum",     "const",     "properties", "required", "additionalProperties",
-      "items", "minItems", "maxItems",  "minLength",  "maxLength", "format",
-      "$ref",  "anyOf",    "oneOf",     "nullable"};
+      "type",  "enum",     "const",    "properties", "required",  "additionalProperties",
+      "items", "minItems", "maxItems", "minLength",  "maxLength", "format",
+      "$ref",  "anyOf",    "oneOf",    "nullable"};
   return names;
 }
 
@@ -86,7 +106,8 @@ class Converter {
     }
     if (!schema.is_object()) fail(ptr, "a schema must be an object or a boolean, got " + excerpt(schema));
     for (const auto& [key, value] : schema.items()) {
-      if (refused_keywords().count(key)) fail(ptr, key + " is not supported (it would be ignored, and the output could break it)");
+      if (refused_keywords().count(key))
+        fail(ptr, key + " is not supported (it would be ignored, and the output could break it)");
       if (key == "uniqueItems" && !(value.is_boolean() && !value.get<bool>()))
         fail(ptr, "uniqueItems is not supported (it would be ignored, and the output could break it)");
     }
@@ -102,11 +123,10 @@ class Converter {
     if (schema.contains("$ref")) return visit_ref(schema, ptr, name, depth, chain);
     for (const char* key : {"anyOf", "oneOf"})
       if (schema.contains(key)) return visit_any_of(schema, key, ptr, name, depth, chain);
-    if (schema.contains("const")) return literal_value(schema, schema.at("const"), ptr + "/const");
-    if (schema.contains("enum")) return visit_enum(schema, ptr, name);
+    if (schema.contains("const") || schema.contains("enum")) return visit_values(schema, ptr, name);
     const std::vector<std::string> types = read_types(schema, ptr);
     std::vector<std::string> alternatives;
-    for (const std::string& type : types) alternatives.push_back(visit_type(schema, type, ptr, name, depth, chain));
+    for (const std::string& type : types) alternatives.push_back(visit_type(schema, type, ptr, name, depth));
     if (alternatives.size() == 1) return alternatives[0];
     return out_.add_rule(name, join(alternatives, " | "));
   }
@@ -124,12 +144,13 @@ class Converter {
     if (!ref.is_string()) fail(ptr + "/$ref", "must be a string, got " + excerpt(ref));
     const std::string text = ref.get<std::string>();
     if (text.empty() || text[0] != '#')
-      fail(ptr + "/$ref", "only references inside the schema (\"#\", \"#/$defs/NAME\") are supported, got " +
-                              excerpt(ref));
+      fail(ptr + "/$ref",
+           "only references inside the schema (\"#\", \"#/$defs/NAME\") are supported, got " + excerpt(ref));
     const std::string target_ptr = text.substr(1);
     if (std::find(chain.begin(), chain.end(), target_ptr) != chain.end())
-      fail(ptr + "/$ref", "the reference " + excerpt(ref) +
-                              " reaches itself without an object or array between (the schema has no finite value)");
+      fail(ptr + "/$ref",
+           "the reference " + excerpt(ref) +
+               " reaches itself without an object or array between (the schema has no finite value)");
     if (const auto it = refs_.find(target_ptr); it != refs_.end()) return it->second;
     const ojson& target = resolve(target_ptr, ptr + "/$ref");
     const std::string rule = out_.add_rule(rules::name_from_pointer(target_ptr, name), "");
@@ -170,30 +191,49 @@ class Converter {
     return *node;
   }
 
-  std::string visit_any_of(const ojson& schema, const char* key, const std::string& ptr, const std::string& name,
-                           int depth, std::vector<std::string>& chain) {
+  std::string visit_any_of(const ojson& schema, const char* key, const std::string& ptr,
+                           const std::string& name, int depth, std::vector<std::string>& chain) {
     refuse_siblings(schema, key, ptr);
     const ojson& list = schema.at(key);
     const std::string list_ptr = ptr + "/" + key;
-    if (!list.is_array() || list.empty()) fail(list_ptr, "must be a non-empty list of schemas, got " + excerpt(list));
+    if (!list.is_array() || list.empty())
+      fail(list_ptr, "must be a non-empty list of schemas, got " + excerpt(list));
     std::vector<std::string> alternatives;
     for (size_t i = 0; i < list.size(); ++i)
-      alternatives.push_back(
-          visit(list[i], list_ptr + "/" + std::to_string(i), name + "-" + std::to_string(i), depth + 1, chain));
+      alternatives.push_back(visit(list[i], list_ptr + "/" + std::to_string(i),
+                                   name + "-" + std::to_string(i), depth + 1, chain));
     return out_.add_rule(name, join(alternatives, " | "));
+  }
+
+  // const and enum list the values themselves; only type (and nullable, already applied) may
+  // narrow them. Any other assertion beside them would have to be checked on each value.
+  std::string visit_values(const ojson& schema, const std::string& ptr, const std::string& name) {
+    const char* key = schema.contains("const") ? "const" : "enum";
+    for (const auto& [sibling, value] : schema.items())
+      if (assertion_keywords().count(sibling) && sibling != "type" && sibling != "const" && sibling != "enum")
+        fail(ptr, sibling + " beside " + key + " is not supported");
+    if (!schema.contains("const")) return visit_enum(schema, ptr, name);
+    if (const auto it = schema.find("enum"); it != schema.end()) {
+      if (!it->is_array()) fail(ptr + "/enum", "must be a non-empty list, got " + excerpt(*it));
+      if (std::find(it->begin(), it->end(), schema.at("const")) == it->end())
+        fail(ptr, "the const is not among the enum's values (the schema admits no value)");
+    }
+    return literal_value(schema, schema.at("const"), ptr + "/const");
   }
 
   std::string literal_value(const ojson& schema, const ojson& value, const std::string& ptr) {
     if (const auto it = schema.find("type"); it != schema.end()) {
       const std::vector<std::string> types = read_types(schema, ptr);
-      if (!rules::value_has_type(value, types)) fail(ptr, excerpt(value) + " does not have the schema's type");
+      if (!rules::value_has_type(value, types))
+        fail(ptr, excerpt(value) + " does not have the schema's type");
     }
     return rules::gbnf_literal(value.dump()) + " " + out_.primitive("space");
   }
 
   std::string visit_enum(const ojson& schema, const std::string& ptr, const std::string& name) {
     const ojson& list = schema.at("enum");
-    if (!list.is_array() || list.empty()) fail(ptr + "/enum", "must be a non-empty list, got " + excerpt(list));
+    if (!list.is_array() || list.empty())
+      fail(ptr + "/enum", "must be a non-empty list, got " + excerpt(list));
     std::vector<std::string> types;
     if (schema.contains("type")) types = read_types(schema, ptr);
     std::vector<std::string> alternatives;
@@ -205,14 +245,18 @@ class Converter {
   }
 
   std::vector<std::string> read_types(const ojson& schema, const std::string& ptr) const {
-    static const std::set<std::string> known = {"object", "array", "string", "number", "integer", "boolean", "null"};
+    static const std::set<std::string> known = {"object",  "array",   "string", "number",
+                                                "integer", "boolean", "null"};
     const auto it = schema.find("type");
     if (it == schema.end()) {
       // llama.cpp's reading: a schema without a type is the type its keywords describe.
-      if (schema.contains("properties") || schema.contains("additionalProperties") || schema.contains("required"))
+      if (schema.contains("properties") || schema.contains("additionalProperties") ||
+          schema.contains("required"))
         return {"object"};
-      if (schema.contains("items") || schema.contains("minItems") || schema.contains("maxItems")) return {"array"};
-      if (schema.contains("minLength") || schema.contains("maxLength") || schema.contains("format")) return {"string"};
+      if (schema.contains("items") || schema.contains("minItems") || schema.contains("maxItems"))
+        return {"array"};
+      if (schema.contains("minLength") || schema.contains("maxLength") || schema.contains("format"))
+        return {"string"};
       return {"any"};
     }
     std::vector<std::string> types;
@@ -220,7 +264,8 @@ class Converter {
       types.push_back(it->get<std::string>());
     } else if (it->is_array() && !it->empty()) {
       for (const ojson& item : *it) {
-        if (!item.is_string()) fail(ptr + "/type", "must be a type name or a list of them, got " + excerpt(*it));
+        if (!item.is_string())
+          fail(ptr + "/type", "must be a type name or a list of them, got " + excerpt(*it));
         types.push_back(item.get<std::string>());
       }
     } else {
@@ -231,13 +276,13 @@ class Converter {
     return types;
   }
 
+  // Objects and arrays start with "{" or "[", so their members begin a fresh reference chain.
   std::string visit_type(const ojson& schema, const std::string& type, const std::string& ptr,
-                         const std::string& name, int depth, std::vector<std::string>& chain) {
+                         const std::string& name, int depth) {
     if (type == "any") return out_.primitive("value");
     if (type == "object") return visit_object(schema, ptr, name, depth);
     if (type == "array") return visit_array(schema, ptr, name, depth);
     if (type == "string") return visit_string(schema, ptr, name);
-    (void)chain;
     return out_.primitive(type);  // number, integer, boolean, null
   }
 
@@ -259,7 +304,8 @@ class Converter {
     if (const auto it = schema.find("required"); it != schema.end()) {
       if (!it->is_array()) fail(ptr + "/required", "must be a list of names, got " + excerpt(*it));
       for (const ojson& key : *it) {
-        if (!key.is_string()) fail(ptr + "/required", "must be a list of names, got the item " + excerpt(key));
+        if (!key.is_string())
+          fail(ptr + "/required", "must be a list of names, got the item " + excerpt(key));
         if (!listed.count(key.get<std::string>()))
           fail(ptr + "/required", excerpt(key) + " is required but not in properties (not supported)");
         required.insert(key.get<std::string>());
@@ -274,7 +320,8 @@ class Converter {
       } else {
         value = out_.primitive("value");
       }
-      const std::string key_rule = out_.add_rule(name + "-additional-key", rules::key_excluding(out_, listed, name));
+      const std::string key_rule =
+          out_.add_rule(name + "-additional-key", rules::key_excluding(out_, listed, name));
       extra = out_.add_rule(name + "-additional-kv",
                             key_rule + " \":\" " + out_.primitive("space") + " " + value);
     }
@@ -347,14 +394,17 @@ class Converter {
 
 void check_depth(const nlohmann::json& value, int depth) {
   if (depth > JsonSchemaLimits::kMaxDepth)
-    throw Error("the JSON schema nests arrays and objects deeper than " + std::to_string(JsonSchemaLimits::kMaxDepth));
+    throw Error("the JSON schema nests arrays and objects deeper than " +
+                std::to_string(JsonSchemaLimits::kMaxDepth));
   if (value.is_structured())
     for (const auto& item : value) check_depth(item, depth + 1);
 }
 
 }  // namespace
 
-std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema) { return Converter(schema).run(); }
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema) {
+  return Converter(schema).run();
+}
 
 std::string json_schema_to_gbnf(const nlohmann::json& schema) {
   check_depth(schema, 0);

@@ -23,18 +23,23 @@ const std::vector<Primitive>& primitives() {
       {"space", R"(( " " | "\n" [ \t]{0,20} )?)", {}},
       {"hex", R"([0-9a-fA-F])", {}},
       {"unicode-escape", R"([0-9a-cA-Ce-fE-F] hex{3} | [dD] [0-7] hex{2})", {"hex"}},
-      {"char", R"([^"\\\x7F\x00-\x1F] | [\\] ( ["\\/bfnrt] | "u" unicode-escape ))", {"unicode-escape"}},
-      {"key-char", R"([^"\\\x7F\x00-\x1F])", {}},
+      {"char",
+       R"([^"\\\x7F\x00-\x1F\uD800-\uDFFF] | [\\] ( ["\\/bfnrt] | "u" unicode-escape ))",
+       {"unicode-escape"}},
+      {"key-char", R"([^"\\\x7F\x00-\x1F\uD800-\uDFFF])", {}},
       {"string", R"("\"" char* "\"" space)", {"char", "space"}},
       {"integral-part", R"([0] | [1-9] [0-9]{0,15})", {}},
-      {"number", R"("-"? integral-part ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,2} )? space)",
+      {"number",
+       R"("-"? integral-part ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,2} )? space)",
        {"integral-part", "space"}},
       {"integer", R"("-"? integral-part space)", {"integral-part", "space"}},
       {"boolean", R"(( "true" | "false" ) space)", {"space"}},
       {"null", R"("null" space)", {"space"}},
-      {"value", R"(object | array | string | number | boolean | null)",
+      {"value",
+       R"(object | array | string | number | boolean | null)",
        {"object", "array", "string", "number", "boolean", "null"}},
-      {"object", R"("{" space ( string ":" space value ( "," space string ":" space value )* )? "}" space)",
+      {"object",
+       R"("{" space ( string ":" space value ( "," space string ":" space value )* )? "}" space)",
        {"space", "string", "value"}},
       {"array", R"("[" space ( value ( "," space value )* )? "]" space)", {"space", "value"}},
       {"date", R"([0-9]{4} "-" ( "0" [1-9] | "1" [0-2] ) "-" ( "0" [1-9] | [1-2] [0-9] | "3" [0-1] ))", {}},
@@ -44,7 +49,9 @@ const std::vector<Primitive>& primitives() {
       {"date-string", R"("\"" date "\"" space)", {"date", "space"}},
       {"time-string", R"("\"" time "\"" space)", {"time", "space"}},
       {"date-time-string", R"("\"" date "T" time "\"" space)", {"date", "time", "space"}},
-      {"uuid-string", R"("\"" hex{8} "-" hex{4} "-" hex{4} "-" hex{4} "-" hex{12} "\"" space)", {"hex", "space"}},
+      {"uuid-string",
+       R"("\"" hex{8} "-" hex{4} "-" hex{4} "-" hex{4} "-" hex{12} "\"" space)",
+       {"hex", "space"}},
   };
   return list;
 }
@@ -74,7 +81,8 @@ std::vector<uint32_t> decode_utf8(const std::string& text) {
   for (size_t i = 0; i < text.size();) {
     const auto b = static_cast<unsigned char>(text[i]);
     const int length = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
-    if (length == 0 || i + length > text.size()) throw Error("a property name of the JSON schema is not UTF-8");
+    if (length == 0 || i + length > text.size())
+      throw Error("a property name of the JSON schema is not UTF-8");
     uint32_t c = length == 1 ? b : b & (0x7F >> length);
     for (int k = 1; k < length; ++k) c = (c << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
     out.push_back(c);
@@ -85,7 +93,8 @@ std::vector<uint32_t> decode_utf8(const std::string& text) {
 
 // One code point inside a GBNF character class.
 std::string class_char(uint32_t c) {
-  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return std::string(1, char(c));
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+    return std::string(1, char(c));
   char buffer[16];
   if (c < 0x100)
     std::snprintf(buffer, sizeof buffer, "\\x%02X", c);
@@ -107,7 +116,8 @@ std::string RuleSet::add_rule(const std::string& name, const std::string& body) 
   std::string base = sanitize(name);
   if (base.empty()) base = "rule";
   std::string unique = base;
-  for (int n = 1; bodies_.count(unique) || find_primitive(unique); ++n) unique = base + "-" + std::to_string(n);
+  for (int n = 1; bodies_.count(unique) || find_primitive(unique); ++n)
+    unique = base + "-" + std::to_string(n);
   order_.push_back(unique);
   bodies_[unique] = body;
   bytes_ += unique.size() + body.size() + 6;
@@ -137,10 +147,11 @@ std::string RuleSet::primitive(const std::string& name) {
 
 void RuleSet::check_size() const {
   if (order_.size() > JsonSchemaLimits::kMaxRules)
-    throw Error("the JSON schema needs more than " + std::to_string(JsonSchemaLimits::kMaxRules) + " grammar rules");
+    throw Error("the JSON schema needs more than " + std::to_string(JsonSchemaLimits::kMaxRules) +
+                " grammar rules");
   if (bytes_ > JsonSchemaLimits::kMaxGrammarBytes)
-    throw Error("the JSON schema makes a grammar of more than " + std::to_string(JsonSchemaLimits::kMaxGrammarBytes) +
-                " bytes");
+    throw Error("the JSON schema makes a grammar of more than " +
+                std::to_string(JsonSchemaLimits::kMaxGrammarBytes) + " bytes");
 }
 
 std::string RuleSet::text() const {
@@ -207,7 +218,8 @@ std::string repeat_plain(const std::string& item, int64_t min, int64_t max) {
   return item + "{" + std::to_string(min) + "," + std::to_string(max) + "}";
 }
 
-std::string repeat_separated(const std::string& item, const std::string& separator, int64_t min, int64_t max) {
+std::string repeat_separated(const std::string& item, const std::string& separator, int64_t min,
+                             int64_t max) {
   if (max == 0) return "";
   const std::string rest =
       repeat_plain("( " + separator + " " + item + " )", min > 0 ? min - 1 : 0, max < 0 ? -1 : max - 1);
@@ -238,7 +250,7 @@ std::string key_excluding(RuleSet& out, const std::set<std::string>& listed, con
   for (size_t n = 0; n < trie.size(); ++n) node_rules[n] = out.add_rule(name + "-key", "");
   for (size_t n = 0; n < trie.size(); ++n) {
     std::string body = "( ";
-    std::string others = "[^\"\\\\\\x7F\\x00-\\x1F";
+    std::string others = "[^\"\\\\\\x7F\\x00-\\x1F\\uD800-\\uDFFF";
     for (const auto& [c, child] : trie[n].children) {
       body += "[" + class_char(c) + "] " + node_rules[child] + " | ";
       others += class_char(c);
@@ -259,8 +271,8 @@ std::string object_body(RuleSet& out, const std::string& name, const std::vector
   // Without required members the object starts at any optional one, so tails[0] is never used.
   const size_t first_tail = required.empty() ? 1 : 0;
   for (size_t i = optional.size(); i-- > first_tail;) {
-    const std::string body = "( " + separator + " " + optional[i] + " )?" +
-                             (tails[i + 1].empty() ? "" : " " + tails[i + 1]);
+    const std::string body =
+        "( " + separator + " " + optional[i] + " )?" + (tails[i + 1].empty() ? "" : " " + tails[i + 1]);
     tails[i] = optional.size() - i > 1 ? out.add_rule(name + "-tail", body) : body;
   }
   std::string body = "\"{\" " + space + " ";
