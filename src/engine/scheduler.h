@@ -42,6 +42,7 @@
 
 #include "core/error.h"
 #include "core/threading.h"
+#include "engine/embed.h"
 #include "engine/generate.h"
 #include "engine/prefix_store.h"
 #include "engine/sampler.h"
@@ -164,6 +165,12 @@ class Scheduler {
   // name, a disabled slot path, and a missing, corrupt or foreign file.
   void save_prefix(const std::string& name, std::span<const int32_t> prefix);
   size_t restore_prefix(const std::string& name);  // returns the restored prefix length
+
+  // Embeddings of `inputs` (engine/embed.h), run on the scheduler thread between steps as slot
+  // work is: one group of sequences (one forward call, rounds of at most step_token_budget
+  // positions) per turn, so generation keeps stepping between groups. Thread-safe; waits for the
+  // result; throws mb::Error as embed_batch does, before any group runs.
+  std::vector<std::vector<float>> embed(std::span<const std::vector<int32_t>> inputs, EmbedOptions options);
 
   // The ids that end generation when a request has stop_at_eos (config plus tokenizer).
   const std::vector<int32_t>& eos_ids() const;

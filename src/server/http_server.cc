@@ -329,8 +329,13 @@ void HttpServer::register_routes() {
     };
   };
   http.Get("/v1/models", when_ready([this](const httplib::Request&, httplib::Response& res) {
-             send_json(res, models_response(options_.model_id, started_unix_, options_.defaults.max_context));
+             json body = models_response(options_.model_id, started_unix_, options_.defaults.max_context);
+             add_embeddings_meta(body, model_.embeddings, model_.pooling);
+             send_json(res, body);
            }));
+  http.Post("/v1/embeddings", when_ready([this](const httplib::Request& req, httplib::Response& res) {
+              send_json(res, handle_embeddings(req));
+            }));
   http.Post("/tokenize", when_ready([this](const httplib::Request& req, httplib::Response& res) {
               send_json(res, tokenize_response(parse_request_body(req.body), *model_.tokenizer));
             }));
@@ -352,6 +357,38 @@ void HttpServer::register_routes() {
   http.Post("/v1/chat/completions", when_ready([this](const httplib::Request& req, httplib::Response& res) {
               handle_generation(ApiKind::Chat, req, res);
             }));
+}
+
+json HttpServer::handle_embeddings(const httplib::Request& req) {
+  count(&HttpCounters::requests_total);
+  if (draining_.load()) throw ApiError(503, "server_error", "the server is shutting down", "shutting_down");
+  if (model_.embeddings.d_model == 0) throw invalid_request("this server does not serve embeddings");
+  EmbeddingsLimits limits;
+  limits.max_input_tokens = model_.max_context;
+  EmbeddingsRequest request;
+  try {
+    request = parse_embeddings_request(req.body, model_.embeddings, limits, options_.model_id);
+  } catch (const Error&) {
+    count(&HttpCounters::requests_rejected);
+    throw;
+  }
+  // Counted while it runs, so drain() waits for it.
+  struct InFlight {
+    HttpServer& server;
+    explicit InFlight(HttpServer& s) : server(s) {
+      std::lock_guard lock(server.mutex_);
+      ++server.in_flight_;
+    }
+    ~InFlight() {
+      std::lock_guard lock(server.mutex_);
+      --server.in_flight_;
+      server.idle_.notify_all();
+    }
+  } in_flight(*this);
+  EmbedOptions embed;
+  embed.pooling = model_.pooling;
+  const std::vector<std::vector<float>> vectors = model_.scheduler->embed(request.inputs, embed);
+  return embeddings_response(request, vectors);
 }
 
 void HttpServer::handle_generation(ApiKind kind, const httplib::Request& req, httplib::Response& res) {

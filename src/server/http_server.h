@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "engine/embed.h"
+#include "server/embeddings_api.h"
 #include "server/openai_api.h"
 
 namespace httplib {
@@ -58,6 +60,9 @@ struct ServedModel {
   int64_t vocab_size = 0;   // the model's; prompt ids must lie below it
   ServedChatTemplate chat;  // the checkpoint's, or the plain format (and why its own is unusable)
   int64_t max_context = 0;  // prompt + reply per request (-c, or the model's default); 0 = none
+  // /v1/embeddings (server/embeddings_api.h): answered 400 while embeddings.d_model is 0.
+  EmbeddingsModel embeddings;
+  Pooling pooling = Pooling::Mean;  // --pooling
 };
 
 class HttpServer {
@@ -87,6 +92,7 @@ class HttpServer {
   struct RequestLog;
   void register_routes();
   void handle_generation(ApiKind kind, const httplib::Request& request, httplib::Response& response);
+  nlohmann::json handle_embeddings(const httplib::Request& request);
   std::string layer_error_body(int status) const;  // the answers the connection layer gives itself
   void count(uint64_t HttpCounters::*counter);
   uint64_t next_seed();
