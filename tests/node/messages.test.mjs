@@ -82,6 +82,21 @@ test('messages: the tool_use -> tool_result loop answers and resumes from the ca
   assert.ok(cached > 0, `the second turn should resume from the prefix cache: usage.cache_read_input_tokens is ${cached}`);
 });
 
+test('messages: stop_sequences end the greedy reply before the sequence', async (t) => {
+  const request = { model: await model(), max_tokens: 32, temperature: 0, messages: [{ role: 'user', content: 'Tell me a story' }] };
+  const free = textOf(await anthropic.messages.create(request));
+  const chars = Array.from(free);
+  if (chars.length < 8) {
+    t.skip(`the greedy reply is too short to take a stop sequence from: ${JSON.stringify(free)}`);
+    return;
+  }
+  const stop = chars.slice(4, 7).join('');
+  const stopped = await anthropic.messages.create({ ...request, stop_sequences: ['#never#', stop] });
+  assert.equal(stopped.stop_reason, 'stop_sequence', `expected stop_reason "stop_sequence" for ${JSON.stringify(stop)} in ${JSON.stringify(free)}`);
+  assert.equal(stopped.stop_sequence, stop);
+  assert.equal(textOf(stopped), free.slice(0, free.indexOf(stop)));
+});
+
 test('messages: count_tokens equals the input_tokens a message reports', async () => {
   const request = { model: await model(), system: 'Be brief.', messages: question, tools: anthropicTools };
   const counted = await anthropic.messages.countTokens(request);
