@@ -223,7 +223,7 @@ ResponsesRequest translate_responses_request(std::string_view body_text, Respons
   if (const ojson* text = get(body, "text"))
     if (auto format = chat_response_format(*text)) chat["response_format"] = std::move(*format);
   if (const ojson* max = get(body, "max_output_tokens")) chat["max_tokens"] = *max;
-  for (const char* name : {"temperature", "top_p", "top_k", "seed", "stream"})
+  for (const char* name : {"temperature", "top_p", "top_k", "min_p", "seed", "ignore_eos", "stream"})
     if (const ojson* value = get(body, name)) chat[name] = *value;
   if (const ojson* kwargs = get(body, "chat_template_kwargs")) chat["chat_template_kwargs"] = *kwargs;
   out.chat_body = chat.dump(-1, ' ', false, ojson::error_handler_t::replace);
