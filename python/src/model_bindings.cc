@@ -214,6 +214,7 @@ py::array_t<float> PyModel::embed(const py::handle& input, const std::string& po
       if (text.empty()) throw Error(what + " is an empty string");
       inputs.push_back(engine_->require_tokenizer().encode(text));
     } else {
+      if (py::isinstance<py::sequence>(item) && py::len(item) == 0) throw Error(what + " is empty (no tokens to embed)");
       inputs.push_back(token_ids(item, what.c_str()));
     }
   };
