@@ -97,10 +97,15 @@ test('messages: stop_sequences end the greedy reply before the sequence', async 
     return;
   }
   const stop = chars.slice(4, 7).join('');
-  const stopped = await anthropic.messages.create({ ...request, stop_sequences: ['#never#', stop] });
+  const stopped = await anthropic.messages.create({ ...request, stop_sequences: [stop] });
   assert.equal(stopped.stop_reason, 'stop_sequence', `expected stop_reason "stop_sequence" for ${JSON.stringify(stop)} in ${JSON.stringify(free)}`);
   assert.equal(stopped.stop_sequence, stop);
   assert.equal(textOf(stopped), free.slice(0, free.indexOf(stop)));
+  // With several sequences, Anthropic names the one that matched.
+  const among = await anthropic.messages.create({ ...request, stop_sequences: ['#never#', stop] });
+  assert.equal(among.stop_reason, 'stop_sequence');
+  assert.equal(among.stop_sequence, stop, 'stop_sequence names the sequence that matched, among several');
+  assert.equal(textOf(among), textOf(stopped));
 });
 
 test('messages: count_tokens equals the input_tokens a message reports', async () => {
