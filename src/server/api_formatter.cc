@@ -85,6 +85,15 @@ bool ReplyBlocks::has_tool_calls() const {
   return false;
 }
 
+nlohmann::ordered_json parse_in_client_order(std::string_view body) {
+  parse_request_body(body);  // the bounds and the error messages; read again to keep the order
+  try {
+    return nlohmann::ordered_json::parse(body);
+  } catch (const nlohmann::json::exception& e) {
+    throw invalid_request(std::string("the request body is not valid JSON (") + e.what() + ")", "invalid_json");
+  }
+}
+
 std::string prefixed_id(const char* prefix, uint64_t random, uint64_t more) {
   char text[64];
   std::snprintf(text, sizeof text, "%s%016llx%08llx", prefix, static_cast<unsigned long long>(random),

@@ -80,6 +80,10 @@ class ReplyBlocks {
   size_t open_call_ = SIZE_MAX;  // the tool-call index (ChatDelta's) of the open block
 };
 
+// A request body parsed as parse_request_body does (bounded; a 400 naming the problem), kept in
+// the client's key order: what the translated chat request is built from (server/chat_request.h).
+nlohmann::ordered_json parse_in_client_order(std::string_view body);
+
 // "PREFIX" and 24 hex digits of `random` and `more` ("resp_", "msg_", "fc_", ...).
 std::string prefixed_id(const char* prefix, uint64_t random, uint64_t more);
 

@@ -168,8 +168,7 @@ void add_tool_choice(const ojson& choice, ojson& chat) {
 }  // namespace
 
 MessagesRequest translate_messages_request(std::string_view body_text, bool count_only, size_t max_messages) {
-  parse_request_body(body_text);  // bounded and checked; read again below in the client's key order
-  const ojson body = ojson::parse(body_text);
+  const ojson body = parse_in_client_order(body_text);
   MessagesRequest out;
   ojson chat = ojson::object();
   if (const ojson* model = member(body, "model")) chat["model"] = *model;

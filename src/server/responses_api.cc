@@ -135,7 +135,7 @@ ojson chat_tool_choice(const ojson& choice) {
     if (mode == "auto" || mode == "none" || mode == "required") return choice;
     throw invalid_request("tool_choice must be auto, none, required or a function, got '" + mode + "'");
   }
-  if (choice.is_object() && choice.value("type", "") == "function")
+  if (choice.is_object() && choice.contains("type") && choice["type"] == "function")
     return ojson{{"type", "function"}, {"function", {{"name", string_at(choice, "name", "tool_choice")}}}};
   throw wrong("tool_choice", "auto, none, required or {\"type\": \"function\", \"name\": ...}", choice);
 }
@@ -151,7 +151,9 @@ std::optional<ojson> chat_response_format(const ojson& text) {
   if (type == "json_object") return ojson{{"type", "json_object"}};
   if (type != "json_schema")
     throw invalid_request("text.format.type must be text, json_object or json_schema");
-  ojson schema = {{"name", format->value("name", "response")}};
+  const ojson* name = get(*format, "name");
+  if (name && !name->is_string()) throw wrong("text.format.name", "a string", *name);
+  ojson schema = {{"name", name ? *name : ojson("response")}};
   if (const ojson* s = get(*format, "schema")) schema["schema"] = *s;
   if (const ojson* strict = get(*format, "strict")) schema["strict"] = *strict;
   return ojson{{"type", "json_schema"}, {"json_schema", std::move(schema)}};
@@ -179,8 +181,7 @@ void append_response_items(const ojson& items, ojson& messages, size_t max_items
 
 ResponsesRequest translate_responses_request(std::string_view body_text, ResponseStore* store,
                                              size_t max_items) {
-  parse_request_body(body_text);  // bounded and checked; read again below in the client's key order
-  const ojson body = ojson::parse(body_text);
+  const ojson body = parse_in_client_order(body_text);
   refuse_unsupported_fields(body);
   ResponsesRequest out;
   ojson& echo = out.echo;
