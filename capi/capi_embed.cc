@@ -26,11 +26,13 @@ mb_status mb_embed(mb_model* model, const mb_token_span* inputs, size_t n_inputs
     else if (pooling == MB_POOLING_LAST)
       options.pooling = mb::Pooling::Last;
     else
-      throw CallError(MB_ERR_INVALID_ARGUMENT, "unknown pooling " + std::to_string(static_cast<int>(pooling)) +
+      throw CallError(MB_ERR_INVALID_ARGUMENT, "unknown pooling " +
+                                                   std::to_string(static_cast<int>(pooling)) +
                                                    " (MB_POOLING_MEAN or MB_POOLING_LAST)");
     options.normalize = normalize != 0;
     if (impl.model->input_dim() > 0)
-      throw CallError(MB_ERR_UNSUPPORTED, "this model reads feature rows, not tokens: it has no text embeddings");
+      throw CallError(MB_ERR_UNSUPPORTED,
+                      "this model reads feature rows, not tokens: it has no text embeddings");
     std::vector<std::vector<int32_t>> sequences(n_inputs);
     for (size_t i = 0; i < n_inputs; ++i) {
       if (inputs[i].n_tokens > 0 && inputs[i].tokens == nullptr)
@@ -47,7 +49,7 @@ mb_status mb_embed(mb_model* model, const mb_token_span* inputs, size_t n_inputs
     std::vector<float> stacked;
     stacked.reserve(rows.size() * static_cast<size_t>(width));
     for (const auto& row : rows) stacked.insert(stacked.end(), row.begin(), row.end());
-    *output = mb_output{mb::capi::copy_to_malloc(stacked.data(), stacked.size()), static_cast<int64_t>(n_inputs),
-                        width};
+    *output = mb_output{mb::capi::copy_to_malloc(stacked.data(), stacked.size()),
+                        static_cast<int64_t>(n_inputs), width};
   });
 }

@@ -34,12 +34,15 @@ const mb::Tokenizer& fuzz_tokenizer() {
   return tokenizer;
 }
 
-void check_accepted(const mb::server::EmbeddingsRequest& request, const mb::server::EmbeddingsLimits& limits) {
-  if (request.inputs.empty() || request.inputs.size() > limits.max_inputs) fail("accepted a bad number of inputs");
+void check_accepted(const mb::server::EmbeddingsRequest& request,
+                    const mb::server::EmbeddingsLimits& limits) {
+  if (request.inputs.empty() || request.inputs.size() > limits.max_inputs)
+    fail("accepted a bad number of inputs");
   int64_t total = 0;
   for (const auto& input : request.inputs) {
     if (input.empty()) fail("accepted an empty input");
-    if (static_cast<int64_t>(input.size()) > limits.max_input_tokens) fail("accepted an input past the limit");
+    if (static_cast<int64_t>(input.size()) > limits.max_input_tokens)
+      fail("accepted an input past the limit");
     for (int32_t id : input)
       if (id < 0 || id >= kVocab) fail("accepted an id outside the vocabulary");
     total += static_cast<int64_t>(input.size());
@@ -63,8 +66,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   limits.max_total_tokens = 64;
   limits.max_input_tokens = 16;
   const mb::server::EmbeddingsModel model{&fuzz_tokenizer(), kVocab, kWidth};
-  mb::fuzz::expect_clean_refusal([&] {
-    check_accepted(mb::server::parse_embeddings_request(body, model, limits, "fuzz"), limits);
-  });
+  mb::fuzz::expect_clean_refusal(
+      [&] { check_accepted(mb::server::parse_embeddings_request(body, model, limits, "fuzz"), limits); });
   return 0;
 }

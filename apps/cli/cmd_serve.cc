@@ -32,7 +32,8 @@ void normalize_serve_arguments(int argc, char** argv) {
 namespace {
 
 struct ServeArgs {
-  std::string model, host = "127.0.0.1", api_key, slot_save_path, dtype, alias, device = "cpu", pooling = "mean";
+  std::string model, host = "127.0.0.1", api_key, slot_save_path, dtype, alias, device = "cpu";
+  std::string pooling = "mean";  // --pooling: how /v1/embeddings pools the hidden states
   bool api_key_given = false;
   bool slot_persist = false;  // an empty --api-key (an unset variable) must not turn the key off
   int port = 8080, parallel = 4, threads = 0, timeout = 600, read_timeout = 10, max_conns_per_ip = 64;
@@ -226,8 +227,7 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--dtype", args->dtype,
                   "Weight storage: f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q6_k (default: as stored)");
   add_device_option(cmd, args->device);
-  cmd->add_option("--pooling", args->pooling,
-                  "How /v1/embeddings pools the final hidden state: mean or last")
+  cmd->add_option("--pooling", args->pooling, "How /v1/embeddings pools the final hidden state: mean or last")
       ->capture_default_str();
   cmd->add_option("-a,--alias", args->alias,
                   "Model name reported by /v1/models (default: the folder's name)");

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "engine/embed.h"
 #include "engine.h"
+#include "engine/embed.h"
 #include "engine/gguf_tokenizer.h"
 #include "engine/state_file.h"
 
@@ -214,7 +214,8 @@ py::array_t<float> PyModel::embed(const py::handle& input, const std::string& po
       if (text.empty()) throw Error(what + " is an empty string");
       inputs.push_back(engine_->require_tokenizer().encode(text));
     } else {
-      if (py::isinstance<py::sequence>(item) && py::len(item) == 0) throw Error(what + " is empty (no tokens to embed)");
+      if (py::isinstance<py::sequence>(item) && py::len(item) == 0)
+        throw Error(what + " is empty (no tokens to embed)");
       inputs.push_back(token_ids(item, what.c_str()));
     }
   };
@@ -328,7 +329,8 @@ py::class_<PyModel> bind_model(py::module_& m) {
            py::arg("states") = py::none(),
            "forward over many pages in one pass over the weights: a list of [T_i, d_model] arrays for "
            "\"all\", one [pages, d_model] array for \"last\" and \"mean\".")
-      .def("embed", &PyModel::embed, py::arg("input"), py::arg("pooling") = "mean", py::arg("normalize") = true,
+      .def("embed", &PyModel::embed, py::arg("input"), py::arg("pooling") = "mean",
+           py::arg("normalize") = true,
            "Embeddings of a str, a sequence of token ids, or a list of either: the final hidden state (after "
            "the final norm) pooled by \"mean\" or \"last\" and L2-normalised (in float64, rounded to "
            "float32 once), float32 [d_model] for one input or [inputs, d_model] for a list, in one batched "

@@ -43,7 +43,8 @@ void l2_normalize(std::vector<float>& vector) {
 
 void check_embed_inputs(const Model& model, std::span<const std::vector<int32_t>> inputs,
                         const EmbedOptions& options) {
-  if (options.chunk < 1) throw Error("the embedding chunk must be >= 1, got " + std::to_string(options.chunk));
+  if (options.chunk < 1)
+    throw Error("the embedding chunk must be >= 1, got " + std::to_string(options.chunk));
   if (options.round_rows < options.chunk)
     throw Error("the embedding round size (" + std::to_string(options.round_rows) +
                 " positions) must be at least the chunk (" + std::to_string(options.chunk) + ")");

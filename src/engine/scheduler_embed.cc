@@ -22,7 +22,8 @@ std::vector<std::vector<float>> Scheduler::embed(std::span<const std::vector<int
   for (size_t end : embed_groups(inputs, options)) {
     const auto group = inputs.subspan(begin, end - begin);
     s.run_on_loop([&] {
-      for (auto& row : embed_batch(s.model, s.ctx, group, options, s.workspace)) result.push_back(std::move(row));
+      for (auto& row : embed_batch(s.model, s.ctx, group, options, s.workspace))
+        result.push_back(std::move(row));
     });
     begin = end;
   }

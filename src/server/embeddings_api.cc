@@ -17,7 +17,8 @@ void charge_tokens(size_t index, size_t count, const EmbeddingsLimits& limits, i
   const std::string which = "input[" + std::to_string(index) + "]";
   if (count == 0) throw invalid_request(which + " is empty: every input needs at least one token");
   if (limits.max_input_tokens > 0 && static_cast<int64_t>(count) > limits.max_input_tokens)
-    throw invalid_request(which + " has " + std::to_string(count) + " tokens, more than the context limit of " +
+    throw invalid_request(which + " has " + std::to_string(count) +
+                          " tokens, more than the context limit of " +
                           std::to_string(limits.max_input_tokens) + " tokens per input (-c)");
   total += static_cast<int64_t>(count);
   if (total > limits.max_total_tokens)
@@ -65,8 +66,10 @@ std::vector<std::vector<int32_t>> read_inputs(const json& input, const Embedding
     return inputs;
   }
   if (!input.is_array())
-    throw invalid_request("'input' must be a string, a list of strings, a list of token ids or a list of lists of "
-                          "token ids, not " + std::string(input.type_name()));
+    throw invalid_request(
+        "'input' must be a string, a list of strings, a list of token ids or a list of lists of "
+        "token ids, not " +
+        std::string(input.type_name()));
   if (input.empty()) throw invalid_request("'input' is an empty list: give at least one input");
   // A list of integers is one input; a list of strings or of lists is one input per element.
   if (input.front().is_number()) {
@@ -74,8 +77,9 @@ std::vector<std::vector<int32_t>> read_inputs(const json& input, const Embedding
     return inputs;
   }
   if (input.size() > limits.max_inputs)
-    throw invalid_request("'input' holds " + std::to_string(input.size()) + " inputs, more than the limit of " +
-                          std::to_string(limits.max_inputs) + " per request");
+    throw invalid_request("'input' holds " + std::to_string(input.size()) +
+                          " inputs, more than the limit of " + std::to_string(limits.max_inputs) +
+                          " per request");
   const bool texts = input.front().is_string();
   for (size_t i = 0; i < input.size(); ++i) {
     const json& item = input[i];
@@ -149,7 +153,8 @@ std::string base64_floats(const std::vector<float>& values) {
   return out;
 }
 
-json embeddings_response(const EmbeddingsRequest& request, const std::vector<std::vector<float>>& embeddings) {
+json embeddings_response(const EmbeddingsRequest& request,
+                         const std::vector<std::vector<float>>& embeddings) {
   json data = json::array();
   for (size_t i = 0; i < embeddings.size(); ++i) {
     json vector = request.base64 ? json(base64_floats(embeddings[i])) : json(embeddings[i]);

@@ -452,7 +452,8 @@ static void test_embed(mb_model* model) {
       EXPECT_OK(mb_forward(model, &input, 1, kinds[p], &hidden));
       unit_in_double(hidden.data, expected, D_MODEL);
       CHECK(memcmp(expected, batch.data + i * D_MODEL, sizeof expected) == 0);
-      for (k = 0; k < D_MODEL; ++k) squares += (double)batch.data[i * D_MODEL + k] * batch.data[i * D_MODEL + k];
+      for (k = 0; k < D_MODEL; ++k)
+        squares += (double)batch.data[i * D_MODEL + k] * batch.data[i * D_MODEL + k];
       CHECK(fabs(squares - 1.0) < 1e-6);
       mb_output_free(&alone);
       mb_output_free(&hidden);

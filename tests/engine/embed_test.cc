@@ -41,8 +41,7 @@ const Model& embed_model(bool hybrid) {
 std::vector<std::vector<int32_t>> embed_inputs(int64_t vocab) {
   std::vector<std::vector<int32_t>> inputs;
   uint64_t seed = 3;
-  for (size_t length : {5, 1, 37, 16, 70, 2, 9})
-    inputs.push_back(test::random_tokens(length, vocab, seed++));
+  for (size_t length : {5, 1, 37, 16, 70, 2, 9}) inputs.push_back(test::random_tokens(length, vocab, seed++));
   return inputs;
 }
 
@@ -93,8 +92,8 @@ TEST(Embed, BatchEqualsEachAloneWhateverTheChunkAndGrouping) {
       }
       // Chunks of 1 position, 7 (no input a multiple), 16; rounds from one chunk (one sequence
       // per group) to everything in one forward call.
-      for (const auto& [chunk, round_rows] : std::vector<std::pair<int64_t, int64_t>>{
-               {1, 1}, {1, 3}, {7, 7}, {7, 20}, {16, 40}, {512, 4096}}) {
+      for (const auto& [chunk, round_rows] :
+           std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {1, 3}, {7, 7}, {7, 20}, {16, 40}, {512, 4096}}) {
         EmbedOptions o;
         o.pooling = pooling;
         o.chunk = chunk;
@@ -104,8 +103,8 @@ TEST(Embed, BatchEqualsEachAloneWhateverTheChunkAndGrouping) {
         ASSERT_EQ(batch.size(), inputs.size());
         for (size_t i = 0; i < inputs.size(); ++i)
           EXPECT_TRUE(same_vector_bits(batch[i], solo[i]))
-              << "hybrid " << hybrid << " pooling " << pooling_name(pooling) << " chunk " << chunk << " round "
-              << round_rows << " input " << i;
+              << "hybrid " << hybrid << " pooling " << pooling_name(pooling) << " chunk " << chunk
+              << " round " << round_rows << " input " << i;
       }
     }
   }
@@ -215,7 +214,8 @@ TEST(Embed, SchedulerEmbedsBetweenStepsWithoutChangingEither) {
   request.stop_at_eos = false;
   Generator generator(model, nullptr, kEmbedCtx);
   SequenceState alone = model.new_state();
-  const auto expected = generator.generate({request.prompt, request.max_tokens, request.sampling, {}, false}, alone);
+  const auto expected =
+      generator.generate({request.prompt, request.max_tokens, request.sampling, {}, false}, alone);
 
   SchedulerOptions so;
   so.step_token_budget = 16;  // several groups, each a turn between steps

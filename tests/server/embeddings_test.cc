@@ -91,7 +91,8 @@ TEST(EmbeddingsApi, EveryInputShape) {
   EXPECT_EQ(one.model, "served");
   EXPECT_FALSE(one.base64);
 
-  const auto texts = parse_embeddings({{"input", {"a b", "cd"}}, {"model", "m"}, {"encoding_format", "base64"}});
+  const auto texts =
+      parse_embeddings({{"input", {"a b", "cd"}}, {"model", "m"}, {"encoding_format", "base64"}});
   EXPECT_EQ(texts.inputs, (std::vector<std::vector<int32_t>>{tok.encode("a b"), tok.encode("cd")}));
   EXPECT_EQ(texts.model, "m");
   EXPECT_TRUE(texts.base64);
@@ -118,7 +119,8 @@ TEST(EmbeddingsApi, RefusesWhatOpenAiRefuses) {
   expect_embeddings_refusal({{"input", {301}}}, "token id 301 is outside the vocabulary [0, 301)");
   expect_embeddings_refusal({{"input", {{0}, {-1}}}}, "input[1]: token id -1");
   expect_embeddings_refusal({{"input", "a"}, {"encoding_format", "int8"}}, "'encoding_format' must be");
-  expect_embeddings_refusal({{"input", "a"}, {"dimensions", 16}}, "'dimensions' must equal the model's embedding width, 32");
+  expect_embeddings_refusal({{"input", "a"}, {"dimensions", 16}},
+                            "'dimensions' must equal the model's embedding width, 32");
   expect_embeddings_refusal({{"input", "a"}, {"model", 3}}, "'model' must be a string");
   expect_embeddings_refusal("[1]"_json, "");
 }
@@ -133,8 +135,8 @@ TEST(EmbeddingsApi, LimitsAreNamed) {
   EXPECT_NO_THROW(parse_embeddings({{"input", {{1, 2}, {3, 4}}}}, limits));
   limits = {};
   limits.max_input_tokens = 2;
-  expect_embeddings_refusal({{"input", {{1}, {1, 2, 3}}}}, "input[1] has 3 tokens, more than the context limit of 2",
-                            limits);
+  expect_embeddings_refusal({{"input", {{1}, {1, 2, 3}}}},
+                            "input[1] has 3 tokens, more than the context limit of 2", limits);
 }
 
 TEST(EmbeddingsApi, Base64IsTheLittleEndianFloatBytes) {
@@ -210,8 +212,9 @@ TEST(EmbeddingsServe, VectorsEqualTheEngineInEveryForm) {
     // Refusals: an empty string, a width the model lacks, an input past -c.
     EXPECT_NE(post({{"input", {"a", ""}}}, 400)["error"]["message"].get<std::string>().find("input[1]"),
               std::string::npos);
-    EXPECT_NE(post({{"input", "a"}, {"dimensions", 8}}, 400)["error"]["message"].get<std::string>().find("32"),
-              std::string::npos);
+    EXPECT_NE(
+        post({{"input", "a"}, {"dimensions", 8}}, 400)["error"]["message"].get<std::string>().find("32"),
+        std::string::npos);
     EXPECT_NE(post({{"input", std::string(100, 'x')}}, 400)["error"]["message"].get<std::string>().find("-c"),
               std::string::npos);
     EXPECT_EQ(server.terminate(), 0);
@@ -221,7 +224,8 @@ TEST(EmbeddingsServe, VectorsEqualTheEngineInEveryForm) {
 TEST(EmbeddingsServe, RefusesAnUnknownPooling) {
   const auto exit = test::serve_until_exit(test::server_test_model(), "--pooling max", 60);
   EXPECT_NE(exit.status, 0);
-  EXPECT_NE(exit.stderr_text.find("--pooling must be 'mean' or 'last'"), std::string::npos) << exit.stderr_text;
+  EXPECT_NE(exit.stderr_text.find("--pooling must be 'mean' or 'last'"), std::string::npos)
+      << exit.stderr_text;
 }
 
 }  // namespace embeddings_test
