@@ -38,6 +38,8 @@ trap cleanup EXIT
   { cat "$work/make.txt" >&2; exit 1; }
 
 api_key="node-sdk-test-key"
+# Created here: the background job opens its redirections only once it runs.
+: >"$work/out.txt"
 "${cli[@]}" serve -m "$work/model" --host 127.0.0.1 --port 0 --api-key "$api_key" \
   >"$work/out.txt" 2>"$work/err.txt" &
 server_pid=$!
