@@ -289,6 +289,34 @@ void chat_template_seeds(const fs::path& out, const fs::path& data_dir) {
   }
 }
 
+// GBNF grammars, each with a text after a NUL for the matcher (gbnf_fuzzer's input form).
+void gbnf_seeds(const fs::path& out) {
+  fs::create_directories(out);
+  struct Seed {
+    const char* name;
+    const char* grammar;
+    const char* text;
+  };
+  const Seed seeds[] = {
+      {"yes_no.gbnf", R"(root ::= "yes" | "no")", "yes"},
+      {"json.gbnf", R"(root ::= object
+object ::= "{" ws (pair ("," ws pair)*)? "}"
+pair ::= string ws ":" ws value
+value ::= object | array | string | number | ("true" | "false" | "null")
+array ::= "[" ws (value ("," ws value)*)? "]"
+string ::= "\"" ([^"\\\x00-\x1f] | "\\" ["\\/bfnrt])* "\""
+number ::= "-"? [0-9]+ ("." [0-9]+)?
+ws ::= [ \t\n]* # spaces
+)",
+       R"({"a": [1, "x", true]})"},
+      {"repeat.gbnf", R"(root ::= [a-c]{2,4} ("-" [^\u00e9]+)? .)", "ab-xy\xC3\xA9"},
+  };
+  for (const Seed& seed : seeds) {
+    std::string bytes = std::string(seed.grammar) + '\0' + seed.text;
+    write_bytes(out / seed.name, std::vector<uint8_t>(bytes.begin(), bytes.end()));
+  }
+}
+
 // Tiny hybrids as f32 GGUF files: Granite-4.0-H (granitehybrid: an attention and a Mamba-2
 // layer, each with its shared MLP; per-layer head_count_kv) and Nemotron-H (nemotron_h: Mamba-2,
 // attention and MLP layers; per-layer head_count_kv and feed_forward_length), each also with
@@ -392,6 +420,7 @@ int main(int argc, char** argv) {
     torch_seeds(out / "torch_checkpoint", out / "torch_pickle");
     chat_template_seeds(out / "chat_template", data_dir);
     gguf_seeds(out / "gguf", scratch);
+    gbnf_seeds(out / "gbnf");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

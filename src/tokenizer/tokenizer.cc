@@ -121,6 +121,45 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
   return tok::to_valid_utf8(bytes);
 }
 
+std::optional<std::string> Tokenizer::token_bytes(int32_t id) const {
+  const Impl& m = *impl_;
+  if (id < 0 || id >= m.vocab_size || !m.has_token[id]) return std::nullopt;
+  std::string piece = m.decoded_pieces[id];
+  if (m.decoder.kind != tok::DecoderKind::Chain) return piece;
+  const auto replace_all = [&](std::string_view from, std::string_view to) {
+    if (from.empty()) return;
+    std::string out;
+    for (size_t i = 0; i < piece.size();) {
+      if (piece.compare(i, from.size(), from) == 0) {
+        out += to;
+        i += from.size();
+      } else {
+        out.push_back(piece[i++]);
+      }
+    }
+    piece = std::move(out);
+  };
+  for (const tok::DecodeStep& step : m.decoder.steps) {
+    if (const auto* replace = std::get_if<tok::ReplaceDecodeStep>(&step)) {
+      replace_all(replace->pattern, replace->content);
+    } else if (std::holds_alternative<tok::ByteFallbackDecodeStep>(step)) {
+      int value = -1;
+      if (piece.size() == 6 && piece.starts_with("<0x") && piece[5] == '>') {
+        const auto hex = [](char c) {
+          return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        };
+        if (hex(piece[3]) >= 0 && hex(piece[4]) >= 0) value = hex(piece[3]) * 16 + hex(piece[4]);
+      }
+      if (value >= 0) piece = std::string(1, static_cast<char>(value));
+    } else if (const auto* metaspace = std::get_if<tok::MetaspaceDecodeStep>(&step)) {
+      std::string marker;
+      tok::append_utf8(marker, metaspace->replacement);
+      replace_all(marker, " ");
+    }
+  }
+  return piece;
+}
+
 int32_t Tokenizer::vocab_size() const {
   return impl_->vocab_size;
 }

@@ -59,6 +59,13 @@ class Tokenizer {
   // <|end_of_text|>, <|im_end|>, <|eot_id|>, ...), in increasing id order. Best effort.
   std::vector<int32_t> eos_token_ids() const;
   bool is_special(int32_t id) const;
+  // The bytes the decoder emits for `id` in the middle of a text (no UTF-8 repair: a byte-level
+  // token that ends inside a character gives its raw bytes), for constrained decoding, which
+  // matches a grammar against them; nullopt for an id without a token. Byte-level files give the
+  // exact bytes. For decoder chains it applies each token-local step (Replace, ByteFallback's
+  // <0xNN> byte, Metaspace's space) and skips the ones that look at neighbours (Strip of the
+  // text's first space, Fuse): the mid-text form. Without a decoder it is the token's string.
+  std::optional<std::string> token_bytes(int32_t id) const;
 
   struct Impl;
 
