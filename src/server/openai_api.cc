@@ -9,6 +9,7 @@
 #include "core/json_text.h"
 #include "engine/gguf_chat_template.h"
 #include "io/binary_codec.h"
+#include "server/response_format.h"
 
 namespace mb::server {
 
@@ -263,6 +264,7 @@ ApiRequest parse_api_request(ApiKind kind, std::string_view body_text, const Api
     request.include_usage = bool_field(*options, "include_usage").value_or(false);
   }
   read_logprobs(kind, body, request);
+  if (auto format = read_response_format(body_text, body)) request.grammar = std::move(format);
   return request;
 }
 

@@ -80,6 +80,9 @@ struct ApiRequest {
   bool include_usage = false;  // stream_options.include_usage: a last chunk with usage only
   bool logprobs = false;       // report the chosen tokens' log-probabilities
   int top_logprobs = 0;        // alternatives reported with each token (serve.n_probs)
+  // GBNF the output must follow: the request's `grammar`, or what response_format / json_schema
+  // ask for (server/response_format.h).
+  std::optional<std::string> grammar;
 };
 
 // A served checkpoint's chat template: its own (find_chat_template), else the documented plain

@@ -23,8 +23,8 @@ const std::vector<Primitive>& primitives() {
       {"space", R"(( " " | "\n" [ \t]{0,20} )?)", {}},
       {"hex", R"([0-9a-fA-F])", {}},
       {"unicode-escape", R"([0-9a-cA-Ce-fE-F] hex{3} | [dD] [0-7] hex{2})", {"hex"}},
-      {"char", R"([^"\\\x7F\x00-\x1F] | [\\] ( ["\\/bfnrt] | "u" unicode-escape ))", {"unicode-escape"}},
-      {"key-char", R"([^"\\\x7F\x00-\x1F])", {}},
+      {"char", R"([^"\\\x7F\x00-\x1F\uD800-\uDFFF] | [\\] ( ["\\/bfnrt] | "u" unicode-escape ))", {"unicode-escape"}},
+      {"key-char", R"([^"\\\x7F\x00-\x1F\uD800-\uDFFF])", {}},
       {"string", R"("\"" char* "\"" space)", {"char", "space"}},
       {"integral-part", R"([0] | [1-9] [0-9]{0,15})", {}},
       {"number", R"("-"? integral-part ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,2} )? space)",
@@ -238,7 +238,7 @@ std::string key_excluding(RuleSet& out, const std::set<std::string>& listed, con
   for (size_t n = 0; n < trie.size(); ++n) node_rules[n] = out.add_rule(name + "-key", "");
   for (size_t n = 0; n < trie.size(); ++n) {
     std::string body = "( ";
-    std::string others = "[^\"\\\\\\x7F\\x00-\\x1F";
+    std::string others = "[^\"\\\\\\x7F\\x00-\\x1F\\uD800-\\uDFFF";
     for (const auto& [c, child] : trie[n].children) {
       body += "[" + class_char(c) + "] " + node_rules[child] + " | ";
       others += class_char(c);
