@@ -317,6 +317,25 @@ ws ::= [ \t\n]* # spaces
   }
 }
 
+// JSON schemas: the 20 of the acceptance test (tests/data/json_schema) and a few the converter
+// refuses (a pattern, a reference cycle, a dangling reference).
+void json_schema_seeds(const fs::path& out, const fs::path& data_dir) {
+  fs::create_directories(out);
+  std::ifstream in(data_dir / "json_schema" / "acceptance_schemas.json", std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<std::string> seeds;
+  for (const auto& schema : nlohmann::ordered_json::parse(text.str())) seeds.push_back(schema.dump());
+  seeds.push_back(R"({"type":"string","pattern":"^a+$"})");
+  seeds.push_back(R"({"$defs":{"a":{"anyOf":[{"$ref":"#/$defs/a"}]}},"$ref":"#/$defs/a"})");
+  seeds.push_back(R"({"type":"object","properties":{"x":{"$ref":"#/definitions/none"}}})");
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "schema_%02zu.json", i);
+    write_bytes(out / name, std::vector<uint8_t>(seeds[i].begin(), seeds[i].end()));
+  }
+}
+
 // Tiny hybrids as f32 GGUF files: Granite-4.0-H (granitehybrid: an attention and a Mamba-2
 // layer, each with its shared MLP; per-layer head_count_kv) and Nemotron-H (nemotron_h: Mamba-2,
 // attention and MLP layers; per-layer head_count_kv and feed_forward_length), each also with
@@ -421,6 +440,7 @@ int main(int argc, char** argv) {
     chat_template_seeds(out / "chat_template", data_dir);
     gguf_seeds(out / "gguf", scratch);
     gbnf_seeds(out / "gbnf");
+    json_schema_seeds(out / "json_schema", data_dir);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

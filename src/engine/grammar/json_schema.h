@@ -33,8 +33,8 @@ struct JsonSchemaLimits {
   static constexpr size_t kMaxTextBytes = size_t{1} << 20;   // json_schema_text_to_gbnf's input
   static constexpr int kMaxDepth = 64;                       // nested arrays/objects of the text
   static constexpr int64_t kMaxRepetition = 1000;            // minItems, maxItems, min/maxLength
-  static constexpr size_t kMaxGrammarBytes = size_t{4} << 20;  // the GBNF written
-  static constexpr size_t kMaxRules = 50000;
+  static constexpr size_t kMaxGrammarBytes = 256 * 1024;  // the GBNF written (parse_gbnf takes as much)
+  static constexpr size_t kMaxRules = 5000;
 };
 
 // The GBNF for `schema`; its start rule is `root`. Throws mb::Error as described above.
