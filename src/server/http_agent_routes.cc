@@ -28,9 +28,10 @@ void anthropic_error_shape(const httplib::Request& req, httplib::Response& res) 
   const nlohmann::json body = nlohmann::json::parse(res.body, nullptr, false);
   if (!body.is_object() || !body.contains("error") || !body["error"].is_object()) return;
   const nlohmann::json& message = body["error"]["message"];
-  res.set_content(
-      anthropic_error_json(res.status, message.is_string() ? message.get<std::string>() : "error"),
-      kJsonType);
+  res.body = anthropic_error_json(res.status, message.is_string() ? message.get<std::string>() : "error");
+  // httplib has set the Content-Length of the body it had when it calls this handler.
+  res.headers.erase("Content-Length");
+  res.set_header("Content-Length", std::to_string(res.body.size()));
 }
 
 }  // namespace

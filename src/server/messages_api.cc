@@ -204,7 +204,7 @@ MessagesRequest translate_messages_request(std::string_view body_text, bool coun
     }
     if (!stops->empty()) chat["stop"] = *stops;
   }
-  for (const char* name : {"temperature", "top_p", "top_k", "ignore_eos"})
+  for (const char* name : {"temperature", "top_p", "top_k", "seed", "ignore_eos"})
     if (const ojson* value = member(body, name)) chat[name] = *value;
   // Extended thinking: the templates that think take it as enable_thinking.
   if (const ojson* thinking = member(body, "thinking")) {

@@ -215,6 +215,12 @@ TEST(MessagesApi, StreamsAnthropicsEventSequenceAndAnswersInItsShape) {
   EXPECT_EQ(stopped.response()["content"][0]["text"], "so");
 }
 
+// The trained demo model (data/demo-model): its replies are varied text, so equal answers
+// compare something.
+std::string messages_demo_model() {
+  return std::string(MB_TEST_DATA_DIR) + "/../../data/demo-model";
+}
+
 httplib::Result messages_post(const test::ServerProcess& server, const std::string& path, const json& body,
                               const std::string& key = "") {
   httplib::Client client("127.0.0.1", server.port());
@@ -225,15 +231,16 @@ httplib::Result messages_post(const test::ServerProcess& server, const std::stri
 }
 
 TEST(MessagesServe, AReSentConversationIsServedFromTheCacheAndEqualsAColdServer) {
-  const json first = {{"max_tokens", 6},
-                      {"temperature", 0},
+  const json first = {{"max_tokens", 12},
+                      {"temperature", 0.8},
+                      {"seed", 11},
                       {"ignore_eos", true},
                       {"system", "Be brief."},
                       {"messages", {{{"role", "user"}, {"content", "Hi there"}}}}};
   json follow_up = first;
   json warm;
   {
-    test::ServerProcess server(test::server_test_model(), "-t 1 --api-key sekrit");
+    test::ServerProcess server(messages_demo_model(), "-t 1 --api-key sekrit");
     ASSERT_GT(server.port(), 0);
     // Without the key: 401 in Anthropic's shape.
     const auto refused = messages_post(server, "/v1/messages", first);
@@ -255,7 +262,7 @@ TEST(MessagesServe, AReSentConversationIsServedFromTheCacheAndEqualsAColdServer)
     const json reply = json::parse(res->body);
     EXPECT_EQ(reply["type"], "message");
     EXPECT_EQ(reply["stop_reason"], "max_tokens");
-    EXPECT_EQ(reply["usage"]["output_tokens"], 6);
+    EXPECT_EQ(reply["usage"]["output_tokens"], 12);
     const int64_t first_prompt = reply["usage"]["input_tokens"].get<int64_t>() +
                                  reply["usage"]["cache_read_input_tokens"].get<int64_t>();
     const auto counted = messages_post(server, "/v1/messages/count_tokens",
@@ -288,7 +295,7 @@ TEST(MessagesServe, AReSentConversationIsServedFromTheCacheAndEqualsAColdServer)
     EXPECT_EQ(text, warm["content"][0]["text"]);
     EXPECT_EQ(server.terminate(), 0);
   }
-  test::ServerProcess cold_server(test::server_test_model(), "-t 2");
+  test::ServerProcess cold_server(messages_demo_model(), "-t 2");
   ASSERT_GT(cold_server.port(), 0);
   const auto res = messages_post(cold_server, "/v1/messages", follow_up);
   ASSERT_TRUE(res);
@@ -298,6 +305,7 @@ TEST(MessagesServe, AReSentConversationIsServedFromTheCacheAndEqualsAColdServer)
       cold["usage"]["input_tokens"].get<int64_t>(),
       warm["usage"]["input_tokens"].get<int64_t>() + warm["usage"]["cache_read_input_tokens"].get<int64_t>());
   EXPECT_EQ(cold["content"], warm["content"]);
+  EXPECT_GT(cold["content"][0]["text"].get<std::string>().size(), 12u);
   EXPECT_EQ(cold_server.terminate(), 0);
 }
 

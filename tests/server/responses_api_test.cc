@@ -274,6 +274,12 @@ TEST(ResponsesApi, APlainResponseIsIncompleteAtTheTokenLimitAndFailsWithTheError
   EXPECT_THROW(failing.response(), ApiError);
 }
 
+// The trained demo model (data/demo-model): its replies are varied text, so equal answers
+// compare something.
+std::string responses_demo_model() {
+  return std::string(MB_TEST_DATA_DIR) + "/../../data/demo-model";
+}
+
 json responses_post(const test::ServerProcess& server, const json& body, int expected_status = 200) {
   httplib::Client client("127.0.0.1", server.port());
   client.set_read_timeout(120, 0);
@@ -287,13 +293,13 @@ json responses_post(const test::ServerProcess& server, const json& body, int exp
 // The follow-up through previous_response_id resumes from the state cached for the first turn and
 // gives exactly the text a cold server gives for the whole conversation sent as items.
 TEST(ResponsesServe, AFollowUpByPreviousResponseIdIsServedFromTheCacheAndEqualsAColdServer) {
-  const json settings = {{"max_output_tokens", 6}, {"temperature", 0}, {"ignore_eos", true}};
+  const json settings = {{"max_output_tokens", 12}, {"temperature", 0.8}, {"seed", 11}, {"ignore_eos", true}};
   json first = settings, follow_up = settings;
   first["input"] = "Hi there";
   first["instructions"] = "Be brief.";
   json first_reply, warm;
   {
-    test::ServerProcess server(test::server_test_model(), "-t 1");
+    test::ServerProcess server(responses_demo_model(), "-t 1");
     ASSERT_GT(server.port(), 0);
     first_reply = responses_post(server, first);
     ASSERT_EQ(first_reply["object"], "response");
@@ -327,13 +333,14 @@ TEST(ResponsesServe, AFollowUpByPreviousResponseIdIsServedFromTheCacheAndEqualsA
   cold_request["input"] = json::array({{{"role", "user"}, {"content", "Hi there"}}});
   for (const json& item : first_reply["output"]) cold_request["input"].push_back(item);
   cold_request["input"].push_back({{"role", "user"}, {"content", "And then?"}});
-  test::ServerProcess cold_server(test::server_test_model(), "-t 2");
+  test::ServerProcess cold_server(responses_demo_model(), "-t 2");
   ASSERT_GT(cold_server.port(), 0);
   const json cold = responses_post(cold_server, cold_request);
   EXPECT_EQ(cold["usage"]["input_tokens_details"]["cached_tokens"], 0);
   EXPECT_EQ(cold["usage"]["input_tokens"], warm["usage"]["input_tokens"]);
   EXPECT_EQ(cold["output"][0]["content"][0]["text"], warm["output"][0]["content"][0]["text"]);
-  EXPECT_EQ(cold["usage"]["output_tokens"], 6);
+  EXPECT_EQ(cold["usage"]["output_tokens"], 12);
+  EXPECT_GT(cold["output"][0]["content"][0]["text"].get<std::string>().size(), 12u);
   EXPECT_EQ(cold_server.terminate(), 0);
 }
 
