@@ -361,38 +361,6 @@ void HttpServer::register_routes() {
   register_agent_routes();
 }
 
-json HttpServer::handle_embeddings(const httplib::Request& req) {
-  count(&HttpCounters::requests_total);
-  if (draining_.load()) throw ApiError(503, "server_error", "the server is shutting down", "shutting_down");
-  if (model_.embeddings.d_model == 0) throw invalid_request("this server does not serve embeddings");
-  EmbeddingsLimits limits;
-  limits.max_input_tokens = model_.max_context;
-  EmbeddingsRequest request;
-  try {
-    request = parse_embeddings_request(req.body, model_.embeddings, limits, options_.model_id);
-  } catch (const Error&) {
-    count(&HttpCounters::requests_rejected);
-    throw;
-  }
-  // Counted while it runs, so drain() waits for it.
-  struct InFlight {
-    HttpServer& server;
-    explicit InFlight(HttpServer& s) : server(s) {
-      std::lock_guard lock(server.mutex_);
-      ++server.in_flight_;
-    }
-    ~InFlight() {
-      std::lock_guard lock(server.mutex_);
-      --server.in_flight_;
-      server.idle_.notify_all();
-    }
-  } in_flight(*this);
-  EmbedOptions embed;
-  embed.pooling = model_.pooling;
-  const std::vector<std::vector<float>> vectors = model_.scheduler->embed(request.inputs, embed);
-  return embeddings_response(request, vectors);
-}
-
 void HttpServer::handle_generation(ApiKind kind, const httplib::Request& req, httplib::Response& res) {
   run_generation(
       response_id(kind, next_seed()),

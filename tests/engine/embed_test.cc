@@ -202,7 +202,7 @@ TEST(Embed, RefusesBadInputsBeforeAnyWork) {
 
 // Embeddings between generation steps on a running scheduler (TSan runs this): the generated
 // tokens equal those of the request alone and the embeddings equal embed_batch's.
-TEST(Embed, SchedulerEmbedsBetweenStepsWithoutChangingEither) {
+TEST(Embed, SchedulerThreadEmbedsBetweenStepsWithoutChangingEither) {
   const Model& model = embed_model(true);
   const auto inputs = embed_inputs(model.config().vocab_size);
   Workspace ws;
