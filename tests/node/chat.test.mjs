@@ -79,6 +79,23 @@ test('chat: tool_choice naming a function forces that call', async () => {
   assert.equal(choice.finish_reason, 'tool_calls');
 });
 
+test('chat: tool_choice "auto" and "none" leave the random model free: text, or well-formed calls', async () => {
+  for (const tool_choice of ['auto', 'none']) {
+    for (const seed of [1, 2]) {
+      const reply = await openai.chat.completions.create({ model: await model(), messages: question, tools: chatTools, tool_choice, max_tokens: 32, seed });
+      const choice = reply.choices[0];
+      const calls = choice.message.tool_calls ?? [];
+      if (tool_choice === 'none') assert.equal(calls.length, 0, 'tool_choice "none": no tool call');
+      for (const call of calls) {
+        assert.ok(['get_weather', 'get_time'].includes(call.function.name), `a parsed call names an offered tool: ${call.function.name}`);
+        parseJson(call.function.arguments, 'a parsed call\'s arguments');
+      }
+      assert.equal(choice.finish_reason, calls.length > 0 ? 'tool_calls' : choice.finish_reason === 'length' ? 'length' : 'stop');
+      if (calls.length === 0) assert.equal(typeof choice.message.content, 'string');
+    }
+  }
+});
+
 test('chat: tool_choice "required" forces a call to one of the tools', async () => {
   const reply = await openai.chat.completions.create({ model: await model(), messages: question, tools: chatTools, tool_choice: 'required', max_tokens: 256, seed: 7 });
   const choice = reply.choices[0];
