@@ -32,14 +32,32 @@ class ContentOnlySplitter : public ReplySplitter {
   ChatDelta finish() override { return {}; }
 };
 
+class ParserSplitter : public ReplySplitter {
+ public:
+  explicit ParserSplitter(ChatOutputParser parser) : parser_(std::move(parser)) {}
+  ChatDelta feed(std::string_view text) override { return parser_.feed(text); }
+  ChatDelta finish() override { return parser_.finish(); }
+
+ private:
+  ChatOutputParser parser_;
+};
+
 }  // namespace
+
+std::unique_ptr<ReplySplitter> parser_splitter(ChatOutputParser parser) {
+  return std::make_unique<ParserSplitter>(std::move(parser));
+}
 
 std::unique_ptr<ApiFormatter> completions_formatter(const ApiRequest& request, const Tokenizer& tokenizer,
                                                     std::string id, int64_t created) {
   return std::make_unique<CompletionsFormatter>(request, tokenizer, std::move(id), created);
 }
 
-std::unique_ptr<ReplySplitter> make_reply_splitter(const ApiRequest&, const ServedChatTemplate&) {
+std::unique_ptr<ReplySplitter> make_reply_splitter(const ApiRequest& request, const ServedChatTemplate&) {
+  // The request's reply settings were settled against the served template when its prompt was
+  // rendered (settle_chat_reply): the same split as /v1/chat/completions makes.
+  if (std::optional<ChatOutputParser> parser = make_reply_parser(request.reply))
+    return parser_splitter(std::move(*parser));
   return std::make_unique<ContentOnlySplitter>();
 }
 
@@ -90,7 +108,8 @@ nlohmann::ordered_json parse_in_client_order(std::string_view body) {
   try {
     return nlohmann::ordered_json::parse(body);
   } catch (const nlohmann::json::exception& e) {
-    throw invalid_request(std::string("the request body is not valid JSON (") + e.what() + ")", "invalid_json");
+    throw invalid_request(std::string("the request body is not valid JSON (") + e.what() + ")",
+                          "invalid_json");
   }
 }
 

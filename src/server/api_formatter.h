@@ -42,8 +42,11 @@ class ReplySplitter {
   virtual ChatDelta feed(std::string_view text) = 0;
   virtual ChatDelta finish() = 0;
 };
-// The splitter for a request: everything is content until the chat output parser
-// (server/chat_output.h) is wired in, then the checkpoint's reasoning and tool-call format.
+// A splitter that is the chat output parser (server/chat_output.h).
+std::unique_ptr<ReplySplitter> parser_splitter(ChatOutputParser parser);
+// The splitter for a request: the chat output parser with the checkpoint's reasoning and tool-call
+// format (make_reply_parser, server/chat_tools.h), or, where there is nothing to split, one that
+// passes everything as content.
 std::unique_ptr<ReplySplitter> make_reply_splitter(const ApiRequest& request, const ServedChatTemplate& chat);
 
 // A reply as a list of blocks in the order the model produced them: reasoning, text and tool calls

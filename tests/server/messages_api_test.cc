@@ -4,6 +4,7 @@
 // server, x-api-key, count_tokens, Anthropic-shaped errors and a follow-up that re-sends the
 // whole conversation, served from the prefix cache and equal to a cold server's answer.
 #include "server/messages_api.h"
+#include "server/responses_api.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -213,6 +214,48 @@ TEST(MessagesApi, StreamsAnthropicsEventSequenceAndAnswersInItsShape) {
   EXPECT_EQ(stopped.response()["stop_reason"], "stop_sequence");
   EXPECT_EQ(stopped.response()["stop_sequence"], "END");
   EXPECT_EQ(stopped.response()["content"][0]["text"], "so");
+}
+
+// A Granite-format reply through the real chat output parser: reasoning, text and a tool call
+// arriving in small pieces become thinking, text and tool_use blocks (stop_reason tool_use), and
+// the same pieces through /v1/responses become reasoning, message and function_call items.
+TEST(MessagesApi, TheChatOutputParsersSplitBecomesContentBlocksAndOutputItems) {
+  ChatFormat format;
+  format.tools = ToolCallFormat::JsonInToolCallTags;
+  format.think_open = "<think>";
+  format.think_close = "</think>";
+  ChatParseOptions options;
+  options.tool_names = {"get_weather"};
+  const std::string reply =
+      "<think>Oslo?</think>Let me check.<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Oslo\"}}</tool_call>";
+  ApiRequest request;
+  MessagesFormatter messages(request, MessagesRequest{}, parser_splitter(ChatOutputParser(format, options)),
+                             "msg_p", false);
+  ResponseStore store;
+  ResponsesFormatter responses(request, translate_responses_request(R"({"input": "q"})", &store, 8), &store,
+                               parser_splitter(ChatOutputParser(format, options)), "resp_p", 3, 0, false);
+  for (size_t at = 0; at < reply.size(); at += 5) {
+    messages.collect(messages_token(reply.substr(at, 5)));
+    responses.collect(messages_token(reply.substr(at, 5)));
+  }
+  messages.collect(messages_done(StopReason::Eos));
+  responses.collect(messages_done(StopReason::Eos));
+  const json message = messages.response();
+  ASSERT_EQ(message["content"].size(), 3u) << message.dump();
+  EXPECT_EQ(message["content"][0]["thinking"], "Oslo?");
+  EXPECT_EQ(message["content"][1]["text"], "Let me check.");
+  EXPECT_EQ(message["content"][2]["type"], "tool_use");
+  EXPECT_EQ(message["content"][2]["name"], "get_weather");
+  EXPECT_EQ(message["content"][2]["input"], json({{"city", "Oslo"}}));
+  EXPECT_EQ(message["stop_reason"], "tool_use");
+  const json response = responses.response();
+  ASSERT_EQ(response["output"].size(), 3u) << response.dump();
+  EXPECT_EQ(response["output"][0]["type"], "reasoning");
+  EXPECT_EQ(response["output"][1]["content"][0]["text"], "Let me check.");
+  EXPECT_EQ(response["output"][2]["type"], "function_call");
+  EXPECT_EQ(json::parse(response["output"][2]["arguments"].get<std::string>()), json({{"city", "Oslo"}}));
+  EXPECT_TRUE(response["output"][2]["call_id"].get<std::string>().starts_with("call_"));
 }
 
 // The trained demo model (data/demo-model): its replies are varied text, so equal answers
