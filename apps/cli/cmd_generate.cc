@@ -10,6 +10,8 @@
 #include "engine/generate.h"
 #include "engine/gguf_tokenizer.h"
 #include "engine/state_file.h"
+#include "grammar_flags.h"
+#include "json_schema_flags.h"
 #include "io/file_io.h"
 #include "sampling_flags.h"
 #include "server/chat_session.h"
@@ -73,6 +75,8 @@ void add_generate(CLI::App& app) {
     std::string model, tokens, dtype, device = "cpu";
     int n = 16, threads = 0;
     SamplingFlags sampling;
+    GrammarFlags grammar;
+    JsonSchemaFlags schema;
   };
   auto args = std::make_shared<Args>();
   args->sampling.params.temperature = 0.0f;  // `generate` is greedy unless asked otherwise
@@ -86,6 +90,8 @@ void add_generate(CLI::App& app) {
   cmd->add_option("--dtype", args->dtype,
                   "Weight storage: f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q6_k (default: as stored)");
   add_sampling_flags(*cmd, args->sampling);
+  add_grammar_flags(*cmd, args->grammar);
+  add_json_schema_flags(*cmd, args->schema);
   cmd->callback([args] {
     GenerateRequest request;
     check_flag_range("-n/--n-predict", args->n, 0, INT64_MAX);
@@ -100,6 +106,8 @@ void add_generate(CLI::App& app) {
     // same ids get the same answer from all three.
     const std::optional<Tokenizer> tokenizer = find_tokenizer(args->model);
     request.stop_strings = args->sampling.stops;
+    apply_json_schema_flags(args->schema, args->grammar);
+    request.constraint = resolve_grammar(args->grammar, tokenizer ? &*tokenizer : nullptr);
     SequenceState state =
         args->sampling.state_in.empty() ? model->new_state() : load_state(args->sampling.state_in, *model);
     Generator generator(*model, tokenizer ? &*tokenizer : nullptr, ctx);
@@ -146,6 +154,8 @@ void add_run(CLI::App& app) {
     int64_t context = 0;
     bool chat = false;
     SamplingFlags sampling;
+    GrammarFlags grammar;
+    JsonSchemaFlags schema;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text from a prompt, streamed to stdout");
@@ -167,9 +177,15 @@ void add_run(CLI::App& app) {
   cmd->add_flag("--chat", args->chat,
                 "Send the prompt as one user message through the model's chat template and print the reply");
   add_sampling_flags(*cmd, args->sampling);
+  add_grammar_flags(*cmd, args->grammar);
+  add_json_schema_flags(*cmd, args->schema);
   cmd->callback([args] {
     check_flag_range("-n/--n-predict", args->n, 0, INT64_MAX);
     check_flag_range("-c/--ctx-size", args->context, 0, INT64_MAX, "0 = no limit");
+    apply_json_schema_flags(args->schema, args->grammar, args->chat);
+    if (args->chat && !(args->grammar.text.empty() && args->grammar.file.empty()))
+      throw Error(
+          "--grammar and --grammar-file do not apply to --chat (use `mambacpp serve`'s \"grammar\" field)");
     if (args->chat && !(args->sampling.state_in.empty() && args->sampling.state_out.empty()))
       throw Error("--state-in and --state-out do not apply to --chat (`mambacpp chat` holds a conversation)");
     const SamplingParams sampling = resolve_sampling(args->sampling);
@@ -202,6 +218,7 @@ void add_run(CLI::App& app) {
     request.sampling = sampling;
     request.stop_strings = args->sampling.stops;
     request.stop_at_eos = !args->sampling.ignore_eos;
+    request.constraint = resolve_grammar(args->grammar, &tokenizer);
     SequenceState state =
         args->sampling.state_in.empty() ? model->new_state() : load_state(args->sampling.state_in, *model);
     Generator generator(*model, &tokenizer, ctx);

@@ -28,4 +28,11 @@ std::string json_schema_flags_gbnf(const JsonSchemaFlags& flags, bool grammar_gi
   }
 }
 
+void apply_json_schema_flags(const JsonSchemaFlags& flags, GrammarFlags& grammar, bool chat) {
+  if (chat && !(flags.text.empty() && flags.file.empty()))
+    throw Error("--json-schema and --json-schema-file do not apply to --chat (use `mambacpp serve`'s response_format)");
+  std::string gbnf = json_schema_flags_gbnf(flags, !(grammar.text.empty() && grammar.file.empty()));
+  if (!gbnf.empty()) grammar.text = std::move(gbnf);
+}
+
 }  // namespace mb::cli

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 
@@ -76,6 +77,23 @@ RequestDecoder::RequestDecoder(const DecodeSettings& settings, std::span<const i
   if (tokenizer != nullptr) detokenizer_.emplace(*tokenizer);
   if (!settings.stop_strings.empty()) stops_.emplace(settings.stop_strings);
   if (settings.stop_at_eos) eos_ids_ = vocabulary.eos_ids;
+  if (settings.constraint) constraint_.value = settings.constraint->clone();
+}
+
+std::span<const float> RequestDecoder::constrain(std::span<const float> logits) {
+  masked_.assign(logits.begin(), logits.end());
+  constraint_.value->mask(masked_);
+  // The end of sequence is the decoder's to allow: the mask knows nothing of EOS ids.
+  const bool may_end = constraint_.value->may_end();
+  for (int32_t id : eos_ids_)
+    if (id >= 0 && static_cast<size_t>(id) < masked_.size())
+      masked_[id] = may_end ? logits[id] : -std::numeric_limits<float>::infinity();
+  const auto valid =
+      std::span<const float>(masked_).first(std::min(masked_.size(), static_cast<size_t>(n_valid_)));
+  if (std::none_of(valid.begin(), valid.end(), [](float x) { return std::isfinite(x); }))
+    throw Error("the output constraint (grammar) allows no token at generated token " +
+                std::to_string(generated_) + (may_end ? "" : " and the text may not end there"));
+  return masked_;
 }
 
 DecodeEvent RequestDecoder::on_logits(std::span<const float> logits) {
@@ -97,11 +115,16 @@ DecodeEvent RequestDecoder::on_logits(std::span<const float> logits) {
   if (std::none_of(valid.begin(), valid.end(), [](float x) { return std::isfinite(x); }))
     throw Error("the model's logits are not finite (NaN or infinite) at generated token " +
                 std::to_string(generated_) + ": its weights or its input hold NaN or infinite values");
-  const int32_t token = sampler_.sample(logits, history_);
+  if (constraint_.value && constraint_.value->must_end()) {
+    end(StopReason::Eos);  // the grammar matched the empty text only: nothing may be sampled
+    return event;
+  }
+  const int32_t token = sampler_.sample(constraint_.value ? constrain(logits) : logits, history_);
   if (std::ranges::find(eos_ids_, token) != eos_ids_.end()) {
     end(StopReason::Eos);
     return event;
   }
+  if (constraint_.value) constraint_.value->accept(token);
   history_.push_back(token);
   ++generated_;
   event.token = token;
@@ -109,6 +132,8 @@ DecodeEvent RequestDecoder::on_logits(std::span<const float> logits) {
   if (stops_) event.text = stops_->push(event.text);
   if (stops_ && stops_->stopped())
     end(StopReason::StopString);
+  else if (constraint_.value && constraint_.value->must_end())
+    end(StopReason::Eos);  // nothing may follow, so the model's EOS is the only way on
   else if (generated_ >= max_tokens_)
     end(StopReason::MaxTokens);
   return event;

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -26,6 +27,7 @@
 
 #include "engine/sampler.h"
 #include "engine/stop_strings.h"
+#include "engine/token_constraint.h"
 #include "model/config.h"
 #include "tokenizer/tokenizer.h"
 
@@ -56,6 +58,9 @@ struct DecodeSettings {
   int max_tokens = 16;                    // >= 0
   std::vector<std::string> stop_strings;  // need a tokenizer; none may be empty
   bool stop_at_eos = true;
+  // Which tokens may come next (a grammar, ...); null: any. The decoder works on its own clone(),
+  // so one constraint can seed any number of requests.
+  std::shared_ptr<TokenConstraint> constraint;
 };
 
 // Throws mb::Error naming the first problem of a request: an empty prompt, a prompt id that
@@ -87,6 +92,15 @@ class RequestDecoder {
   // With max_tokens 0 nothing is sampled and the request ends at once. Throws mb::Error when
   // called after the request ended, and when no logit of the vocabulary is finite (NaN or
   // infinite weights), which no token can honestly be sampled from.
+  //
+  // With a constraint, the sampler reads a copy of the row in which the constraint masked what
+  // may not come next (the EOS ids keep their logits iff may_end(), whatever the mask did to
+  // them); every other logit is the model's, bit for bit. The accepted token advances the
+  // constraint, and when must_end() the request ends with that token (StopReason::Eos) without
+  // another step. A constraint that allows nothing (and may not end) is an mb::Error. The
+  // sampler's distribution, and so the post-sampling log-probabilities, are the constrained
+  // ones; callers that compute raw-logit probabilities from the row they passed in report the
+  // model's unconstrained distribution.
   DecodeEvent on_logits(std::span<const float> logits);
 
   // Ends the request by StopReason::Callback: its receiver refused the last event or cancelled.
@@ -113,6 +127,24 @@ class RequestDecoder {
   std::optional<StreamDecoder> detokenizer_;
   std::optional<StopStringMatcher> stops_;
   std::vector<int32_t> eos_ids_;  // empty without stop_at_eos
+  // Copies of a decoder (a request forked into several choices) each get their own clone.
+  struct OwnedConstraint {
+    std::unique_ptr<TokenConstraint> value;  // null: none
+    OwnedConstraint() = default;
+    OwnedConstraint(const OwnedConstraint& other) : value(other.value ? other.value->clone() : nullptr) {}
+    OwnedConstraint& operator=(const OwnedConstraint& other) {
+      if (this != &other) value = other.value ? other.value->clone() : nullptr;
+      return *this;
+    }
+    OwnedConstraint(OwnedConstraint&&) noexcept = default;
+    OwnedConstraint& operator=(OwnedConstraint&&) noexcept = default;
+  };
+
+  // The row with the constraint's mask applied (see on_logits).
+  std::span<const float> constrain(std::span<const float> logits);
+
+  OwnedConstraint constraint_;
+  std::vector<float> masked_;  // the constrained copy of a row
   int32_t n_valid_;
   int max_tokens_;
   int64_t generated_ = 0;

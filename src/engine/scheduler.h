@@ -71,6 +71,9 @@ struct ServeRequest {
   // temperature, top-p and min-p; a greedy request's chosen token has probability 1). false: from
   // the softmax of the model's raw logits over the valid vocabulary, as OpenAI's logprobs.
   bool post_sampling_probs = true;
+  // Which tokens may come next (engine/token_constraint.h: a grammar, ...); null: any. Each
+  // request decodes with its own clone, so the server may hand one compiled constraint to many.
+  std::shared_ptr<TokenConstraint> constraint;
 };
 
 // Delivered to a request's sink on the scheduler thread, in order: Token events, then exactly

@@ -24,7 +24,7 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kRecentSteps = 1024;
 
 inline DecodeSettings decode_settings(const ServeRequest& request) {
-  return {request.sampling, request.max_tokens, request.stop, request.stop_at_eos};
+  return {request.sampling, request.max_tokens, request.stop, request.stop_at_eos, request.constraint};
 }
 
 struct Pending {

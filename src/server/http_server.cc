@@ -366,8 +366,9 @@ void HttpServer::handle_generation(ApiKind kind, const httplib::Request& req, ht
       response_id(kind, next_seed()),
       [&](const std::string& id) {
         Generation generation;
-        generation.request = prepare_api_request(kind, req.body, *model_.tokenizer, model_.chat,
-                                                 options_.defaults, next_seed(), options_.model_id);
+        generation.request =
+            prepare_api_request(kind, req.body, *model_.tokenizer, model_.chat, options_.defaults,
+                                next_seed(), options_.model_id, model_.trie);
         generation.formatter = completions_formatter(generation.request, *model_.tokenizer, id, unix_now());
         return generation;
       },
@@ -534,6 +535,9 @@ void HttpServer::start() {
 
 void HttpServer::set_model(ServedModel model) {
   model_ = std::move(model);
+  // Built once here (a pass over the vocabulary), shared read-only by every grammar request.
+  if (!model_.trie && model_.tokenizer != nullptr)
+    model_.trie = std::make_shared<const TokenTrie>(*model_.tokenizer);
   options_.defaults.vocab_size = model_.vocab_size;
   options_.defaults.max_context = model_.max_context;
   ready_.store(true, std::memory_order_release);

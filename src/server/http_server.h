@@ -66,6 +66,9 @@ struct ServedModel {
   // /v1/embeddings (server/embeddings_api.h): answered 400 while embeddings.d_model is 0.
   EmbeddingsModel embeddings;
   Pooling pooling = Pooling::Mean;  // --pooling
+  // The tokenizer's byte strings for grammars (engine/grammar/grammar_constraint.h); set_model
+  // builds it when null.
+  std::shared_ptr<const TokenTrie> trie;
 };
 
 class HttpServer {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "server/openai_api.h"
+#include "server/request_constraint.h"
 
 #include <algorithm>
 #include <climits>
@@ -265,6 +266,10 @@ ApiRequest parse_api_request(ApiKind kind, std::string_view body_text, const Api
     request.include_usage = bool_field(*options, "include_usage").value_or(false);
   }
   read_logprobs(kind, body, request);
+  if (const json* grammar = field(body, "grammar")) {
+    if (!grammar->is_string()) throw wrong_type("grammar", "a string (GBNF)", *grammar);
+    if (!grammar->get_ref<const std::string&>().empty()) request.grammar = grammar->get<std::string>();
+  }
   if (auto format = read_response_format(body_text, body)) request.grammar = std::move(format);
   return request;
 }
@@ -358,11 +363,13 @@ std::string plain_format_warning(const ServedChatTemplate& chat, const std::stri
 
 ApiRequest prepare_api_request(ApiKind kind, std::string_view body, const Tokenizer& tokenizer,
                                const ServedChatTemplate& chat, const ApiDefaults& defaults,
-                               uint64_t seed_if_absent, const std::string& model_id) {
+                               uint64_t seed_if_absent, const std::string& model_id,
+                               const std::shared_ptr<const TokenTrie>& trie) {
   if (kind == ApiKind::Chat && !chat.error.empty())
     throw invalid_request("the model's chat template cannot be used: " + chat.error, "chat_template_error");
   ApiRequest request = parse_api_request(kind, body, defaults, seed_if_absent);
   resolve_prompt(request, tokenizer, chat, defaults);
+  compile_request_constraint(request, tokenizer, trie);
   if (request.model.empty()) request.model = model_id;
   return request;
 }

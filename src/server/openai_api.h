@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@
 
 #include "chat/chat_template.h"
 #include "core/error.h"
+#include "engine/grammar/grammar_constraint.h"
 #include "engine/scheduler.h"
 #include "server/chat_request.h"
 #include "server/chat_tools.h"
@@ -82,8 +84,9 @@ struct ApiRequest {
   bool include_usage = false;  // stream_options.include_usage: a last chunk with usage only
   bool logprobs = false;       // report the chosen tokens' log-probabilities
   int top_logprobs = 0;        // alternatives reported with each token (serve.n_probs)
-  // GBNF the output must follow: the request's `grammar`, or what response_format / json_schema
-  // ask for (server/response_format.h).
+  // GBNF text constraining the output ("grammar", as llama-server takes it; other fields that
+  // constrain, like response_format, write theirs here too). compile_request_constraint
+  // (server/request_constraint.h) turns it into serve.constraint; an empty string is none.
   std::optional<std::string> grammar;
   ChatReplyOptions reply;      // chat: tools, tool_choice, reasoning (server/chat_tools.h)
 };
@@ -133,9 +136,12 @@ void resolve_prompt(ApiRequest& request, const Tokenizer& tokenizer, const Serve
 // package alike: the chat template's error (a 400 chat_template_error for chat requests), then
 // parse_request_body, parse_api_request and resolve_prompt; `model_id` is reported when the
 // request names no model. Throws ApiError (400) as those do.
+// `trie` (may be null) is the caller's TokenTrie of `tokenizer`, which compiles a grammar
+// (compile_request_constraint builds one per request without it).
 ApiRequest prepare_api_request(ApiKind kind, std::string_view body, const Tokenizer& tokenizer,
                                const ServedChatTemplate& chat, const ApiDefaults& defaults,
-                               uint64_t seed_if_absent, const std::string& model_id);
+                               uint64_t seed_if_absent, const std::string& model_id,
+                               const std::shared_ptr<const TokenTrie>& trie = nullptr);
 
 // A response's id: "cmpl-" (completions) or "chatcmpl-" (chat) and 16 hex digits of `random`.
 std::string response_id(ApiKind kind, uint64_t random);

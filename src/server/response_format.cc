@@ -75,7 +75,9 @@ std::optional<std::string> read_response_format(std::string_view body_text, cons
     if (grammar) throw invalid_request("response_format and json_schema cannot both be given");
     grammar = convert(ordered_at(body_text, {"json_schema"}), "json_schema");
   }
-  if (grammar && present(body, "grammar"))
+  // An empty grammar asks for nothing (as the grammar field's reader takes it).
+  const json* gbnf = present(body, "grammar");
+  if (grammar && gbnf && !(gbnf->is_string() && gbnf->get_ref<const std::string&>().empty()))
     throw invalid_request(std::string(format ? "response_format" : "json_schema") +
                           " and grammar cannot both be given (each constrains the output)");
   return grammar;

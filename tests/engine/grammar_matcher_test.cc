@@ -92,19 +92,19 @@ bool refcheck_accepts(const Grammar& g, std::string_view utf8) {
   return refcheck_rule(g, g.root, s, 0).count(s.size()) > 0;
 }
 
-bool matcher_accepts(const Grammar& g, std::string_view text) {
+bool grammar_matcher_accepts(const Grammar& g, std::string_view text) {
   GrammarState state = grammar_initial_state(g);
   return grammar_advance_bytes(g, state, text) && grammar_may_end(state);
 }
 
-struct MatcherCase {
+struct GrammarMatcherCase {
   const char* gbnf;
   std::vector<std::string> alphabet;  // characters (UTF-8) the strings are made of
   int max_length;
 };
 
-const std::vector<MatcherCase>& matcher_cases() {
-  static const std::vector<MatcherCase> cases = {
+const std::vector<GrammarMatcherCase>& grammar_matcher_cases() {
+  static const std::vector<GrammarMatcherCase> cases = {
       {R"(root ::= "yes" | "no")", {"y", "e", "s", "n", "o"}, 4},
       {R"(root ::= ("ab" | "a")* "b"?)", {"a", "b", "c"}, 7},
       {R"g(root ::= "(" root ")" root | "")g", {"(", ")"}, 10},
@@ -129,7 +129,7 @@ ws ::= " "?)",
 }
 
 TEST(GrammarMatcher, EveryShortStringIsJudgedAsTheBacktrackingReferenceJudgesIt) {
-  for (const MatcherCase& c : matcher_cases()) {
+  for (const GrammarMatcherCase& c : grammar_matcher_cases()) {
     const Grammar g = parse_gbnf(c.gbnf);
     std::vector<std::string> layer{""};
     int accepted = 0;
@@ -137,7 +137,7 @@ TEST(GrammarMatcher, EveryShortStringIsJudgedAsTheBacktrackingReferenceJudgesIt)
       std::vector<std::string> next_layer;
       for (const std::string& s : layer) {
         const bool expected = refcheck_accepts(g, s);
-        ASSERT_EQ(matcher_accepts(g, s), expected) << c.gbnf << "\nstring: '" << s << "'";
+        ASSERT_EQ(grammar_matcher_accepts(g, s), expected) << c.gbnf << "\nstring: '" << s << "'";
         accepted += expected ? 1 : 0;
         if (length == c.max_length) continue;
         // Every string while there are few; past that only those the matcher can still
@@ -156,7 +156,7 @@ TEST(GrammarMatcher, EveryShortStringIsJudgedAsTheBacktrackingReferenceJudgesIt)
 
 TEST(GrammarMatcher, RandomWalksThroughAllowedBytesEndInAcceptedStrings) {
   std::mt19937_64 rng(44);
-  for (const MatcherCase& c : matcher_cases()) {
+  for (const GrammarMatcherCase& c : grammar_matcher_cases()) {
     const Grammar g = parse_gbnf(c.gbnf);
     for (int walk = 0; walk < 200; ++walk) {
       GrammarState state = grammar_initial_state(g);

@@ -22,16 +22,16 @@
 namespace mb {
 namespace {
 
-struct TrieTokenizer {
+struct GrammarTrieTokenizer {
   std::unique_ptr<Tokenizer> tokenizer;
   std::shared_ptr<const TokenTrie> trie;
 };
 
-const TrieTokenizer& trie_tokenizer(const std::string& name) {
-  static std::map<std::string, TrieTokenizer> loaded;
+const GrammarTrieTokenizer& grammar_trie_tokenizer(const std::string& name) {
+  static std::map<std::string, GrammarTrieTokenizer> loaded;
   auto it = loaded.find(name);
   if (it == loaded.end()) {
-    TrieTokenizer t;
+    GrammarTrieTokenizer t;
     t.tokenizer = std::make_unique<Tokenizer>(
         Tokenizer::from_json_file(std::string(MB_TEST_DATA_DIR) + "/tokenizers/" + name + "/tokenizer.json"));
     t.trie = std::make_shared<TokenTrie>(*t.tokenizer);
@@ -40,7 +40,8 @@ const TrieTokenizer& trie_tokenizer(const std::string& name) {
   return it->second;
 }
 
-std::vector<int32_t> brute_force_allowed(const Grammar& g, const TokenTrie& trie, const GrammarState& state) {
+std::vector<int32_t> grammar_brute_force_allowed(const Grammar& g, const TokenTrie& trie,
+                                                 const GrammarState& state) {
   std::vector<int32_t> allowed;
   for (int32_t id = 0; id < trie.vocab_size(); ++id) {
     const std::string* bytes = trie.token_bytes(id);
@@ -66,7 +67,7 @@ const char* const kTrieTextGrammar =
 class GrammarTrie : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GrammarTrie, AllowedSetEqualsBruteForceInRandomStates) {
-  const TrieTokenizer& t = trie_tokenizer(GetParam());
+  const GrammarTrieTokenizer& t = grammar_trie_tokenizer(GetParam());
   std::mt19937_64 rng(7);
   for (const char* gbnf : {kTrieJsonGrammar, kTrieTextGrammar}) {
     const Grammar g = parse_gbnf(gbnf);
@@ -74,7 +75,7 @@ TEST_P(GrammarTrie, AllowedSetEqualsBruteForceInRandomStates) {
     // Walk by random allowed tokens, checking the set at each state on the way.
     for (int step = 0; step < 4; ++step) {
       const std::vector<int32_t> allowed = t.trie->allowed_tokens(g, state);
-      ASSERT_EQ(allowed, brute_force_allowed(g, *t.trie, state)) << gbnf << "\nstep " << step;
+      ASSERT_EQ(allowed, grammar_brute_force_allowed(g, *t.trie, state)) << gbnf << "\nstep " << step;
       ASSERT_FALSE(allowed.empty());
       const int32_t pick = allowed[rng() % allowed.size()];
       ASSERT_TRUE(grammar_advance_bytes(g, state, *t.trie->token_bytes(pick)));
@@ -83,7 +84,7 @@ TEST_P(GrammarTrie, AllowedSetEqualsBruteForceInRandomStates) {
 }
 
 TEST_P(GrammarTrie, SpecialTokensAreNeverAllowed) {
-  const TrieTokenizer& t = trie_tokenizer(GetParam());
+  const GrammarTrieTokenizer& t = grammar_trie_tokenizer(GetParam());
   const Grammar any = parse_gbnf("root ::= .*");
   const std::vector<int32_t> allowed = t.trie->allowed_tokens(any, grammar_initial_state(any));
   int32_t special = 0;
@@ -99,7 +100,7 @@ TEST_P(GrammarTrie, SpecialTokensAreNeverAllowed) {
 INSTANTIATE_TEST_SUITE_P(Tokenizers, GrammarTrie, ::testing::Values("gpt2", "qwen3"));
 
 TEST(GrammarTrieUtf8, TokensThatSplitACharacterCarryItAcross) {
-  const TrieTokenizer& t = trie_tokenizer("gpt2");
+  const GrammarTrieTokenizer& t = grammar_trie_tokenizer("gpt2");
   // gpt2's byte tokens: each single byte is a token, so é can come as C3 then A9.
   int32_t lead = -1, tail = -1, tail_other = -1;
   for (int32_t id = 0; id < t.trie->vocab_size(); ++id) {
@@ -137,7 +138,7 @@ TEST(GrammarTrieUtf8, TokensThatSplitACharacterCarryItAcross) {
 }
 
 TEST(GrammarTrieUtf8, MaskSetsExactlyTheRefusedIdsAndKeepsTheOthersBits) {
-  const TrieTokenizer& t = trie_tokenizer("qwen3");
+  const GrammarTrieTokenizer& t = grammar_trie_tokenizer("qwen3");
   const auto grammar = std::make_shared<const Grammar>(parse_gbnf(kTrieJsonGrammar));
   std::unique_ptr<TokenConstraint> c = make_grammar_constraint(grammar, t.trie);
   const size_t width = static_cast<size_t>(t.trie->vocab_size()) + 64;  // padding rows past the vocabulary

@@ -84,7 +84,8 @@ TEST(ResponseFormat, BadFormsAreRefusedByName) {
     const std::string message = format_refusal(c.extra);
     EXPECT_NE(message.find(c.expected), std::string::npos) << c.extra << "\n  gave: " << message;
   }
-  // "text" beside a grammar constrains nothing twice: accepted.
+  // "text" beside a grammar constrains nothing twice, nor does an empty grammar: accepted.
+  EXPECT_EQ(format_refusal(R"("grammar":"","response_format":{"type":"json_object"})"), "");
   EXPECT_EQ(format_refusal(R"("grammar":"root ::= \"a\"","response_format":{"type":"text"})"), "");
 }
 

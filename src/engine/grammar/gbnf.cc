@@ -359,7 +359,8 @@ class GbnfParser {
         if (peek() == ',') {
           ++pos_;
           skip_space(nested);
-          max_times = peek() >= '0' && peek() <= '9' ? std::optional<uint64_t>(parse_count()) : std::nullopt;
+          max_times.reset();  // {m,}: unbounded
+          if (peek() >= '0' && peek() <= '9') max_times = parse_count();
           skip_space(nested);
         }
         if (peek() != '}') fail(pos_, "expecting '}' to close the repetition {m,n}");
