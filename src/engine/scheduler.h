@@ -171,8 +171,9 @@ class Scheduler {
 
   // Embeddings of `inputs` (engine/embed.h), run on the scheduler thread between steps as slot
   // work is: one group of sequences (one forward call, rounds of at most step_token_budget
-  // positions) per turn, so generation keeps stepping between groups. Thread-safe; waits for the
-  // result; throws mb::Error as embed_batch does, before any group runs.
+  // positions) per turn, so generation keeps stepping between groups. Thread-safe, but not from a
+  // sink (it waits for the scheduler thread); throws mb::Error as embed_batch does, before any
+  // group runs.
   std::vector<std::vector<float>> embed(std::span<const std::vector<int32_t>> inputs, EmbedOptions options);
 
   // The ids that end generation when a request has stop_at_eos (config plus tokenizer).
