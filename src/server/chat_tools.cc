@@ -8,6 +8,7 @@
 #include "core/json_text.h"
 #include "engine/reasoning_budget.h"
 #include "server/openai_api.h"
+#include "server/tool_call_grammar.h"
 
 namespace mb::server {
 
@@ -108,7 +109,7 @@ void read_chat_reply_options(const json& body, ChatReplyOptions& reply) {
 }
 
 void settle_chat_reply(ChatReplyOptions& reply, const ChatFormat& format, std::string_view prompt,
-                       const ReasoningSettings& settings) {
+                       const ReasoningSettings& settings, std::optional<std::string>& grammar) {
   reply.format = format;
   const bool forced = reply.tool_choice == ToolChoice::Required || reply.tool_choice == ToolChoice::Named;
   if (forced && format.tools == ToolCallFormat::None)
@@ -133,11 +134,23 @@ void settle_chat_reply(ChatReplyOptions& reply, const ChatFormat& format, std::s
   options.starts_in_reasoning = reply.starts_in_thinking;
   reply.reasoning_budget = reply.budget.value_or(settings.budget);
   reply.parse = options.reasoning || options.tool_calls;
+  if (forced) {
+    if (grammar)
+      throw invalid_request(
+          "tool_choice " +
+          std::string(reply.tool_choice == ToolChoice::Required ? "\"required\"" : "naming a function") +
+          " constrains the reply to a tool call, and so does the request's grammar or response_format: "
+          "give one of them");
+    grammar = tool_call_gbnf(format.tools, reply.functions,
+                             reply.tool_choice == ToolChoice::Named ? reply.tool_choice_name : "",
+                             reply.parallel_tool_calls);
+  }
 }
 
 std::shared_ptr<TokenConstraint> reply_constraint(const ChatReplyOptions& reply, const Tokenizer& tokenizer,
                                                   std::shared_ptr<TokenConstraint> grammar) {
-  if (reply.reasoning_budget < 0 || reply.format.think_close.empty()) return grammar;
+  if (reply.format.think_close.empty()) return grammar;
+  if (reply.reasoning_budget < 0 && !(grammar && reply.starts_in_thinking)) return grammar;
   ReasoningBudgetSpec spec;
   spec.open_ids = tokenizer.encode(reply.format.think_open);
   spec.close_ids = tokenizer.encode(reply.format.think_close);

@@ -61,13 +61,17 @@ void read_chat_reply_options(const nlohmann::json& body, ChatReplyOptions& reply
 // Completes `reply` for the served template's `format` and the rendered `prompt`: whether the
 // reply starts inside a thinking block (the prompt ends with the open marker), which tool names
 // the parser accepts (none for tool_choice "none"), whether anything needs parsing at all. A
-// tool_choice that needs a tool-call format the template lacks is a 400.
+// forced call (tool_choice "required" or named) writes its grammar (tool_call_grammar.h) into
+// `grammar`, the request's one output grammar. A tool_choice that needs a tool-call format the
+// template lacks, or a forced call in a request that already has a grammar (the "grammar" field,
+// response_format), is a 400.
 void settle_chat_reply(ChatReplyOptions& reply, const ChatFormat& format, std::string_view prompt,
-                       const ReasoningSettings& settings);
+                       const ReasoningSettings& settings, std::optional<std::string>& grammar);
 
 // The constraint a settled reply decodes under: `grammar` (a forced call or response_format,
-// may be null) behind the thinking budget when one applies (a budget >= 0 and a template with
-// thinking markers; engine/reasoning_budget.h), the markers tokenized by `tokenizer`.
+// may be null) behind the thinking block (engine/reasoning_budget.h) where the template has
+// thinking markers and either a budget applies or the prompt opened the block (the grammar then
+// applies once the model closes it), the markers tokenized by `tokenizer`.
 std::shared_ptr<TokenConstraint> reply_constraint(const ChatReplyOptions& reply, const Tokenizer& tokenizer,
                                                   std::shared_ptr<TokenConstraint> grammar);
 

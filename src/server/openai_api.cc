@@ -289,7 +289,7 @@ void resolve_prompt(ApiRequest& request, const Tokenizer& tokenizer, const Serve
           "chat_template_error");
     }
     prompt = tokenizer.encode(text);
-    settle_chat_reply(request.reply, chat.format, text, defaults.reasoning);
+    settle_chat_reply(request.reply, chat.format, text, defaults.reasoning, request.grammar);
   } else if (request.prompt_text) {
     prompt = tokenizer.encode(*request.prompt_text);
   } else {
@@ -370,6 +370,8 @@ ApiRequest prepare_api_request(ApiKind kind, std::string_view body, const Tokeni
   ApiRequest request = parse_api_request(kind, body, defaults, seed_if_absent);
   resolve_prompt(request, tokenizer, chat, defaults);
   compile_request_constraint(request, tokenizer, trie);
+  if (kind == ApiKind::Chat)
+    request.serve.constraint = reply_constraint(request.reply, tokenizer, request.serve.constraint);
   if (request.model.empty()) request.model = model_id;
   return request;
 }

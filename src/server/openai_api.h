@@ -84,11 +84,11 @@ struct ApiRequest {
   bool include_usage = false;  // stream_options.include_usage: a last chunk with usage only
   bool logprobs = false;       // report the chosen tokens' log-probabilities
   int top_logprobs = 0;        // alternatives reported with each token (serve.n_probs)
+  ChatReplyOptions reply;      // chat: tools, tool_choice, reasoning (server/chat_tools.h)
   // GBNF text constraining the output ("grammar", as llama-server takes it; other fields that
   // constrain, like response_format, write theirs here too). compile_request_constraint
   // (server/request_constraint.h) turns it into serve.constraint; an empty string is none.
   std::optional<std::string> grammar;
-  ChatReplyOptions reply;      // chat: tools, tool_choice, reasoning (server/chat_tools.h)
 };
 
 // A served checkpoint's chat template: its own (find_chat_template), else the documented plain

@@ -49,25 +49,35 @@ std::string arguments_grammar(const ToolFunction& function, const std::string& p
   return prefix_gbnf_rules(grammar, prefix);
 }
 
-// The XML form's parameters of one function: one rule per property the schema lists, in any
-// order and number (the parser takes them as a JSON object), or any names where none are listed.
+// The XML form's parameters of one function: where the schema lists properties, its required
+// ones first, once each in the schema's order, then any of the others in any order (the parser
+// takes them as a JSON object); any names where it lists none.
 std::string xml_parameters_grammar(const ToolFunction& function, const std::string& prefix) {
-  std::string alternatives;
+  const auto parameter = [](const std::string& name) {
+    return literal("<parameter=" + name + ">\n") + " xml-value \"\\n</parameter>\\n\"";
+  };
   const nlohmann::json* properties = nullptr;
   if (function.parameters.is_object()) {
     auto it = function.parameters.find("properties");
     if (it != function.parameters.end() && it->is_object() && !it->empty()) properties = &*it;
   }
-  if (properties) {
-    for (const auto& [name, schema] : properties->items()) {
-      if (!alternatives.empty()) alternatives += " | ";
-      alternatives += literal("<parameter=" + name + ">\n");
+  if (!properties)
+    return prefix + "root ::= (\"<parameter=\" [a-zA-Z0-9_.-]+ \">\\n\" xml-value \"\\n</parameter>\\n\")*\n";
+  std::set<std::string> required;
+  std::string sequence;
+  if (auto it = function.parameters.find("required"); it != function.parameters.end() && it->is_array()) {
+    for (const auto& name : *it) {
+      if (!name.is_string() || !properties->contains(name.get<std::string>())) continue;
+      if (!required.insert(name.get<std::string>()).second) continue;
+      sequence += (sequence.empty() ? "" : " ") + parameter(name.get<std::string>());
     }
-    alternatives = "(" + alternatives + ")";
-  } else {
-    alternatives = "\"<parameter=\" [a-zA-Z0-9_.-]+ \">\\n\"";
   }
-  return prefix + "root ::= (" + alternatives + " xml-value \"\\n</parameter>\\n\")*\n";
+  std::string optional;
+  for (const auto& [name, schema] : properties->items())
+    if (!required.count(name)) optional += (optional.empty() ? "" : " | ") + parameter(name);
+  std::string body = sequence;
+  if (!optional.empty()) body += (body.empty() ? "" : " ") + std::string("(") + optional + ")*";
+  return prefix + "root ::= " + body + "\n";  // not empty: the schema lists properties
 }
 
 }  // namespace

@@ -9,7 +9,8 @@
 // ARGS follows the function's `parameters` JSON schema (json_schema_to_gbnf) where the converter
 // supports the schema, else any JSON object: a tool whose schema uses a keyword outside the
 // supported subset is still callable, with its arguments left to the model. XML parameters are
-// the schema's property names (any name where it lists none), each value text without '<'.
+// the schema's required properties in order, then any of its others (any names where it lists
+// none), each value text without '<'.
 // With parallel_tool_calls false exactly one call is allowed, else one or more, one after another
 // (the list format: one or more entries in its one list).
 #pragma once

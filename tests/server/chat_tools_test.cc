@@ -7,6 +7,8 @@
 // the call, and the parsed call renders back to the same text.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -199,6 +201,51 @@ TEST(ChatTools, APromptThatOpensTheThinkingBlockStartsTheReplyAsReasoning) {
   const ApiRequest off = tools_request(nemotron, R"("chat_template_kwargs": {"enable_thinking": false})");
   EXPECT_FALSE(off.reply.starts_in_thinking);
   EXPECT_EQ(tools_response(off, tools_events("Hi.", 1))["choices"][0]["message"]["content"], "Hi.");
+}
+
+TEST(ChatTools, AForcedCallIsTheRequestsGrammarAndTheBudgetComesFirst) {
+  const ServedChatTemplate granite = tools_template("granite-4.0.jinja");
+  EXPECT_EQ(tools_request(granite, kWeatherTools).serve.constraint, nullptr);
+  const ApiRequest required =
+      tools_request(granite, std::string(kWeatherTools) + R"(, "tool_choice": "required")");
+  ASSERT_TRUE(required.grammar.has_value());
+  EXPECT_NE(required.grammar->find("<tool_call>"), std::string::npos);
+  ASSERT_NE(required.serve.constraint, nullptr);
+  // The constraint allows the call's first byte and not a letter.
+  std::vector<float> logits(static_cast<size_t>(tools_tokenizer().vocab_size()), 0.0f);
+  required.serve.constraint->clone()->mask(logits);
+  EXPECT_TRUE(std::isfinite(logits[static_cast<size_t>(tools_tokenizer().encode("<")[0])]));
+  EXPECT_FALSE(std::isfinite(logits[static_cast<size_t>(tools_tokenizer().encode("H")[0])]));
+  // Another grammar as well is refused by name.
+  const auto refused = [&](const std::string& fields) {
+    try {
+      tools_request(granite, fields);
+    } catch (const ApiError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(refused(std::string(kWeatherTools) + R"(, "tool_choice": "required", "grammar": "root ::= \"x\"")")
+                .find("and so does the request's grammar"),
+            std::string::npos);
+  // A budget puts the thinking block's constraint first: Nemotron-3's prompt opened the block, so
+  // the first token is free even under a forced call, and after the budget the close is forced.
+  const ServedChatTemplate nemotron = tools_template("nemotron-3-nano.jinja");
+  const ApiRequest budget = tools_request(
+      nemotron, std::string(kWeatherTools) + R"(, "tool_choice": "required", "thinking_budget_tokens": 1)");
+  ASSERT_NE(budget.serve.constraint, nullptr);
+  std::unique_ptr<TokenConstraint> thinking = budget.serve.constraint->clone();
+  std::fill(logits.begin(), logits.end(), 0.0f);
+  thinking->mask(logits);
+  EXPECT_TRUE(std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); }));
+  thinking->accept(tools_tokenizer().encode("H")[0]);
+  thinking->mask(logits);
+  const int32_t close_first = tools_tokenizer().encode("</think>")[0];
+  for (size_t i = 0; i < logits.size(); ++i)
+    EXPECT_EQ(std::isfinite(logits[i]), static_cast<int32_t>(i) == close_first);
+  // Without a budget, grammar or opened block there is nothing to constrain.
+  EXPECT_EQ(tools_request(nemotron, R"("chat_template_kwargs": {"enable_thinking": false})").serve.constraint,
+            nullptr);
 }
 
 TEST(ChatTools, PlainRepliesKeepTheirExactText) {

@@ -56,7 +56,7 @@ TEST(ToolCallGrammar, EachFormatsCallSyntax) {
 
   const std::string xml = tool_call_gbnf(ToolCallFormat::XmlFunction, grammar_functions(), "", false);
   EXPECT_TRUE(grammar_has(xml, "\"<function=get_weather>\\n\" f0-root")) << xml;
-  EXPECT_TRUE(grammar_has(xml, "f0-root ::= ((\"<parameter=city>\\n\") xml-value \"\\n</parameter>\\n\")*"))
+  EXPECT_TRUE(grammar_has(xml, "f0-root ::= \"<parameter=city>\\n\" xml-value \"\\n</parameter>\\n\"\n"))
       << xml;
   EXPECT_TRUE(grammar_has(xml, "f1-root ::= (\"<parameter=\" [a-zA-Z0-9_.-]+ \">\\n\" xml-value")) << xml;
   EXPECT_TRUE(grammar_has(xml, "root ::= call\n")) << xml;
@@ -111,6 +111,8 @@ TEST(ToolCallGrammar, CallsAsTheTemplatesWriteThemMatch) {
   EXPECT_FALSE(grammar_matches_fully(
       xml,
       "<tool_call>\n<function=get_weather>\n<parameter=zone>\nUTC\n</parameter>\n</function>\n</tool_call>"));
+  // A required parameter must be there.
+  EXPECT_FALSE(grammar_matches_fully(xml, "<tool_call>\n<function=get_weather>\n</function>\n</tool_call>"));
 }
 
 }  // namespace

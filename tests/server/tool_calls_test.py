@@ -7,16 +7,17 @@ in message.tool_calls / delta.tool_calls with finish_reason "tool_calls", its ar
 the function's schema, and the same call streamed and not; parallel_tool_calls false allows one.
 With Nemotron-3-Nano's template (its generation prompt opens the thinking block) the reply is
 reasoning_content, as `--reasoning-format none` shows it in the content, and thinking_budget_tokens
-closes the block after that many tokens, so the rest is the answer. Run by ctest
-(server_tool_calls_test)."""
+closes the block after that many tokens, so the rest is the answer. Bad --reasoning-format and
+--reasoning-budget values are refused at start. Run by ctest (server_tool_calls_test)."""
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_util import Server, make_model  # noqa: E402
+from serve_util import Server, cli_command, make_model  # noqa: E402
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "chat_templates")
 
@@ -138,8 +139,19 @@ def test_reasoning(folder):
         check("reasoning_content" not in off and off["content"], f"enable_thinking false: {off}")
 
 
+def test_flags(folder):
+    # Bad values of the serve flags are refused at start, naming the flag.
+    model = make_model(os.path.join(folder, "flags"))
+    for flags, message in ((["--reasoning-format", "bogus"], "--reasoning-format must be none or auto"),
+                           (["--reasoning-budget", "-2"], "--reasoning-budget must be in [-1,")):
+        result = subprocess.run(cli_command() + ["serve", "-m", model, *flags], capture_output=True, text=True,
+                                timeout=60)
+        check(result.returncode != 0 and message in result.stderr, f"{flags}: {result.returncode} {result.stderr}")
+
+
 def main():
     folder = tempfile.mkdtemp(prefix="mambacpp_tool_calls_")
+    test_flags(folder)
     test_reasoning(folder)
     test_forced_calls(folder)
     print("tool calls test: OK")
