@@ -352,5 +352,51 @@ TEST(MessagesServe, AReSentConversationIsServedFromTheCacheAndEqualsAColdServer)
   EXPECT_EQ(cold_server.terminate(), 0);
 }
 
+// One path: a /v1/messages request and a /v1/responses request render the same prompt as the
+// chat-completions request they translate into, so each resumes the whole of it from the state
+// the chat request left in the prefix cache.
+TEST(MessagesServe, BothAgentApisRenderTheChatRequestsPromptAndResumeItFromTheCache) {
+  test::ServerProcess server(messages_demo_model(), "-t 1");
+  ASSERT_GT(server.port(), 0);
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_read_timeout(120, 0);
+  const json chat = {{"messages",
+                      {{{"role", "system"}, {"content", "Be brief."}},
+                       {{"role", "user"}, {"content", "Who begat whom?"}},
+                       {{"role", "assistant"}, {"content", "Adam begat Seth."}},
+                       {{"role", "user"}, {"content", "And then?"}}}},
+                     {"max_tokens", 1}};
+  const auto chat_res = client.Post("/v1/chat/completions", chat.dump(), "application/json");
+  ASSERT_TRUE(chat_res);
+  const int64_t prompt_tokens = json::parse(chat_res->body)["usage"]["prompt_tokens"];
+  const json messages = {
+      {"max_tokens", 1},
+      {"system", "Be brief."},
+      {"messages",
+       {{{"role", "user"}, {"content", "Who begat whom?"}},
+        {{"role", "assistant"}, {"content", {{{"type", "text"}, {"text", "Adam begat Seth."}}}}},
+        {{"role", "user"}, {"content", "And then?"}}}}};
+  const auto messages_res = messages_post(server, "/v1/messages", messages);
+  ASSERT_TRUE(messages_res);
+  const json usage = json::parse(messages_res->body)["usage"];
+  EXPECT_EQ(usage["cache_read_input_tokens"], prompt_tokens) << messages_res->body;
+  EXPECT_EQ(usage["input_tokens"], 0) << messages_res->body;
+  const json responses = {
+      {"max_output_tokens", 1},
+      {"instructions", "Be brief."},
+      {"input",
+       {{{"role", "user"}, {"content", "Who begat whom?"}},
+        {{"type", "message"},
+         {"role", "assistant"},
+         {"content", {{{"type", "output_text"}, {"text", "Adam begat Seth."}}}}},
+        {{"role", "user"}, {"content", {{{"type", "input_text"}, {"text", "And then?"}}}}}}}};
+  const auto responses_res = client.Post("/v1/responses", responses.dump(), "application/json");
+  ASSERT_TRUE(responses_res);
+  const json responses_usage = json::parse(responses_res->body)["usage"];
+  EXPECT_EQ(responses_usage["input_tokens"], prompt_tokens) << responses_res->body;
+  EXPECT_EQ(responses_usage["input_tokens_details"]["cached_tokens"], prompt_tokens) << responses_res->body;
+  EXPECT_EQ(server.terminate(), 0);
+}
+
 }  // namespace
 }  // namespace mb::server

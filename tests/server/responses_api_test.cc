@@ -140,9 +140,9 @@ TEST(ResponsesApi, TheStoreContinuesAConversationAndDropsTheLeastRecentlyUsed) {
 }
 
 // Hands out a scripted split of the reply, one delta per feed, whatever the text.
-class ScriptedSplit : public ReplySplitter {
+class ResponsesScriptedSplit : public ReplySplitter {
  public:
-  explicit ScriptedSplit(std::vector<ChatDelta> script) : script_(std::move(script)) {}
+  explicit ResponsesScriptedSplit(std::vector<ChatDelta> script) : script_(std::move(script)) {}
   ChatDelta feed(std::string_view) override {
     return next_ < script_.size() ? script_[next_++] : ChatDelta{};
   }
@@ -153,7 +153,7 @@ class ScriptedSplit : public ReplySplitter {
   size_t next_ = 0;
 };
 
-std::vector<ChatDelta> reasoning_text_and_call() {
+std::vector<ChatDelta> responses_reply_script() {
   ChatDelta thought, text, call, more;
   thought.reasoning = "hmm";
   text.content = "Hello";
@@ -170,13 +170,13 @@ std::vector<ChatDelta> reasoning_text_and_call() {
   return {thought, text, call, more};
 }
 
-ServeEvent token_event(const std::string& text) {
+ServeEvent responses_token_event(const std::string& text) {
   ServeEvent event;
   event.text = text;
   return event;
 }
 
-ServeEvent done_event(StopReason reason) {
+ServeEvent responses_done_event(StopReason reason) {
   ServeEvent event;
   event.kind = ServeEvent::Kind::Done;
   event.stop_reason = reason;
@@ -192,11 +192,11 @@ TEST(ResponsesApi, StreamsTypedEventsInOrderAndStoresTheConversation) {
   request.model = "m";
   ResponsesRequest translated = translate_responses_request(R"({"input": "q"})", &store, 64);
   ResponsesFormatter formatter(request, translated, &store,
-                               std::make_unique<ScriptedSplit>(reasoning_text_and_call()), "resp_1", 7, 100,
-                               true);
+                               std::make_unique<ResponsesScriptedSplit>(responses_reply_script()), "resp_1",
+                               7, 100, true);
   std::string text = formatter.stream_prelude();
-  for (const char* piece : {"a", "b", "c", "d"}) text += formatter.stream_event(token_event(piece));
-  text += formatter.stream_event(done_event(StopReason::Eos));
+  for (const char* piece : {"a", "b", "c", "d"}) text += formatter.stream_event(responses_token_event(piece));
+  text += formatter.stream_event(responses_done_event(StopReason::Eos));
   ASSERT_TRUE(formatter.finished());
   std::vector<std::string> types;
   std::vector<json> events;
@@ -254,9 +254,10 @@ TEST(ResponsesApi, APlainResponseIsIncompleteAtTheTokenLimitAndFailsWithTheError
   ResponseStore store;
   ResponsesFormatter formatter(request, translated, &store,
                                make_reply_splitter(request, ServedChatTemplate{}), "resp_2", 1, 100, false);
-  formatter.collect(token_event("Hi"));
-  EXPECT_TRUE(formatter.stream_event(token_event(" there")).empty());  // not streaming: no event text
-  formatter.collect(done_event(StopReason::MaxTokens));
+  formatter.collect(responses_token_event("Hi"));
+  EXPECT_TRUE(
+      formatter.stream_event(responses_token_event(" there")).empty());  // not streaming: no event text
+  formatter.collect(responses_done_event(StopReason::MaxTokens));
   const json response = formatter.response();
   EXPECT_EQ(response["object"], "response");
   EXPECT_EQ(response["status"], "incomplete");
