@@ -7,9 +7,11 @@
 #include <map>
 #include <memory>
 
+#include "chat/chat_template.h"
 #include "commands.h"
 #include "core/error.h"
 #include "engine/gguf_convert.h"
+#include "io/file_io.h"
 #include "model/make_model.h"
 #include "ops/causal_conv.h"
 #include "ops/selective_scan.h"
@@ -186,7 +188,26 @@ struct MakeModelArgs {
   int64_t headdim = 0, ngroups = 0, chunk_size = 0;
   double rope_fraction = 0.5;
   bool outproj_norm = false;
+  std::string chat_template_file;  // --chat-template: empty for none
 };
+
+// --chat-template's file, parsed first so that make-model never writes a template that `serve`
+// would refuse; the error names the file.
+std::string read_chat_template_flag(const std::string& path) {
+  std::string source;
+  try {
+    source = read_text_file(path);  // its errors name the path
+  } catch (const Error& e) {
+    throw Error(std::string("--chat-template: ") + e.what());
+  }
+  try {
+    if (source.empty()) throw Error("the file is empty");
+    ChatTemplate::parse(source);
+  } catch (const Error& e) {
+    throw Error("--chat-template " + path + ": " + e.what());
+  }
+  return source;
+}
 
 // make-model's action: the config from the preset and the flags, checked, then the files.
 void run_make_model(const MakeModelArgs& a, const HybridArgs& hybrid, const CLI::Option& form_option,
@@ -270,6 +291,7 @@ void run_make_model(const MakeModelArgs& a, const HybridArgs& hybrid, const CLI:
   o.shards = a.shards;
   o.format = a.format == "bin" ? CheckpointFormat::TorchBin : CheckpointFormat::Safetensors;
   o.input_dim = a.input_dim;
+  if (!a.chat_template_file.empty()) o.chat_template = read_chat_template_flag(a.chat_template_file);
   {
     // A large model shows its progress on a terminal; the line is erased before the summary.
     ProgressLine progress("make-model");
@@ -334,6 +356,9 @@ void add_make_model(CLI::App& app) {
   cmd->add_flag("--outproj-norm", args->outproj_norm,
                 "Mamba-3 gated RMSNorm before out_proj (is_outproj_norm)");
   size_option("--chunk-size", args->chunk_size, "Mamba-2/3 SSD chunk length (default 256 / 64)");
+  cmd->add_option("--chat-template", args->chat_template_file,
+                  "A Jinja chat template file, written into tokenizer_config.json (serve and chat use it; "
+                  "--format gguf carries it as tokenizer.chat_template)");
   add_hybrid_options(cmd, *hybrid);
   cmd->callback([args, hybrid, form_option, sizes] { run_make_model(*args, *hybrid, *form_option, *sizes); });
 }

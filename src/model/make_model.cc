@@ -182,6 +182,19 @@ void remove_stale_weights(const std::string& dir, const std::vector<std::string>
   }
 }
 
+// tokenizer_config.json with the chat template, as Hugging Face checkpoints carry it. The bos and eos
+// texts are the byte-level tokenizer's one special token (its end of text), so a template that
+// prints them renders text the tokenizer reads back as that token; without the tokenizer, none.
+void write_tokenizer_config(const std::string& out_dir, const MakeModelOptions& options) {
+  nlohmann::json config = nlohmann::json::object();
+  if (options.write_tokenizer && options.config.vocab_size >= 257) {
+    config["bos_token"] = "<|endoftext|>";
+    config["eos_token"] = "<|endoftext|>";
+  }
+  config["chat_template"] = options.chat_template;
+  write_file_atomically((std::filesystem::path(out_dir) / "tokenizer_config.json").string(), config.dump(2));
+}
+
 }  // namespace
 
 ModelConfig preset_config(const std::string& name) {
@@ -291,6 +304,7 @@ void make_model(const std::string& out_dir, const MakeModelOptions& options) {
   if (options.write_tokenizer && c.vocab_size >= 257)
     write_byte_level_tokenizer_json((std::filesystem::path(out_dir) / "tokenizer.json").string(),
                                     static_cast<int32_t>(c.vocab_size));
+  if (!options.chat_template.empty()) write_tokenizer_config(out_dir, options);
   write_file_atomically((std::filesystem::path(out_dir) / "config.json").string(), config_json.dump(2));
 }
 

@@ -28,7 +28,10 @@ struct MakeModelOptions {
   ConfigForm form = ConfigForm::HuggingFace;
   bool write_tokenizer = true;  // a small byte-level tokenizer.json (when vocab >= 257)
   CheckpointFormat format = CheckpointFormat::Safetensors;  // TorchBin needs shards == 1
-  ProgressLine* progress = nullptr;                         // when set, told how far drawing and writing are
+  // When not empty, written as tokenizer_config.json's "chat_template" (with the byte-level
+  // tokenizer's <|endoftext|> as bos_token and eos_token), so `serve` and `chat` render with it.
+  std::string chat_template;
+  ProgressLine* progress = nullptr;  // when set, told how far drawing and writing are
 };
 
 // Preset configs: "tiny" (d_model 64, 2 layers, vocab 512), "130m" and "370m" (the shapes of
