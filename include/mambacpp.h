@@ -158,6 +158,30 @@ MB_API mb_status mb_forward(mb_model* model, const mb_sequence_input* batch, siz
                             mb_output_kind kind, mb_output* outputs);
 MB_API void mb_output_free(mb_output* output);
 
+/* ---- Embeddings ------------------------------------------------------------------------ */
+
+typedef enum mb_pooling {
+  MB_POOLING_MEAN = 0, /* the final norm's output averaged over every position (summed in double) */
+  MB_POOLING_LAST = 1, /* the final norm's output at the last position */
+  MB_POOLING_FORCE_INT = 0x7fffffff
+} mb_pooling;
+
+/* One token sequence to embed. */
+typedef struct mb_token_span {
+  const int32_t* tokens;
+  size_t n_tokens; /* at least 1 */
+} mb_token_span;
+
+/* Embeddings of n_inputs token sequences, each from a fresh state, computed in batched passes
+ * (rounds of at most 4096 positions): the final hidden state pooled by `pooling` and, when
+ * `normalize` is nonzero, L2-normalised (in double, rounded to float once). `output` receives
+ * n_inputs rows of d_model floats (release with mb_output_free); each row is bit-identical to
+ * its sequence embedded alone, and to what `mambacpp serve`'s /v1/embeddings and the Python
+ * package's Model.embed return. An empty sequence or a bad token id is MB_ERR_INVALID_ARGUMENT
+ * before anything runs; a model that reads feature rows is MB_ERR_UNSUPPORTED. */
+MB_API mb_status mb_embed(mb_model* model, const mb_token_span* inputs, size_t n_inputs, mb_pooling pooling,
+                          int normalize, mb_output* output);
+
 /* ---- Tokens and text ------------------------------------------------------------------- */
 
 /* Token ids of `text` (text_len bytes; need not be NUL-terminated), as Hugging Face's tokenizer

@@ -26,6 +26,12 @@ void add_sampling_flags(CLI::App& cmd, SamplingFlags& f, bool state_flags) {
       ->capture_default_str();
   cmd.add_option("--repeat-last-n", f.params.repeat_last_n, "Tokens the penalty looks back over (-1 = all)")
       ->capture_default_str();
+  cmd.add_option("--presence-penalty", f.params.presence_penalty,
+                 "Subtract this from the logit of every token already generated (OpenAI's; 0 = off)")
+      ->capture_default_str();
+  cmd.add_option("--frequency-penalty", f.params.frequency_penalty,
+                 "Subtract this times its count from each generated token's logit (0 = off)")
+      ->capture_default_str();
   cmd.add_option("--seed", f.seed, "Sampling seed (-1 = random)")->capture_default_str();
   cmd.add_option("--stop", f.stops, "Stop string (repeatable)");
   if (state_flags) {
@@ -52,6 +58,12 @@ const char* sampling_flag(SamplingField field) {
       return "--repeat-penalty";
     case SamplingField::RepeatLastN:
       return "--repeat-last-n";
+    case SamplingField::PresencePenalty:
+      return "--presence-penalty";
+    case SamplingField::FrequencyPenalty:
+      return "--frequency-penalty";
+    case SamplingField::LogitBias:
+      return "logit_bias";  // no flag sets it
   }
   return "?";
 }

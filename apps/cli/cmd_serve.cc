@@ -33,6 +33,7 @@ namespace {
 
 struct ServeArgs {
   std::string model, host = "127.0.0.1", api_key, slot_save_path, dtype, alias, device = "cpu";
+  std::string pooling = "mean";  // --pooling: how /v1/embeddings pools the hidden states
   bool api_key_given = false;
   bool slot_persist = false;  // an empty --api-key (an unset variable) must not turn the key off
   int port = 8080, parallel = 4, threads = 0, timeout = 600, read_timeout = 10, max_conns_per_ip = 64;
@@ -61,6 +62,8 @@ void check_serve_flags(const ServeArgs& a) {
   if (!a.slot_save_path.empty() && !std::filesystem::is_directory(a.slot_save_path))
     throw Error("--slot-save-path: '" + a.slot_save_path + "' is not a directory");
   check_flag_range("--slot-persist-mb", a.slot_persist_mb, 1, 1 << 24);
+  if (a.pooling != "mean" && a.pooling != "last")
+    throw Error("--pooling must be 'mean' or 'last', got '" + a.pooling + "'");
   if (a.slot_persist && a.slot_save_path.empty())
     throw Error("--slot-persist needs --slot-save-path (the folder the replicas share)");
 }
@@ -129,6 +132,8 @@ void serve(const ServeArgs& a) {
     context =
         default_context_limit(*model, a.parallel, available_memory_bytes(), trained_context_length(a.model));
   served.max_context = context.tokens;
+  served.embeddings = {&tokenizer, model->config().vocab_size, model->config().d_model};
+  served.pooling = parse_pooling(a.pooling);
   if (context.tokens > 0)
     std::printf("mambacpp serve: context %lld tokens (from %s)\n", static_cast<long long>(context.tokens),
                 context.source.c_str());
@@ -222,6 +227,8 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--dtype", args->dtype,
                   "Weight storage: f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q6_k (default: as stored)");
   add_device_option(cmd, args->device);
+  cmd->add_option("--pooling", args->pooling, "How /v1/embeddings pools the final hidden state: mean or last")
+      ->capture_default_str();
   cmd->add_option("-a,--alias", args->alias,
                   "Model name reported by /v1/models (default: the folder's name)");
   cmd->callback([args, api_key] {

@@ -51,6 +51,8 @@ class Model(_mambacpp.Model):
         forward_batch(list of feature arrays, output=...), one pass over the weights
     Language models:
         tokenize, detokenize, logits, generate, create_completion, create_chat_completion
+        embed(str | ids | list of either, pooling="mean"|"last", normalize=True): float32
+            [d_model] or [inputs, d_model], the same vectors as /v1/embeddings and mb_embed
     """
 
     def __init__(self, path: str, device: str = "cpu", dtype: Optional[str] = None, threads: int = 0):

@@ -15,12 +15,9 @@ adds on top of the OpenAI body (echo, n choices, the constructor's n_ctx and see
 
 from __future__ import annotations
 
-import math
 import random
 import sys
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
-
-import numpy as np
 
 from . import _checks as check
 from ._mambacpp import Error
@@ -54,6 +51,19 @@ def _merge_choices(responses: List[Response]) -> Response:
     return merged
 
 
+# llama-cpp-python's LLAMA_POOLING_TYPE_* values that mambacpp computes.
+_POOLING_TYPES = {-1: "mean", 1: "mean", 3: "last"}
+
+
+def _pooling_name(pooling_type: Any) -> str:
+    if isinstance(pooling_type, str) and pooling_type in ("mean", "last"):
+        return pooling_type
+    if isinstance(pooling_type, int) and not isinstance(pooling_type, bool) and pooling_type in _POOLING_TYPES:
+        return _POOLING_TYPES[pooling_type]
+    raise Error(f"pooling_type must be 'mean' or 'last' (or LLAMA_POOLING_TYPE_MEAN = 1, _LAST = 3), "
+                f"got {pooling_type!r}")
+
+
 class Llama:
     """A model loaded with llama-cpp-python's constructor and calls (`llama_cpp.Llama`).
 
@@ -71,6 +81,9 @@ class Llama:
         device: "cpu", "vulkan" or "vulkan:N" (mambacpp's; llama-cpp-python's n_gpu_layers,
             a per-layer split, is refused: a model runs wholly on one device).
         dtype: weight storage ("f32", "bf16", "q8_0", "q4_k", ...); None keeps the file's.
+        pooling_type: how embed() pools the hidden states: "mean" or "last", or
+            llama-cpp-python's constants (LLAMA_POOLING_TYPE_MEAN = 1, _LAST = 3; -1,
+            unspecified, is mean).
 
     Calls: llm(prompt, ...) (= create_completion), create_completion, create_chat_completion,
     tokenize, detokenize, embed, create_embedding, n_ctx, n_vocab, n_embd, token_eos, close;
@@ -79,7 +92,8 @@ class Llama:
 
     def __init__(self, model_path: Any, *, n_ctx: int = 512, n_threads: Optional[int] = None,
                  n_batch: int = 512, seed: Optional[int] = None, verbose: bool = True,
-                 n_gpu_layers: int = 0, device: str = "cpu", dtype: Optional[str] = None):
+                 n_gpu_layers: int = 0, device: str = "cpu", dtype: Optional[str] = None,
+                 pooling_type: Union[int, str] = "mean"):
         from . import Model  # here, not at import time: mambacpp/__init__.py imports this module
 
         self.model_path = check.check_path("model_path", model_path)
@@ -97,6 +111,7 @@ class Llama:
         check.check_bool("verbose", verbose)
         check.check_str("device", device)
         check.check_str("dtype", dtype, allow_none=True)
+        self._pooling = _pooling_name(pooling_type)
         self._model = Model(self.model_path, device=device, dtype=dtype, threads=threads or 0)
         if verbose:
             m = self._model
@@ -241,8 +256,8 @@ class Llama:
         ids; max_tokens None or <= 0 generates until the context (n_ctx) is full or the model
         ends the text; temperature 0 is greedy; stop strings end the text and are not included;
         echo=True puts the prompt before the text; n > 1 gives n choices (with a seed, choice i
-        uses seed + i). presence_penalty and frequency_penalty must be 0 (use repeat_penalty);
-        suffix (infilling) is not supported. Wrong types raise TypeError naming the argument,
+        uses seed + i). presence_penalty and frequency_penalty (-2 to 2) are OpenAI's, over the
+        tokens generated so far; suffix (infilling) is not supported. Wrong types raise TypeError naming the argument,
         bad values mambacpp.Error.
         """
         prompt = check.check_prompt(prompt)
@@ -322,8 +337,10 @@ class Llama:
 
     def embed(self, input: Union[str, List[str]], normalize: bool = True, truncate: bool = True,
               return_count: bool = False) -> Union[List[float], List[List[float]], Tuple[Any, int]]:
-        """Embeddings of text: the final hidden state (after the last norm), mean-pooled over
-        the text's tokens and L2-normalised (normalize=False keeps the mean).
+        """Embeddings of text: the final hidden state (after the last norm), pooled over the
+        text's tokens as pooling_type says (mean by default, or the last token's) and
+        L2-normalised (normalize=False keeps the pooled vector). Model.embed computes them: the
+        same float32 values /v1/embeddings and mb_embed give, as Python floats.
 
         A str gives one list of n_embd() floats, a list of str one such list per text, all
         computed in one pass over the weights. A text longer than n_ctx tokens is cut to its
@@ -347,20 +364,11 @@ class Llama:
                     raise Error(f"input {i} has {len(ids)} tokens, more than n_ctx ({self._n_ctx}); "
                                 "pass truncate=True to embed its first n_ctx tokens")
                 ids = ids[:self._n_ctx]
-            pages.append(np.asarray(ids, dtype=np.int64))
-        rows = model.forward_batch(pages, output="mean") if pages else np.zeros((0, model.d_model))
-        vectors = [self._vector(row, normalize) for row in rows]
+            pages.append(ids)
+        rows = model.embed(pages, pooling=self._pooling, normalize=normalize) if pages else []
+        vectors = [row.tolist() for row in rows]
         result: Any = vectors[0] if single else vectors
         return (result, sum(len(p) for p in pages)) if return_count else result
-
-    @staticmethod
-    def _vector(row: np.ndarray, normalize: bool) -> List[float]:
-        values = row.astype(np.float64)
-        if normalize:
-            norm = math.sqrt(float(np.dot(values, values)))
-            if norm > 0:
-                values = values / norm
-        return values.tolist()
 
     def create_embedding(self, input: Union[str, List[str]], model: Optional[str] = None) -> Response:
         """Embeddings in OpenAI's shape: {"object": "list", "data": [{"object": "embedding",

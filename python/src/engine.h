@@ -70,6 +70,9 @@ class PyModel {
   // Many pages as one pass over the weights: a list of [T_i, d_model] arrays for "all", one
   // [pages, d_model] array for "last" and "mean".
   py::object forward_batch(const py::list& pages, const std::string& output, const py::object& states);
+  // Embeddings (engine/embed.h) of a text, a list of texts, a sequence of token ids or a list of
+  // them: [d_model] for one input, [inputs, d_model] for a list; pooling "mean" or "last".
+  py::array_t<float> embed(const py::handle& input, const std::string& pooling, bool normalize);
   // [vocab_size] at the last position, or [T, vocab_size] with all_positions.
   py::array_t<float> logits(const py::handle& ids, bool all_positions, PyState* state);
 

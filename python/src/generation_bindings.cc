@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "engine.h"
 #include "server/openai_api.h"
+#include "server/request_surface.h"
 
 namespace mb::python {
 
@@ -57,10 +58,10 @@ class PyCompletion {
     const auto created =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
             .count();
-    formatter_ = std::make_unique<server::ResponseFormatter>(
-        request, tokenizer, server::response_id(kind, random_u64()), created);
+    formatter_ = std::make_unique<server::ChoicesFormatter>(request, tokenizer,
+                                                            server::response_id(kind, random_u64()), created);
     if (stream_)
-      if (auto prelude = formatter_->prelude_chunk()) pending_.push_back(dump(*prelude));
+      for (const auto& prelude : formatter_->prelude_chunks()) pending_.push_back(dump(prelude));
   }
 
   PyCompletion(const PyCompletion&) = delete;
@@ -139,7 +140,8 @@ class PyCompletion {
       } else {
         formatter_->collect(event);
       }
-      if (event.kind == ServeEvent::Kind::Done) finished_ = true;
+      // With n > 1 choices the request ends with the last choice's Done.
+      if (formatter_->finished()) finished_ = true;
     }
   }
 
@@ -148,7 +150,7 @@ class PyCompletion {
   std::shared_ptr<Events> events_;  // shared with the sink, which may outlive this object
   Scheduler* scheduler_ = nullptr;
   RequestId id_ = 0;
-  std::unique_ptr<server::ResponseFormatter> formatter_;
+  std::unique_ptr<server::ChoicesFormatter> formatter_;
   std::deque<std::string> pending_;  // formatted chunks not yet returned
   bool finished_ = false;            // Done or Error seen, or cancelled
 };

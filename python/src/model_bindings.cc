@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "engine.h"
+#include "engine/embed.h"
 #include "engine/gguf_tokenizer.h"
 #include "engine/state_file.h"
 
@@ -192,6 +193,54 @@ py::object PyModel::forward_batch(const py::list& pages, const std::string& outp
   return to_numpy(stacked, width, false);
 }
 
+py::array_t<float> PyModel::embed(const py::handle& input, const std::string& pooling, bool normalize) {
+  EmbedOptions options;
+  options.pooling = parse_pooling(pooling);
+  options.normalize = normalize;
+  // One input: a str, or a flat sequence of ids; else a list of them, one vector each.
+  const auto is_ids = [](const py::handle& item) {
+    if (py::isinstance<py::str>(item) || py::isinstance<py::bytes>(item)) return false;
+    if (py::isinstance<py::array>(item)) return py::reinterpret_borrow<py::array>(item).ndim() == 1;
+    if (!py::isinstance<py::sequence>(item)) return false;
+    const auto seq = py::reinterpret_borrow<py::sequence>(item);
+    return seq.size() > 0 && py::isinstance<py::int_>(seq[0]);
+  };
+  const bool single = py::isinstance<py::str>(input) || is_ids(input);
+  std::vector<std::vector<int32_t>> inputs;
+  const auto add = [&](const py::handle& item) {
+    const std::string what = "input " + std::to_string(inputs.size());
+    if (py::isinstance<py::str>(item)) {
+      const auto text = item.cast<std::string>();
+      if (text.empty()) throw Error(what + " is an empty string");
+      inputs.push_back(engine_->require_tokenizer().encode(text));
+    } else {
+      if (py::isinstance<py::sequence>(item) && py::len(item) == 0)
+        throw Error(what + " is empty (no tokens to embed)");
+      inputs.push_back(token_ids(item, what.c_str()));
+    }
+  };
+  if (single) {
+    add(input);
+  } else {
+    if (!py::isinstance<py::sequence>(input) || py::isinstance<py::bytes>(input))
+      throw Error("input must be a str, a sequence of token ids, or a list of either, got " +
+                  std::string(py::str(py::type::of(input).attr("__name__"))));
+    for (const py::handle item : py::reinterpret_borrow<py::sequence>(input)) add(item);
+    if (inputs.empty()) throw Error("input is an empty list: give at least one text or id sequence");
+  }
+  std::vector<std::vector<float>> rows;
+  {
+    py::gil_scoped_release release;
+    std::lock_guard lock(engine_->mutex);
+    rows = embed_batch(*engine_->model, engine_->ctx, inputs, options, engine_->workspace);
+  }
+  const int64_t width = engine_->model->config().d_model;
+  std::vector<float> stacked;
+  stacked.reserve(rows.size() * static_cast<size_t>(width));
+  for (const auto& row : rows) stacked.insert(stacked.end(), row.begin(), row.end());
+  return to_numpy(stacked, width, single);
+}
+
 py::array_t<float> PyModel::logits(const py::handle& ids, bool all_positions, PyState* state) {
   const OutputKind kind = all_positions ? OutputKind::LogitsAll : OutputKind::LogitsLast;
   std::vector<PyInput> inputs(1);
@@ -280,6 +329,12 @@ py::class_<PyModel> bind_model(py::module_& m) {
            py::arg("states") = py::none(),
            "forward over many pages in one pass over the weights: a list of [T_i, d_model] arrays for "
            "\"all\", one [pages, d_model] array for \"last\" and \"mean\".")
+      .def("embed", &PyModel::embed, py::arg("input"), py::arg("pooling") = "mean",
+           py::arg("normalize") = true,
+           "Embeddings of a str, a sequence of token ids, or a list of either: the final hidden state (after "
+           "the final norm) pooled by \"mean\" or \"last\" and L2-normalised (in float64, rounded to "
+           "float32 once), float32 [d_model] for one input or [inputs, d_model] for a list, in one batched "
+           "pass; each vector is bit-identical to its input's alone.")
       .def("logits", &PyModel::logits, py::arg("ids"), py::arg("all_positions") = false,
            py::arg("state") = nullptr,
            "Logits float32 [vocab_size] at the last position, or [T, vocab_size] with all_positions.");

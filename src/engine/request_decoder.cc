@@ -61,6 +61,7 @@ void validate_request(std::span<const int32_t> prompt, const DecodeSettings& set
   if (settings.max_tokens < 0)
     throw Error("max_tokens must be >= 0, got " + std::to_string(settings.max_tokens));
   settings.sampling.validate();
+  check_logit_bias_ids(settings.sampling, vocabulary.n_valid);
   if (!settings.stop_strings.empty()) {
     if (tokenizer == nullptr)
       throw Error("stop strings need a tokenizer (the model folder has no tokenizer.json)");
@@ -72,6 +73,7 @@ RequestDecoder::RequestDecoder(const DecodeSettings& settings, std::span<const i
                                const GenerationVocabulary& vocabulary, const Tokenizer* tokenizer)
     : sampler_(settings.sampling, vocabulary.n_valid),
       history_(prompt.begin(), prompt.end()),
+      prompt_length_(prompt.size()),
       n_valid_(vocabulary.n_valid),
       max_tokens_(settings.max_tokens) {
   if (tokenizer != nullptr) detokenizer_.emplace(*tokenizer);
@@ -119,7 +121,7 @@ DecodeEvent RequestDecoder::on_logits(std::span<const float> logits) {
     end(StopReason::Eos);  // the grammar matched the empty text only: nothing may be sampled
     return event;
   }
-  const int32_t token = sampler_.sample(constraint_.value ? constrain(logits) : logits, history_);
+  const int32_t token = sampler_.sample(constraint_.value ? constrain(logits) : logits, history_, prompt_length_);
   if (std::ranges::find(eos_ids_, token) != eos_ids_.end()) {
     end(StopReason::Eos);
     return event;

@@ -60,11 +60,12 @@ struct DecodeSettings {
   bool stop_at_eos = true;
   // Which tokens may come next (a grammar, ...); null: any. The decoder works on its own clone(),
   // so one constraint can seed any number of requests.
-  std::shared_ptr<TokenConstraint> constraint;
+  std::shared_ptr<TokenConstraint> constraint = nullptr;
 };
 
 // Throws mb::Error naming the first problem of a request: an empty prompt, a prompt id that
-// breaks the prompt-id rule, a negative max_tokens, sampling parameters out of range, an empty
+// breaks the prompt-id rule, a negative max_tokens, sampling parameters out of range (a logit_bias
+// id outside the vocabulary included), an empty
 // stop string, or stop strings without a tokenizer. Both entry points call it before any work.
 void validate_request(std::span<const int32_t> prompt, const DecodeSettings& settings,
                       const GenerationVocabulary& vocabulary, const Tokenizer* tokenizer);
@@ -123,7 +124,8 @@ class RequestDecoder {
 
  private:
   Sampler sampler_;
-  std::vector<int32_t> history_;  // prompt + generated, for the repetition penalty
+  std::vector<int32_t> history_;  // prompt + generated, for the penalties
+  size_t prompt_length_;          // the presence and frequency penalties read history_ past it
   std::optional<StreamDecoder> detokenizer_;
   std::optional<StopStringMatcher> stops_;
   std::vector<int32_t> eos_ids_;  // empty without stop_at_eos

@@ -51,6 +51,25 @@ std::optional<SamplingProblem> find_sampling_problem(const SamplingParams& p) {
   if (p.repeat_last_n < -1)
     return SamplingProblem{SamplingField::RepeatLastN, ">= -1 (-1 means the whole history)",
                            describe(p.repeat_last_n)};
+  if (!std::isfinite(p.presence_penalty) || std::fabs(p.presence_penalty) > 2.0f)
+    return SamplingProblem{SamplingField::PresencePenalty, "in [-2, 2] (0 disables it)",
+                           describe(p.presence_penalty)};
+  if (!std::isfinite(p.frequency_penalty) || std::fabs(p.frequency_penalty) > 2.0f)
+    return SamplingProblem{SamplingField::FrequencyPenalty, "in [-2, 2] (0 disables it)",
+                           describe(p.frequency_penalty)};
+  for (const auto& [id, bias] : p.logit_bias)
+    if (bias != kNegativeInfinity && !(std::fabs(bias) <= kMaxLogitBias))
+      return SamplingProblem{SamplingField::LogitBias,
+                             "in [-100, 100] or -infinity (a ban) for token " + std::to_string(id),
+                             describe(bias)};
+  // Sorted, so a list as long as the vocabulary is checked in n log n.
+  std::vector<int32_t> ids;
+  ids.reserve(p.logit_bias.size());
+  for (const auto& entry : p.logit_bias) ids.push_back(entry.first);
+  std::sort(ids.begin(), ids.end());
+  if (const auto twice = std::adjacent_find(ids.begin(), ids.end()); twice != ids.end())
+    return SamplingProblem{SamplingField::LogitBias, "given once per token",
+                           "token " + std::to_string(*twice) + " twice"};
   return std::nullopt;
 }
 
@@ -68,6 +87,12 @@ const char* sampling_field_name(SamplingField field) {
       return "repeat_penalty";
     case SamplingField::RepeatLastN:
       return "repeat_last_n";
+    case SamplingField::PresencePenalty:
+      return "presence_penalty";
+    case SamplingField::FrequencyPenalty:
+      return "frequency_penalty";
+    case SamplingField::LogitBias:
+      return "logit_bias";
   }
   return "?";
 }
@@ -78,23 +103,39 @@ void SamplingParams::validate() const {
                 problem->requirement + ", got " + problem->value);
 }
 
+void check_logit_bias_ids(const SamplingParams& params, int32_t n_valid_vocab) {
+  for (const auto& [id, bias] : params.logit_bias)
+    if (id < 0 || id >= n_valid_vocab)
+      throw Error("logit_bias token " + std::to_string(id) + " is outside the vocabulary [0, " +
+                  std::to_string(n_valid_vocab) + ")");
+}
+
 Sampler::Sampler(SamplingParams params, int32_t n_valid_vocab)
     : params_(params), n_valid_vocab_(n_valid_vocab), rng_(params.seed) {
   params_.validate();
   if (n_valid_vocab <= 0) {
     throw Error("Sampler: n_valid_vocab must be > 0, got " + std::to_string(n_valid_vocab));
   }
+  check_logit_bias_ids(params_, n_valid_vocab);
   candidates_.reserve(static_cast<size_t>(n_valid_vocab));
   penalty_marks_.assign(static_cast<size_t>(n_valid_vocab), 0);
+  if (params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f)
+    token_counts_.assign(static_cast<size_t>(n_valid_vocab), 0);
 }
 
-int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+bool Sampler::adjusts_logits() const {
+  return !params_.logit_bias.empty() || (params_.repeat_penalty != 1.0f && params_.repeat_last_n != 0) ||
+         params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
+}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history,
+                        size_t prompt_length) {
   if (logits.size() < static_cast<size_t>(n_valid_vocab_)) {
     throw Error("Sampler: logits has " + std::to_string(logits.size()) +
                 " entries, fewer than the valid vocabulary size " + std::to_string(n_valid_vocab_));
   }
-  if (params_.temperature == 0.0f && (params_.repeat_penalty == 1.0f || params_.repeat_last_n == 0)) {
-    // Greedy without penalties needs no candidate list (a vocabulary-sized copy per token): the
+  if (params_.temperature == 0.0f && !adjusts_logits()) {
+    // Greedy without bias or penalties needs no candidate list (a vocabulary-sized copy per token): the
     // answer is the first maximum of the logits, NaN counting as -inf, as sample_greedy finds it.
     int32_t best = 0;
     float best_logit = kNegativeInfinity;
@@ -108,7 +149,7 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     candidates_.assign(1, {best, best_logit, 1.0});
     return best;
   }
-  load_penalised_logits(logits, history);
+  load_penalised_logits(logits, history, prompt_length);
   if (params_.temperature == 0.0f) return sample_greedy();
 
   // A -inf logit has probability zero, so dropping it up front keeps it out of every later
@@ -136,24 +177,40 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   return draw();
 }
 
-void Sampler::load_penalised_logits(std::span<const float> logits, std::span<const int32_t> history) {
+void Sampler::load_penalised_logits(std::span<const float> logits, std::span<const int32_t> history,
+                                    size_t prompt_length) {
   candidates_.resize(static_cast<size_t>(n_valid_vocab_));
   for (int32_t id = 0; id < n_valid_vocab_; ++id) {
     const float logit = logits[static_cast<size_t>(id)];
     candidates_[static_cast<size_t>(id)] = {id, std::isnan(logit) ? kNegativeInfinity : logit, 0.0};
   }
-  if (params_.repeat_penalty == 1.0f || params_.repeat_last_n == 0) return;
+  for (const auto& [id, bias] : params_.logit_bias) {
+    float& logit = candidates_[static_cast<size_t>(id)].logit;
+    // A ban stays a ban even over a +inf logit, where the sum would be NaN.
+    logit = bias == kNegativeInfinity ? kNegativeInfinity : logit + bias;
+  }
+  if (params_.repeat_penalty != 1.0f && params_.repeat_last_n != 0) apply_repeat_penalty(history);
+  if (params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f)
+    apply_presence_frequency(history, std::min(prompt_length, history.size()));
+}
 
-  size_t window = history.size();
-  if (params_.repeat_last_n > 0) window = std::min(window, static_cast<size_t>(params_.repeat_last_n));
-  const std::span<const int32_t> recent = history.last(window);
-
-  // A generation counter marks the ids already penalised in this call, so a token repeated
-  // many times is penalised once (as in llama.cpp) without clearing a vocab-sized array.
+uint32_t Sampler::next_mark_generation() {
+  // A generation counter marks the ids already seen in this pass, so nothing vocabulary-sized
+  // is cleared per call.
   if (++penalty_generation_ == 0) {
     std::fill(penalty_marks_.begin(), penalty_marks_.end(), 0);
     penalty_generation_ = 1;
   }
+  return penalty_generation_;
+}
+
+void Sampler::apply_repeat_penalty(std::span<const int32_t> history) {
+  size_t window = history.size();
+  if (params_.repeat_last_n > 0) window = std::min(window, static_cast<size_t>(params_.repeat_last_n));
+  const std::span<const int32_t> recent = history.last(window);
+
+  // A token repeated many times is penalised once, as in llama.cpp.
+  const uint32_t generation = next_mark_generation();
   const float penalty = params_.repeat_penalty;
   for (size_t i = 0; i < recent.size(); ++i) {
     const int32_t id = recent[i];
@@ -163,10 +220,44 @@ void Sampler::load_penalised_logits(std::span<const float> logits, std::span<con
                   " is outside the valid vocabulary [0, " + std::to_string(n_valid_vocab_) + ")");
     }
     uint32_t& mark = penalty_marks_[static_cast<size_t>(id)];
-    if (mark == penalty_generation_) continue;
-    mark = penalty_generation_;
+    if (mark == generation) continue;
+    mark = generation;
     float& logit = candidates_[static_cast<size_t>(id)].logit;
     logit = logit > 0.0f ? logit / penalty : logit * penalty;
+  }
+}
+
+void Sampler::apply_presence_frequency(std::span<const int32_t> history, size_t prompt_length) {
+  // Counting the generated tokens afresh each call is linear in the output, which stays below the
+  // vocabulary-sized pass above for any answer shorter than the vocabulary, and it keeps sample()
+  // a function of its arguments (no count carried between calls to fall out of step).
+  const std::span<const int32_t> generated = history.subspan(prompt_length);
+  const uint32_t generation = next_mark_generation();
+  for (size_t i = 0; i < generated.size(); ++i) {
+    const int32_t id = generated[i];
+    if (id < 0 || id >= n_valid_vocab_) {
+      throw Error("Sampler: history token " + std::to_string(id) + " at position " +
+                  std::to_string(prompt_length + i) + " is outside the valid vocabulary [0, " +
+                  std::to_string(n_valid_vocab_) + ")");
+    }
+    uint32_t& mark = penalty_marks_[static_cast<size_t>(id)];
+    uint32_t& count = token_counts_[static_cast<size_t>(id)];
+    if (mark != generation) {
+      mark = generation;
+      count = 0;
+    }
+    ++count;
+  }
+  const double presence = params_.presence_penalty, frequency = params_.frequency_penalty;
+  for (const int32_t id : generated) {
+    uint32_t& count = token_counts_[static_cast<size_t>(id)];
+    if (count == 0) continue;  // already penalised: its count was cleared below
+    float& logit = candidates_[static_cast<size_t>(id)].logit;
+    // In double, rounded once: the same bits as the double reference, on every machine. An
+    // infinite logit stays infinite.
+    logit =
+        static_cast<float>(static_cast<double>(logit) - (presence + frequency * static_cast<double>(count)));
+    count = 0;
   }
 }
 

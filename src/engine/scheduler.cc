@@ -63,6 +63,9 @@ RequestId Scheduler::submit(ServeRequest request, ServeSink sink) {
   Impl& s = *impl_;
   if (!sink) throw Error("submit needs a sink for the request's events");
   validate_request(request.prompt, scheduler_detail::decode_settings(request), s.vocabulary, s.tokenizer);
+  if (request.n < 1 || request.n > kMaxChoices)
+    throw Error("n must be in [1, " + std::to_string(kMaxChoices) + "] (choices per request), got " +
+                std::to_string(request.n));
   if (request.n_probs < 0 || request.n_probs > kMaxProbs)
     throw Error("n_probs must be in [0, " + std::to_string(kMaxProbs) + "], got " +
                 std::to_string(request.n_probs));

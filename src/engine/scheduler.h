@@ -42,6 +42,7 @@
 
 #include "core/error.h"
 #include "core/threading.h"
+#include "engine/embed.h"
 #include "engine/generate.h"
 #include "engine/prefix_store.h"
 #include "engine/sampler.h"
@@ -55,6 +56,8 @@ using RequestId = uint64_t;
 
 // The most candidates a request may ask for with each token.
 inline constexpr int kMaxProbs = 20;
+// The most choices (ServeRequest::n) one request may ask for.
+inline constexpr int kMaxChoices = 16;
 
 struct ServeRequest {
   std::vector<int32_t> prompt;    // at least one token, every id valid (engine/request_decoder.h)
@@ -72,13 +75,21 @@ struct ServeRequest {
   bool post_sampling_probs = true;
   // Which tokens may come next (engine/token_constraint.h: a grammar, ...); null: any. Each
   // request decodes with its own clone, so the server may hand one compiled constraint to many.
-  std::shared_ptr<TokenConstraint> constraint;
+  std::shared_ptr<TokenConstraint> constraint = nullptr;
+  // Choices (OpenAI's n), 1..kMaxChoices. The prompt is prefilled once; at its end the state is
+  // forked into n sequences, and choice i samples with seed + i (wrapping), so it equals, bit for
+  // bit, the request with n = 1 and seed + i alone, and with a fixed seed the choices differ. The
+  // request takes n of the max_active slots once admitted (all of them when n is larger).
+  int n = 1;
 };
 
 // Delivered to a request's sink on the scheduler thread, in order: Token events, then exactly
-// one Done or Error event (none after the sink returned false: the receiver is gone).
+// one Done or Error event (none after the sink returned false: the receiver is gone). With n > 1
+// every choice sends its own Token events and its own Done or Error, `choice` saying whose; the
+// choices' events interleave, each choice's in order.
 struct ServeEvent {
   enum class Kind { Token, Done, Error } kind = Kind::Token;
+  int choice = 0;      // which of the request's n choices, 0..n-1
   int32_t token = -1;  // Token: the generated id
   std::string text;    // Token: text that became final with it (may be empty);
                        // Done: the held-back tail released at the end (may be empty)
@@ -112,7 +123,8 @@ struct SchedulerOptions {
 
 struct SchedulerMetrics {
   // Accepted by submit; ended by Done (finished); by cancel(), a sink returning false or
-  // stop(false) (cancelled); by an Error event for any other reason (failed).
+  // stop(false) (cancelled); by an Error event for any other reason (failed). A request of n
+  // choices counts once, by how its first choice ended; generated_tokens counts every choice's.
   uint64_t requests_submitted = 0, requests_finished = 0, requests_cancelled = 0, requests_failed = 0;
   // prompt_tokens counts every admitted prompt's tokens, cached_prompt_tokens the part of them
   // resumed from the cache (so prompt_tokens - cached_prompt_tokens were prefilled).
@@ -148,7 +160,7 @@ class Scheduler {
   // stop() was called.
   RequestId submit(ServeRequest request, ServeSink sink);
   // Thread-safe; frees the slot at the next step, which sends a Done event with
-  // StopReason::Callback. Unknown or finished ids are ignored.
+  // StopReason::Callback (one per unfinished choice). Unknown or finished ids are ignored.
   void cancel(RequestId id);
 
   // One step on the caller's thread (tests; not while start() runs); false when idle.
@@ -167,6 +179,13 @@ class Scheduler {
   // name, a disabled slot path, and a missing, corrupt or foreign file.
   void save_prefix(const std::string& name, std::span<const int32_t> prefix);
   size_t restore_prefix(const std::string& name);  // returns the restored prefix length
+
+  // Embeddings of `inputs` (engine/embed.h), run on the scheduler thread between steps as slot
+  // work is: one group of sequences (one forward call, rounds of at most step_token_budget
+  // positions) per turn, so generation keeps stepping between groups. Thread-safe, but not from a
+  // sink (it waits for the scheduler thread); throws mb::Error as embed_batch does, before any
+  // group runs.
+  std::vector<std::vector<float>> embed(std::span<const std::vector<int32_t>> inputs, EmbedOptions options);
 
   // The ids that end generation when a request has stop_at_eos (config plus tokenizer).
   const std::vector<int32_t>& eos_ids() const;

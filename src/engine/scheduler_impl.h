@@ -51,6 +51,7 @@ struct Sequence {
   Phase phase = Phase::Prefill;
   int64_t cached = 0;  // prompt tokens resumed from the prefix cache
   int32_t unfed = -1;  // the last generated token, not yet consumed by the state
+  int choice = 0;      // which of the request's n choices; choices 1.. are forks made at the prompt's end
   bool cancel_requested = false;
   bool retired = false;  // leaves the slot at the end of this step
 };
@@ -82,13 +83,18 @@ struct Scheduler::Impl {
   void build_batch();
   void after_forward(Sequence& seq, std::span<const float> logits);
   void sample_next(Sequence& seq, std::span<const float> logits);
+  // The prompt is consumed and `logits` is its last row: forks the request's other choices off
+  // `seq` (scheduler_choices.cc), then samples every choice's first token.
+  void start_decoding(Sequence& seq, std::span<const float> logits);
+  // Slots a sequence holds towards max_active: a request's n before its fork, else one.
+  static int slots_held(const Sequence& seq);
   // Reports the end of a request whose decoder is done, with the decoder's stop reason.
   void finish(Sequence& seq);
   // Caches the state (with `logits`, its last position's output row, when at hand) and retires.
   void release(Sequence& seq, std::span<const float> logits = {});
   void fail(Sequence& seq, const std::string& message, bool cancelled);
   void fail_everything(const std::string& message);
-  bool deliver(Sequence& seq, const ServeEvent& event);
+  bool deliver(Sequence& seq, ServeEvent& event);  // stamps the event with seq's choice
   void run_loop();
   SequenceState state_for_prefix(std::span<const int32_t> prefix);
   void publish_metrics(double seconds, int64_t rows);

@@ -38,9 +38,13 @@ bool Scheduler::Impl::step() {
     done.kind = ServeEvent::Kind::Done;
     done.stop_reason = StopReason::Callback;
     done.prompt_tokens = static_cast<int64_t>(p.request.prompt.size());
-    try {
-      p.sink(done);
-    } catch (...) {
+    // Every choice ends, so a receiver waiting for each choice's Done is not left waiting.
+    for (done.choice = 0; done.choice < p.request.n; ++done.choice) {
+      try {
+        if (!p.sink(done)) break;
+      } catch (...) {
+        break;
+      }
     }
     ++loop_stats.requests_cancelled;
   }
@@ -67,12 +71,15 @@ bool Scheduler::Impl::step() {
   {
     std::lock_guard lock(mutex);
     int in_flight = 0;
-    for (const auto& seq : active) in_flight += seq->phase != Phase::Finishing && !seq->retired;
-    while (in_flight < options.max_active && !waiting.empty() &&
+    for (const auto& seq : active)
+      if (seq->phase != Phase::Finishing && !seq->retired) in_flight += slots_held(*seq);
+    // A request of n choices waits for n free slots, or for an idle scheduler when n exceeds them.
+    while (!waiting.empty() &&
+           (in_flight == 0 || in_flight + waiting.front().request.n <= options.max_active) &&
            !continues_a_finishing_turn(waiting.front())) {
+      in_flight += waiting.front().request.n;
       admitted.push_back(std::move(waiting.front()));
       waiting.pop_front();
-      ++in_flight;
     }
   }
   busy = busy || !admitted.empty();
@@ -136,10 +143,7 @@ void Scheduler::Impl::admit(Pending p) {
     Sequence& seq = *active.back();
     seq.cached = static_cast<int64_t>(cached);
     loop_stats.cached_prompt_tokens += cached;
-    if (!logits.empty()) {
-      seq.phase = Phase::Decode;
-      sample_next(seq, logits);
-    }
+    if (!logits.empty()) start_decoding(seq, logits);
   } catch (const std::exception& e) {
     ServeEvent error;
     error.kind = ServeEvent::Kind::Error;
@@ -206,8 +210,7 @@ void Scheduler::Impl::after_forward(Sequence& seq, std::span<const float> logits
       // The first token goes out before the state is copied into the cache: the copy (megabytes)
       // would otherwise be part of the client's time to the first token. The state is still the
       // prompt's: the sampled token is fed in the next step.
-      seq.phase = Phase::Decode;
-      sample_next(seq, logits);
+      start_decoding(seq, logits);
       // The whole prompt is cached too: the next turn of a chat re-renders this prompt as its
       // prefix, while the generated reply usually re-tokenizes differently, so this entry is the
       // one a follow-up turn resumes from; its logits serve the same prompt sent again. (A
@@ -240,10 +243,13 @@ void Scheduler::Impl::sample_next(Sequence& seq, std::span<const float> logits) 
     ++loop_stats.generated_tokens;
     event.text = std::move(decoded.text);
     if (!deliver(seq, event)) {
-      // The receiver is gone: no more events, but the state is still worth caching.
+      // The receiver is gone: no more events, but the state is still worth caching. The
+      // request's other choices go too, at the next step.
       seq.decoder.cancel();
-      ++loop_stats.requests_cancelled;
+      if (seq.choice == 0) ++loop_stats.requests_cancelled;
       seq.phase = Phase::Finishing;
+      for (auto& other : active)
+        if (other->id == seq.id && other.get() != &seq) other->cancel_requested = true;
       return;
     }
     if (decoded.done) finish(seq);
@@ -262,10 +268,9 @@ void Scheduler::Impl::finish(Sequence& seq) {
   done.completion_tokens = seq.decoder.generated();
   done.text = seq.decoder.finish();
   deliver(seq, done);
-  if (reason == StopReason::Callback)
-    ++loop_stats.requests_cancelled;
-  else
-    ++loop_stats.requests_finished;
+  // A request is counted once, by its first choice.
+  if (seq.choice == 0)
+    ++(reason == StopReason::Callback ? loop_stats.requests_cancelled : loop_stats.requests_finished);
   // A request still in its prompt, or whose last token was EOS (never fed), is cached as it is;
   // otherwise the next step's row consumes the last token first.
   if (seq.phase == Phase::Decode && seq.unfed >= 0)
@@ -289,10 +294,8 @@ void Scheduler::Impl::fail(Sequence& seq, const std::string& message, bool cance
   error.kind = ServeEvent::Kind::Error;
   error.error = message;
   deliver(seq, error);
-  if (cancelled)
-    ++loop_stats.requests_cancelled;
-  else
-    ++loop_stats.requests_failed;
+  // A request is counted once, by its first choice.
+  if (seq.choice == 0) ++(cancelled ? loop_stats.requests_cancelled : loop_stats.requests_failed);
   seq.retired = true;
 }
 
@@ -323,7 +326,8 @@ void Scheduler::Impl::fail_everything(const std::string& message) {
   publish_metrics(0, 0);
 }
 
-bool Scheduler::Impl::deliver(Sequence& seq, const ServeEvent& event) {
+bool Scheduler::Impl::deliver(Sequence& seq, ServeEvent& event) {
+  event.choice = seq.choice;
   try {
     return seq.sink(event);
   } catch (...) {

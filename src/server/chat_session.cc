@@ -76,6 +76,8 @@ std::string ChatSession::request_body() const {
                                  {"min_p", s.min_p},
                                  {"repeat_penalty", s.repeat_penalty},
                                  {"repeat_last_n", s.repeat_last_n},
+                                 {"presence_penalty", s.presence_penalty},
+                                 {"frequency_penalty", s.frequency_penalty},
                                  {"seed", s.seed},
                                  {"ignore_eos", !options_.stop_at_eos}};
   if (!options_.stop.empty()) body["stop"] = options_.stop;

@@ -3,6 +3,7 @@
 
 #include "server/chat_page.h"
 #include "server/connections.h"
+#include "server/request_surface.h"
 
 #include <httplib.h>
 #include <sys/socket.h>
@@ -329,8 +330,13 @@ void HttpServer::register_routes() {
     };
   };
   http.Get("/v1/models", when_ready([this](const httplib::Request&, httplib::Response& res) {
-             send_json(res, models_response(options_.model_id, started_unix_, options_.defaults.max_context));
+             json body = models_response(options_.model_id, started_unix_, options_.defaults.max_context);
+             add_embeddings_meta(body, model_.embeddings, model_.pooling);
+             send_json(res, body);
            }));
+  http.Post("/v1/embeddings", when_ready([this](const httplib::Request& req, httplib::Response& res) {
+              send_json(res, handle_embeddings(req));
+            }));
   http.Post("/tokenize", when_ready([this](const httplib::Request& req, httplib::Response& res) {
               send_json(res, tokenize_response(parse_request_body(req.body), *model_.tokenizer));
             }));
@@ -410,7 +416,7 @@ void HttpServer::handle_generation(ApiKind kind, const httplib::Request& req, ht
     return log->write(400, 0, 0);
   }
 
-  auto formatter = std::make_shared<ResponseFormatter>(request, *model_.tokenizer, log->id, unix_now());
+  auto formatter = std::make_shared<ChoicesFormatter>(request, *model_.tokenizer, log->id, unix_now());
 
   // A failed write or a socket found closed means the client is gone: the provider returns false,
   // httplib closes the connection and calls the releaser, which cancels the request so its slot

@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "engine/embed.h"
+#include "server/embeddings_api.h"
 #include "server/openai_api.h"
 
 namespace httplib {
@@ -61,6 +63,9 @@ struct ServedModel {
   // The tokenizer's byte strings for grammars (engine/grammar/grammar_constraint.h); set_model
   // builds it when null.
   std::shared_ptr<const TokenTrie> trie;
+  // /v1/embeddings (server/embeddings_api.h): answered 400 while embeddings.d_model is 0.
+  EmbeddingsModel embeddings;
+  Pooling pooling = Pooling::Mean;  // --pooling
 };
 
 class HttpServer {
@@ -90,6 +95,7 @@ class HttpServer {
   struct RequestLog;
   void register_routes();
   void handle_generation(ApiKind kind, const httplib::Request& request, httplib::Response& response);
+  nlohmann::json handle_embeddings(const httplib::Request& request);
   std::string layer_error_body(int status) const;  // the answers the connection layer gives itself
   void count(uint64_t HttpCounters::*counter);
   uint64_t next_seed();

@@ -10,6 +10,7 @@
 #include "core/json_text.h"
 #include "engine/gguf_chat_template.h"
 #include "io/binary_codec.h"
+#include "server/request_surface.h"
 
 namespace mb::server {
 
@@ -158,21 +159,6 @@ void read_stop(const json& body, std::vector<std::string>& stops, size_t max_sto
   }
 }
 
-// Fields OpenAI defines whose other values this server cannot honour.
-void refuse_unsupported(const json& body) {
-  if (auto n = integer_field(body, "n", INT64_MIN, INT64_MAX); n && *n != 1)
-    throw invalid_request("n must be 1 (one choice per request), got " + std::to_string(*n));
-  if (auto best_of = integer_field(body, "best_of", INT64_MIN, INT64_MAX); best_of && *best_of != 1)
-    throw invalid_request("best_of must be 1, got " + std::to_string(*best_of));
-  if (auto echo = bool_field(body, "echo"); echo && *echo) throw invalid_request("echo is not supported");
-  for (const char* penalty : {"presence_penalty", "frequency_penalty"})
-    if (auto v = number_field(body, penalty); v && *v != 0.0)
-      throw invalid_request(std::string(penalty) + " is not supported (use repeat_penalty), got " +
-                            json_excerpt(body.at(penalty)));
-  if (const json* bias = field(body, "logit_bias"); bias && !(bias->is_object() && bias->empty()))
-    throw invalid_request("logit_bias is not supported");
-}
-
 std::vector<int32_t> read_token_ids(const json& array, const char* name, size_t max_count) {
   if (array.size() > max_count)
     throw invalid_request(std::string(name) + " has " + std::to_string(array.size()) +
@@ -247,22 +233,19 @@ ApiRequest parse_api_request(ApiKind kind, std::string_view body_text, const Api
     read_completion_prompt(body, request, defaults);
   else
     request.chat = read_chat_variables(body_text, body, defaults.max_messages);
-  refuse_unsupported(body);
+  refuse_unsupported_fields(body, kind);
   read_sampling(body, request.serve.sampling, seed_if_absent);
+  read_penalties_and_bias(body, request.serve.sampling);
+  request.serve.n = read_choice_count(body);
   read_stop(body, request.serve.stop, defaults.max_stop_strings);
-  // max_completion_tokens is the newer name in chat; when both are given it wins.
-  for (const char* name : {"max_tokens", "max_completion_tokens"}) {
-    if (auto v = integer_field(body, name, 0, INT_MAX)) {
-      request.serve.max_tokens = static_cast<int>(*v);
-      request.max_tokens_given = true;
-    }
+  // max_completion_tokens is the newer name of max_tokens (request_surface.h).
+  if (const std::optional<int> max_tokens = read_max_tokens(body)) {
+    request.serve.max_tokens = *max_tokens;
+    request.max_tokens_given = true;
   }
   if (auto ignore_eos = bool_field(body, "ignore_eos")) request.serve.stop_at_eos = !*ignore_eos;
   request.stream = bool_field(body, "stream").value_or(false);
-  if (const json* options = field(body, "stream_options")) {
-    if (!options->is_object()) throw wrong_type("stream_options", "an object", *options);
-    request.include_usage = bool_field(*options, "include_usage").value_or(false);
-  }
+  read_stream_options(body, request.include_usage);
   read_logprobs(kind, body, request);
   if (const json* grammar = field(body, "grammar")) {
     if (!grammar->is_string()) throw wrong_type("grammar", "a string (GBNF)", *grammar);
@@ -292,6 +275,7 @@ void resolve_prompt(ApiRequest& request, const Tokenizer& tokenizer, const Serve
     prompt = request.prompt_ids;
   }
   if (prompt.empty()) throw invalid_request("the prompt is empty (it encodes to no tokens)", "empty_prompt");
+  check_logit_bias_vocabulary(request.serve.sampling, tokenizer, defaults.vocab_size);
   // Without -c nothing else bounds the prefill a text prompt asks for before it is queued.
   if (prompt.size() > defaults.max_prompt_tokens_in_request)
     throw invalid_request("the prompt has " + std::to_string(prompt.size()) + " tokens, more than the " +
@@ -461,6 +445,7 @@ json ResponseFormatter::usage_json() const {
 }
 
 json ResponseFormatter::chunk(json choice) const {
+  if (choice.is_object()) choice["index"] = index_;
   return {{"id", id_},
           {"object", kind_ == ApiKind::Chat ? "chat.completion.chunk" : "text_completion"},
           {"created", created_},
@@ -553,7 +538,7 @@ void ResponseFormatter::collect(const ServeEvent& event) {
 json ResponseFormatter::response() const {
   if (!error_.empty()) throw ApiError(500, "server_error", error_);
   if (!finished_) throw ApiError(500, "server_error", "the request ended without a result");
-  json choice = {{"index", 0},
+  json choice = {{"index", index_},
                  {"logprobs", logprobs_ ? logprobs_json_ : json(nullptr)},
                  {"finish_reason", finish_reason(stop_reason_)}};
   if (kind_ == ApiKind::Chat)

@@ -8,9 +8,9 @@
 // request's messages, tools and template keyword arguments reach the chat template as given
 // (server/chat_request.h). Fields this server does not know
 // are ignored, as OpenAI does (clients send vendor extensions freely); known fields are checked
-// for type and range, and a request this server cannot honour exactly (n > 1, echo, best_of > 1,
-// non-zero presence or frequency penalties, logit_bias) is refused rather than answered
-// differently from what was asked.
+// for type and range, and a request this server cannot honour exactly (echo, best_of > 1, audio,
+// suffix, ...: server/request_surface.h) is refused rather than answered differently from what
+// was asked.
 #pragma once
 
 #include <cstdint>
@@ -170,6 +170,8 @@ class ResponseFormatter {
   nlohmann::json response() const;
 
   bool finished() const { return finished_; }
+  // The index its choices carry (n > 1: server/request_surface.h's ChoicesFormatter); 0 by default.
+  void set_choice_index(int index) { index_ = index; }
 
  private:
   nlohmann::json logprob_entry(const ServeEvent& event) const;  // one token, in the kind's format
@@ -186,6 +188,7 @@ class ResponseFormatter {
   const Tokenizer& tokenizer_;
   std::string id_;
   int64_t created_;
+  int index_ = 0;
 
   std::string text_;
   nlohmann::json logprobs_json_;

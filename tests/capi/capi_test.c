@@ -392,6 +392,11 @@ static void test_features(void) {
   mb_output_free(&single);
   batch[0].n_features = 5; /* not a whole number of rows */
   EXPECT_STATUS(mb_forward(model, batch, 1, MB_OUTPUT_HIDDEN_ALL, &single), MB_ERR_INVALID_ARGUMENT);
+  {
+    const int32_t id = 1;
+    const mb_token_span span = {&id, 1};
+    EXPECT_STATUS(mb_embed(model, &span, 1, MB_POOLING_MEAN, 1, &single), MB_ERR_UNSUPPORTED);
+  }
   for (i = 0; i < 2; ++i) {
     mb_output_free(&out[i]);
     mb_state_free(s[i]);
@@ -399,6 +404,90 @@ static void test_features(void) {
   mb_output_free(&single);
   mb_state_free(alone);
   mb_model_free(model);
+}
+
+/* v / its L2 norm, in double, each value rounded to float once: what mb_embed promises. */
+static void unit_in_double(const float* v, float* out, int64_t width) {
+  double squares = 0;
+  int64_t k;
+  for (k = 0; k < width; ++k) squares += (double)v[k] * (double)v[k];
+  for (k = 0; k < width; ++k) out[k] = (float)((double)v[k] / sqrt(squares));
+}
+
+/* mb_embed: a batch equals each sequence alone, both poolings equal the normalised hidden
+ * outputs of mb_forward, and bad arguments are refused before anything runs. */
+static void test_embed(mb_model* model) {
+  const int32_t a[] = {5, 17, 300, 2}, b[] = {42}, c[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const int32_t* seqs[3] = {a, b, c};
+  const size_t lengths[3] = {4, 1, 9};
+  const int32_t bad[] = {1, VOCAB};
+  mb_token_span spans[3], empty = {a, 0}, out_of_range = {bad, 2};
+  const mb_pooling poolings[2] = {MB_POOLING_MEAN, MB_POOLING_LAST};
+  const mb_output_kind kinds[2] = {MB_OUTPUT_HIDDEN_MEAN, MB_OUTPUT_HIDDEN_LAST};
+  int p, i;
+  printf("embeddings\n");
+  for (i = 0; i < 3; ++i) {
+    spans[i].tokens = seqs[i];
+    spans[i].n_tokens = lengths[i];
+  }
+  for (p = 0; p < 2; ++p) {
+    mb_output batch = {0};
+    EXPECT_OK(mb_embed(model, spans, 3, poolings[p], 1, &batch));
+    CHECK(batch.rows == 3 && batch.width == D_MODEL && batch.data != NULL);
+    if (batch.data == NULL) continue;
+    for (i = 0; i < 3; ++i) {
+      mb_output alone = {0}, hidden = {0};
+      mb_state* state = NULL;
+      mb_sequence_input input = {0};
+      float expected[D_MODEL];
+      double squares = 0;
+      int64_t k;
+      EXPECT_OK(mb_embed(model, &spans[i], 1, poolings[p], 1, &alone));
+      CHECK(alone.rows == 1 && alone.data != NULL &&
+            memcmp(alone.data, batch.data + i * D_MODEL, D_MODEL * sizeof(float)) == 0);
+      EXPECT_OK(mb_state_new(model, &state));
+      input.state = state;
+      input.tokens = seqs[i];
+      input.n_tokens = lengths[i];
+      EXPECT_OK(mb_forward(model, &input, 1, kinds[p], &hidden));
+      unit_in_double(hidden.data, expected, D_MODEL);
+      CHECK(memcmp(expected, batch.data + i * D_MODEL, sizeof expected) == 0);
+      for (k = 0; k < D_MODEL; ++k)
+        squares += (double)batch.data[i * D_MODEL + k] * batch.data[i * D_MODEL + k];
+      CHECK(fabs(squares - 1.0) < 1e-6);
+      mb_output_free(&alone);
+      mb_output_free(&hidden);
+      mb_state_free(state);
+    }
+    mb_output_free(&batch);
+  }
+  {
+    mb_output raw = {0}, hidden = {0};
+    mb_state* state = NULL;
+    mb_sequence_input input = {0};
+    EXPECT_OK(mb_embed(model, &spans[0], 1, MB_POOLING_MEAN, 0, &raw));
+    EXPECT_OK(mb_state_new(model, &state));
+    input.state = state;
+    input.tokens = a;
+    input.n_tokens = 4;
+    EXPECT_OK(mb_forward(model, &input, 1, MB_OUTPUT_HIDDEN_MEAN, &hidden));
+    CHECK(same_output(&raw, &hidden)); /* normalize = 0: the pooled vector itself */
+    mb_output_free(&raw);
+    mb_output_free(&hidden);
+    mb_state_free(state);
+  }
+  {
+    mb_output none = {0};
+    EXPECT_OK(mb_embed(model, NULL, 0, MB_POOLING_MEAN, 1, &none));
+    CHECK(none.data == NULL && none.rows == 0);
+    EXPECT_STATUS(mb_embed(model, &empty, 1, MB_POOLING_MEAN, 1, &none), MB_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(mb_last_error(), "empty") != NULL && none.data == NULL);
+    EXPECT_STATUS(mb_embed(model, &out_of_range, 1, MB_POOLING_MEAN, 1, &none), MB_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(mb_last_error(), "301") != NULL);
+    EXPECT_STATUS(mb_embed(model, spans, 1, (mb_pooling)7, 1, &none), MB_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(mb_embed(model, spans, 1, MB_POOLING_MEAN, 1, NULL), MB_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(mb_embed(NULL, spans, 1, MB_POOLING_MEAN, 1, &none), MB_ERR_INVALID_ARGUMENT);
+  }
 }
 
 static void test_tokens(mb_model* model) {
@@ -777,6 +866,7 @@ int main(int argc, char** argv) {
   test_forward_errors(model, other);
   test_features();
   test_tokens(model);
+  test_embed(model);
   test_generate_greedy(model);
   test_generate_sampled(model, other);
   test_chat(model);

@@ -150,6 +150,8 @@ TEST(Cli, EveryNumericFlagIsCheckedUnderTheNameTheUserTyped) {
       {run + "--min-p nan", "--min-p must be in [0, 1]"},
       {run + "--repeat-penalty 0", "--repeat-penalty must be finite and > 0"},
       {run + "--repeat-last-n -2", "--repeat-last-n must be >= -1"},
+      {run + "--presence-penalty 2.5", "--presence-penalty must be in [-2, 2] (0 disables it), got 2.5"},
+      {gen + "--frequency-penalty -3", "--frequency-penalty must be in [-2, 2] (0 disables it), got -3"},
       {run + "--seed -5", "--seed must be >= -1 (-1 = random), got -5"},
       {logits + "--chunk -1", "--chunk must be >= 0"},
       {logits + "--ssd-chunk -4", "--ssd-chunk must be in [0, 65536]"},

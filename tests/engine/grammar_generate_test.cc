@@ -99,7 +99,7 @@ TEST(GrammarGenerate, EverySeededJsonAnswerParsesAndMatches) {
         generator.generate(grammar_sampled_request("JSON:", seed, 80, constraint), state);
     ASSERT_EQ(r.stop_reason, StopReason::Eos) << "seed " << seed << ": '" << r.text << "'";
     EXPECT_TRUE(grammar_complete(kSmallJson, r.text)) << r.text;
-    EXPECT_NO_THROW((void)nlohmann::json::parse(r.text)) << r.text;
+    EXPECT_TRUE(nlohmann::json::accept(r.text)) << r.text;
   }
 }
 

@@ -56,6 +56,24 @@ def test_completion_shapes(lm):
     assert chunks[-1]["choices"][0]["finish_reason"] == choice["finish_reason"]
 
 
+def test_n_choices_equal_their_solo_requests_whole_and_streamed(lm):
+    base = dict(prompt="Once", max_tokens=6, temperature=1.0, top_k=0, min_p=0, presence_penalty=0.5,
+                logprobs=1)
+    response = lm._request("completion", json.dumps(dict(base, n=3, seed=21)), False)
+    assert [choice["index"] for choice in response["choices"]] == [0, 1, 2]
+    solos = [lm._request("completion", json.dumps(dict(base, seed=21 + i)), False) for i in range(3)]
+    for choice, solo in zip(response["choices"], solos):
+        assert choice["text"] == solo["choices"][0]["text"]
+        assert choice["logprobs"]["token_logprobs"] == solo["choices"][0]["logprobs"]["token_logprobs"]
+    assert response["usage"]["prompt_tokens"] == solos[0]["usage"]["prompt_tokens"]
+    assert response["usage"]["completion_tokens"] == sum(s["usage"]["completion_tokens"] for s in solos)
+    streamed = ["", "", ""]
+    for chunk in lm._request("completion", json.dumps(dict(base, n=3, seed=21, stream=True)), True):
+        for choice in chunk["choices"]:
+            streamed[choice["index"]] += choice["text"]
+    assert streamed == [solo["choices"][0]["text"] for solo in solos]
+
+
 def test_chat_completion_whole_streamed_and_cached(lm):
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}]
     response = lm.create_chat_completion(messages, max_tokens=8, temperature=0)

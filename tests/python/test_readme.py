@@ -35,6 +35,7 @@ def test_the_python_section_runs(models, tmp_path, monkeypatch, capsys):
     for block in blocks:
         exec(compile(with_test_paths(block, models), "README.md", "exec"), namespace)
     assert namespace["vectors"].shape == (3, 32)
+    assert namespace["embeddings"].shape == (2, 32) and namespace["one"].shape == (32,)
     assert os.path.exists(tmp_path / "hello.state")
     assert len(namespace["vector"]) == 32 and namespace["out"]["object"] == "text_completion"
     assert capsys.readouterr().out

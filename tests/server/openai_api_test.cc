@@ -108,11 +108,11 @@ TEST(OpenAiApi, OutOfRangeValuesAreNamedWithTheirRange) {
   expect_400(c, R"({"prompt": "hi", "logprobs": 21})", "logprobs must be in [0, 20], got 21");
   expect_400(c, R"({"prompt": "hi", "n_probs": -1})", "n_probs must be in [0, 20]");
   expect_400(c, R"({"prompt": "hi", "seed": -3})", "seed must be an integer in [0, 2^64) or -1");
-  expect_400(c, R"({"prompt": "hi", "n": 2})", "n must be 1");
+  expect_400(c, R"({"prompt": "hi", "n": 17})", "n must be in [1, 16], got 17");
   expect_400(c, R"({"prompt": "hi", "best_of": 3})", "best_of must be 1");
   expect_400(c, R"({"prompt": "hi", "echo": true})", "echo is not supported");
-  expect_400(c, R"({"prompt": "hi", "presence_penalty": 0.5})", "presence_penalty is not supported");
-  expect_400(c, R"({"prompt": "hi", "logit_bias": {"5": 100}})", "logit_bias is not supported");
+  expect_400(c, R"({"prompt": "hi", "presence_penalty": 2.5})", "presence_penalty must be in [-2, 2]");
+  expect_400(c, R"({"prompt": "hi", "logit_bias": {"5": 101}})", "logit_bias[\"5\"] must be in [-100, 100]");
   expect_400(c, R"({"prompt": "hi", "stop": ""})", "stop strings must not be empty");
   expect_400(
       c, R"({"prompt": "hi", "stop": ["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]})",
@@ -166,8 +166,8 @@ TEST(OpenAiApi, UnknownFieldsAndNullsAreIgnoredAndDefaultsApply) {
   const ApiRequest n = parse(ApiKind::Completion, R"({"prompt": "hi", "n_probs": 4})");
   EXPECT_TRUE(n.logprobs);
   EXPECT_EQ(n.serve.n_probs, 4);
-  // max_completion_tokens wins over max_tokens.
-  EXPECT_EQ(parse(ApiKind::Chat, R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 3,
+  // max_completion_tokens is max_tokens' other name (request_surface_test.cc: both and different).
+  EXPECT_EQ(parse(ApiKind::Chat, R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 9,
                                      "max_completion_tokens": 9})")
                 .serve.max_tokens,
             9);
