@@ -19,7 +19,7 @@ seconds=$2
 shift 2
 harnesses=("$@")
 if [ ${#harnesses[@]} -eq 0 ]; then
-  harnesses=(safetensors safetensors_index config tokenizer tokenizer_pipeline state_file slot_file npy torch_checkpoint torch_pickle chat_template gguf http_request embeddings_request gbnf)
+  harnesses=(safetensors safetensors_index config tokenizer tokenizer_pipeline state_file slot_file npy torch_checkpoint torch_pickle chat_template gguf http_request embeddings_request gbnf agent_request)
 fi
 
 dict_of() {

@@ -401,6 +401,30 @@ void gguf_seeds(const fs::path& out, const fs::path& scratch) {
 
 }  // namespace
 
+// Replies as models write them (chat_output_fuzzer's form: a byte of format and options, a byte
+// of piece size, the text): each format's calls, thinking, a malformed call.
+void chat_output_seeds(const fs::path& out) {
+  fs::create_directories(out);
+  const std::pair<const char*, std::string> seeds[] = {
+      {"json_tags.txt",
+       std::string("\x05\x03", 2) +
+           "<think>\nPlan.\n</think>\n\nSure.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+           "{\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n"
+           "</tool_call>"},
+      {"list.txt",
+       std::string("\x02\x01", 2) +
+           "<TOOLCALL>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}, {\"name\": \"f\", "
+           "\"arguments\": \"{}\"}]</TOOLCALL>"},
+      {"xml.txt", std::string("\x17\x05", 2) +
+                      "Thinking.\n</think>\n<tool_call>\n<function=get_weather>\n<parameter=city>\nNew York\n"
+                      "</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>\n"},
+      {"malformed.txt",
+       std::string("\x01\x02", 2) +
+           "Text <tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": }</tool_call> <tool"},
+  };
+  for (const auto& [name, bytes] : seeds) write_text(out / name, bytes);
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
     std::fprintf(stderr, "usage: %s CORPUS_DIR TEST_DATA_DIR\n", argv[0]);
@@ -421,6 +445,7 @@ int main(int argc, char** argv) {
     chat_template_seeds(out / "chat_template", data_dir);
     gguf_seeds(out / "gguf", scratch);
     gbnf_seeds(out / "gbnf");
+    chat_output_seeds(out / "chat_output");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

@@ -41,6 +41,8 @@ struct ServeArgs {
           max_body = 8 << 20, batch = 512;
   int64_t max_connections = 4096;
   std::vector<std::string> trusted_proxies;
+  std::string reasoning_format = "auto";  // server/chat_tools.h
+  int reasoning_budget = -1;
 };
 
 void check_serve_flags(const ServeArgs& a) {
@@ -56,6 +58,8 @@ void check_serve_flags(const ServeArgs& a) {
   check_flag_range("--max-queue", a.max_queue, 0, 1 << 20);
   check_flag_range("--max-body", a.max_body, 1024, int64_t{1} << 32);
   check_flag_range("-b/--batch-size", a.batch, 1, 1 << 20);
+  check_flag_range("--reasoning-budget", a.reasoning_budget, -1, INT32_MAX, "-1 = unlimited");
+  server::parse_reasoning_format(a.reasoning_format);
   if (a.host.empty()) throw Error("--host must not be empty");
   if (a.api_key_given && a.api_key.empty())
     throw Error("--api-key must not be empty (leave the flag out to serve without a key)");
@@ -102,6 +106,7 @@ void serve(const ServeArgs& a) {
   if (options.model_id.empty())
     options.model_id = std::filesystem::path(a.model).parent_path().filename().string();
   options.defaults.max_context = a.ctx;
+  options.defaults.reasoning = {server::parse_reasoning_format(a.reasoning_format), a.reasoning_budget};
 
   // Listening starts before the model loads, so /health reports "loading" meanwhile.
   server::HttpServer http(options);
@@ -228,6 +233,13 @@ void add_serve(CLI::App& app) {
                   "Weight storage: f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q6_k (default: as stored)");
   add_device_option(cmd, args->device);
   cmd->add_option("--pooling", args->pooling, "How /v1/embeddings pools the final hidden state: mean or last")
+      ->capture_default_str();
+  cmd->add_option("--reasoning-format", args->reasoning_format,
+                  "auto: a reply's thinking block goes to reasoning_content where the chat template has "
+                  "thinking markers; none: it stays in the content")
+      ->capture_default_str();
+  cmd->add_option("--reasoning-budget", args->reasoning_budget,
+                  "Tokens of thinking after which the block is closed (-1 = unlimited, 0 = none)")
       ->capture_default_str();
   cmd->add_option("-a,--alias", args->alias,
                   "Model name reported by /v1/models (default: the folder's name)");

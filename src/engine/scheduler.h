@@ -73,14 +73,14 @@ struct ServeRequest {
   // temperature, top-p and min-p; a greedy request's chosen token has probability 1). false: from
   // the softmax of the model's raw logits over the valid vocabulary, as OpenAI's logprobs.
   bool post_sampling_probs = true;
-  // Which tokens may come next (engine/token_constraint.h: a grammar, ...); null: any. Each
-  // request decodes with its own clone, so the server may hand one compiled constraint to many.
-  std::shared_ptr<TokenConstraint> constraint = nullptr;
   // Choices (OpenAI's n), 1..kMaxChoices. The prompt is prefilled once; at its end the state is
   // forked into n sequences, and choice i samples with seed + i (wrapping), so it equals, bit for
   // bit, the request with n = 1 and seed + i alone, and with a fixed seed the choices differ. The
   // request takes n of the max_active slots once admitted (all of them when n is larger).
   int n = 1;
+  // Which tokens may come next (engine/token_constraint.h: a grammar, ...); null: any. Each
+  // request decodes with its own clone, so the server may hand one compiled constraint to many.
+  std::shared_ptr<TokenConstraint> constraint = nullptr;
 };
 
 // Delivered to a request's sink on the scheduler thread, in order: Token events, then exactly

@@ -18,8 +18,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace mb::server {
@@ -39,6 +41,8 @@ struct ToolCall {
   std::string name;       // the function's name
   std::string arguments;  // the text of a JSON object, as OpenAI sends it
 };
+// A new tool-call id: "call_" and 24 letters and digits drawn from `random`.
+std::string new_tool_call_id(std::mt19937_64& random);
 
 // What became final with one piece of generated text.
 struct ChatDelta {
@@ -81,10 +85,24 @@ class ChatOutputParser {
   const std::vector<ToolCall>& tool_calls() const { return calls_; }
 
  private:
+  void drain(ChatDelta& delta);
+  void emit_text(ChatDelta& delta, std::string_view text, bool reasoning);
+  // Content whose trailing spaces wait in pending_space_ (they may come before a call).
+  void emit_content_keeping_space(ChatDelta& delta, std::string_view text);
+  void emit_calls(ChatDelta& delta, std::vector<std::pair<std::string, std::string>> calls);
+  static std::string_view trim_end(std::string_view text);
+
   ChatFormat format_;
   ChatParseOptions options_;
   std::string held_;  // text not yet decided
   bool in_reasoning_ = false;
+  bool in_call_ = false;  // held_ is the body of a call block whose open marker was seen
+  // Spaces at the start of what follows a marker (the newline after </think> or </tool_call>) are
+  // no one's text; skip_space_ drops them. Spaces before a call's open marker wait in
+  // pending_space_: text again if more text or a malformed call follows, dropped before a call.
+  bool skip_space_ = false;
+  std::string pending_space_;
+  std::mt19937_64 random_;
   std::string content_, reasoning_;
   std::vector<ToolCall> calls_;
 };

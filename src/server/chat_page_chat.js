@@ -28,6 +28,16 @@ function showError(text) {
   $("error").hidden = !text;
 }
 
+// A reply's tool calls as the server sent them ([{id, type, function: {name, arguments}}]),
+// keeping only well-formed entries: they come from storage or the network, so nothing is assumed.
+function validToolCalls(calls) {
+  if (!Array.isArray(calls)) return [];
+  return calls
+    .filter((c) => c && c.function && typeof c.function.name === "string" && typeof c.function.arguments === "string")
+    .map((c) => ({ id: String(c.id || ""), type: "function",
+                   function: { name: c.function.name, arguments: c.function.arguments } }));
+}
+
 // The stored conversations. Anything malformed (a hand edit, another version) is dropped rather
 // than trusted, so what storage holds can never break the page.
 function loadStore() {
@@ -44,6 +54,8 @@ function loadStore() {
       messages: c.messages.map((m) => {
         const message = { role: m.role, content: m.content };
         if (typeof m.reasoning_content === "string") message.reasoning_content = m.reasoning_content;
+        const calls = validToolCalls(m.tool_calls);
+        if (calls.length) message.tool_calls = calls;
         if (m.stopped === true) message.stopped = true;
         return message;
       }),
@@ -154,13 +166,34 @@ function messageParts(role) {
   const thought = element("div", "thought");
   reasoning.append(element("summary", "", "Reasoning"), thought);
   const body = element("div", "body");
+  const calls = element("div", "tool-calls");
+  calls.hidden = true;
   const actions = element("div", "actions");
-  root.append(reasoning, body, actions);
-  return { root, reasoning, thought, body, actions };
+  root.append(reasoning, body, calls, actions);
+  return { root, reasoning, thought, body, calls, actions };
+}
+
+// A reply's tool calls, each as its function's name and its arguments (indented when they are
+// JSON), built from text nodes like everything the model writes.
+function showToolCalls(parts, calls) {
+  parts.calls.replaceChildren();
+  parts.calls.hidden = !calls || calls.length === 0;
+  for (const call of calls || []) {
+    const box = element("div", "tool-call");
+    let args = call.function.arguments;
+    try {
+      args = JSON.stringify(JSON.parse(args), null, 2);
+    } catch (e) { /* still streaming, or not JSON: shown as it is */ }
+    const code = element("code", "", args);
+    const pre = element("pre");
+    pre.append(code);
+    box.append(element("span", "tool-label", "Tool call"), element("span", "tool-name", call.function.name), pre);
+    parts.calls.append(box);
+  }
 }
 
 // Shows a message's text; returns the split of an assistant's content.
-function showMessage(parts, role, content, reasoningContent, streaming) {
+function showMessage(parts, role, content, reasoningContent, streaming, toolCalls) {
   if (role === "user") {
     parts.body.textContent = content;
     return null;
@@ -169,6 +202,7 @@ function showMessage(parts, role, content, reasoningContent, streaming) {
   parts.reasoning.hidden = !split.thought && !split.thinking;
   parts.thought.textContent = split.thought;
   markdown.render(split.answer, parts.body);
+  showToolCalls(parts, toolCalls);
   return split;
 }
 
@@ -200,7 +234,8 @@ async function copyText(text, button) {
 function messageView(conversation, index) {
   const message = conversation.messages[index];
   const parts = messageParts(message.role);
-  const split = showMessage(parts, message.role, message.content, message.reasoning_content);
+  const split = showMessage(parts, message.role, message.content, message.reasoning_content, false,
+                            message.tool_calls);
   if (message.stopped) parts.root.classList.add("stopped");
   // Each code block of a reply gets a bar with its language and a copy button of its own.
   for (const pre of parts.body.querySelectorAll("pre")) {
@@ -321,15 +356,16 @@ async function loadModel() {
 // model reasons and closes when the answer starts (the reader may open it again).
 function replyView(parts) {
   let content = "", reasoning = "", frame = 0, timer = 0, answered = false, nextRender = 0;
+  const calls = [];
   parts.reasoning.open = true;
   const render = () => {
     frame = 0;
     const started = performance.now();
     const log = $("log");
     const following = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
-    const split = showMessage(parts, "assistant", content, reasoning, true);
+    const split = showMessage(parts, "assistant", content, reasoning, true, calls);
     parts.root.dataset.length = content.length + reasoning.length;
-    if (split.answer && !answered) {
+    if ((split.answer || calls.length) && !answered) {
       answered = true;
       parts.reasoning.open = false;
     }
@@ -343,9 +379,20 @@ function replyView(parts) {
   return {
     get content() { return content; },
     get reasoning() { return reasoning; },
-    add(piece, thought) {
+    get calls() { return calls; },
+    // `callPieces`: delta.tool_calls, a call's first piece with its id and name, then pieces of
+    // its arguments, each saying which call by its index.
+    add(piece, thought, callPieces) {
       content += piece;
       reasoning += thought;
+      for (const p of callPieces || []) {
+        if (!p || !Number.isInteger(p.index) || p.index < 0 || p.index > calls.length) continue;
+        if (p.index === calls.length) calls.push({ id: "", type: "function", function: { name: "", arguments: "" } });
+        const call = calls[p.index];
+        if (typeof p.id === "string") call.id = p.id;
+        if (p.function && typeof p.function.name === "string") call.function.name += p.function.name;
+        if (p.function && typeof p.function.arguments === "string") call.function.arguments += p.function.arguments;
+      }
       if (frame || timer) return;
       const wait = nextRender - performance.now();
       if (wait > 0) timer = setTimeout(schedule, wait);
@@ -479,9 +526,10 @@ async function turn(conversation, change, retry, onUndo) {
       const delta = data.choices && data.choices[0] && data.choices[0].delta;
       const piece = (delta && typeof delta.content === "string" && delta.content) || "";
       const thought = (delta && typeof delta.reasoning_content === "string" && delta.reasoning_content) || "";
-      if (piece || thought) {
+      const callPieces = delta && Array.isArray(delta.tool_calls) ? delta.tool_calls : [];
+      if (piece || thought || callPieces.length) {
         if (firstTokenMs === null) firstTokenMs = performance.now();
-        view.add(piece, thought);
+        view.add(piece, thought, callPieces);
       }
       if (data.usage) showUsage(data.usage, started, firstTokenMs, performance.now());
     });
@@ -500,13 +548,16 @@ async function turn(conversation, change, retry, onUndo) {
     }
   }
   // A partial reply (stopped, or cut by an error) stays in the conversation as it was shown.
-  if (!view.content && !view.reasoning) {
+  if (!view.content && !view.reasoning && !view.calls.length) {
     if (shown()) undo();
     else parts.root.remove();
     return;
   }
   const reply = { role: "assistant", content: view.content };
   if (view.reasoning) reply.reasoning_content = view.reasoning;
+  // The calls are shown and kept with the reply; the page runs no tools, so the conversation sent
+  // back holds the reply's text alone.
+  if (view.calls.length) reply.tool_calls = view.calls;
   if (stopped) reply.stopped = true;
   conversation.messages.push(reply);
   conversation.updated = Date.now();

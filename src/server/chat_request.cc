@@ -95,18 +95,7 @@ void check_tools(const json& body) {
       if (!(*tools)[j].is_object())
         throw wrong_type("tools[" + std::to_string(j) + "]", "an object (a tool definition)", (*tools)[j]);
   }
-  // Nothing constrains what the model writes, so only the default, the model's own choice, is
-  // honoured exactly.
-  if (const json* choice = field(body, "tool_choice"); choice && *choice != "auto")
-    throw invalid_request("tool_choice " + json_excerpt(*choice) +
-                          " is not supported: the model decides whether to call a tool (\"auto\"), and "
-                          "its calls come back as text");
-  if (const json* parallel = field(body, "parallel_tool_calls")) {
-    if (!parallel->is_boolean()) throw wrong_type("parallel_tool_calls", "true or false", *parallel);
-    if (!parallel->get<bool>())
-      throw invalid_request(
-          "parallel_tool_calls: false is not supported: the model decides how many tools to call");
-  }
+  // tool_choice and parallel_tool_calls are read with the reply's options (chat_tools.cc).
   if (const json* kwargs = field(body, "chat_template_kwargs")) {
     if (!kwargs->is_object())
       throw wrong_type("chat_template_kwargs",

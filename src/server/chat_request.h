@@ -58,9 +58,9 @@ struct ChatVariables {
 // that is not an object or lacks a role string; a content that is not a string, null or a list of
 // text parts (an image or audio part is refused: the models served read text only); tool_calls
 // that are not a list of objects; a name or tool_call_id that is not a string; tools that are not
-// a list of objects; a tool_choice other than "auto" or parallel_tool_calls false (tool calls are
-// left to the model and come back as text); chat_template_kwargs that is not an object, or names
-// "messages" or "tools". `body_text` must be the text `body` was parsed from.
+// a list of objects; chat_template_kwargs that is not an object, or names "messages" or "tools"
+// (tool_choice and parallel_tool_calls are read by read_chat_reply_options, chat_tools.h).
+// `body_text` must be the text `body` was parsed from.
 ChatVariables read_chat_variables(std::string_view body_text, const nlohmann::json& body,
                                   size_t max_messages);
 

@@ -272,7 +272,8 @@ void HttpServer::register_routes() {
     if (options_.api_key.empty() || open_without_key(req)) return httplib::Server::HandlerResponse::Unhandled;
     if (same_secret(api_key_of(req), options_.api_key)) return httplib::Server::HandlerResponse::Unhandled;
     count(&HttpCounters::requests_unauthorized);
-    send_error(res, 401, "invalid or missing API key (send it as 'Authorization: Bearer KEY')",
+    send_error(res, 401,
+               "invalid or missing API key (send it as 'Authorization: Bearer KEY' or 'x-api-key: KEY')",
                "invalid_api_key");
     res.set_header("WWW-Authenticate", "Bearer");
     return httplib::Server::HandlerResponse::Handled;
@@ -358,13 +359,28 @@ void HttpServer::register_routes() {
   http.Post("/v1/chat/completions", when_ready([this](const httplib::Request& req, httplib::Response& res) {
               handle_generation(ApiKind::Chat, req, res);
             }));
+  register_agent_routes();
 }
 
 void HttpServer::handle_generation(ApiKind kind, const httplib::Request& req, httplib::Response& res) {
+  run_generation(
+      response_id(kind, next_seed()),
+      [&](const std::string& id) {
+        Generation generation;
+        generation.request = prepare_api_request(kind, req.body, *model_.tokenizer, model_.chat,
+                                                 options_.defaults, next_seed(), options_.model_id, model_.trie);
+        generation.formatter = completions_formatter(generation.request, *model_.tokenizer, id, unix_now());
+        return generation;
+      },
+      req, res);
+}
+
+void HttpServer::run_generation(const std::string& response_id, const GenerationPreparer& prepare,
+                                const httplib::Request& req, httplib::Response& res) {
   count(&HttpCounters::requests_total);
   auto log = std::make_shared<RequestLog>();
   log->enabled = options_.log_requests;
-  log->id = response_id(kind, next_seed());
+  log->id = response_id;
   log->client = req.remote_addr;
   log->method = req.method;
   log->path = req.path;
@@ -374,9 +390,11 @@ void HttpServer::handle_generation(ApiKind kind, const httplib::Request& req, ht
     return log->write(503, 0, 0);
   }
   ApiRequest request;
+  std::shared_ptr<ApiFormatter> formatter;
   try {
-    request = prepare_api_request(kind, req.body, *model_.tokenizer, model_.chat, options_.defaults,
-                                  next_seed(), options_.model_id, model_.trie);
+    Generation generation = prepare(log->id);
+    request = std::move(generation.request);
+    formatter = std::move(generation.formatter);
   } catch (const ApiError& e) {
     count(&HttpCounters::requests_rejected);
     log->write(e.status, 0, 0);
@@ -415,8 +433,6 @@ void HttpServer::handle_generation(ApiKind kind, const httplib::Request& req, ht
     send_error(res, 400, e.what());
     return log->write(400, 0, 0);
   }
-
-  auto formatter = std::make_shared<ChoicesFormatter>(request, *model_.tokenizer, log->id, unix_now());
 
   // A failed write or a socket found closed means the client is gone: the provider returns false,
   // httplib closes the connection and calls the releaser, which cancels the request so its slot

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,7 +25,9 @@
 
 #include "engine/embed.h"
 #include "server/embeddings_api.h"
+#include "server/api_formatter.h"
 #include "server/openai_api.h"
+#include "server/responses_api.h"
 
 namespace httplib {
 class Server;
@@ -60,12 +63,12 @@ struct ServedModel {
   int64_t vocab_size = 0;   // the model's; prompt ids must lie below it
   ServedChatTemplate chat;  // the checkpoint's, or the plain format (and why its own is unusable)
   int64_t max_context = 0;  // prompt + reply per request (-c, or the model's default); 0 = none
-  // The tokenizer's byte strings for grammars (engine/grammar/grammar_constraint.h); set_model
-  // builds it when null.
-  std::shared_ptr<const TokenTrie> trie;
   // /v1/embeddings (server/embeddings_api.h): answered 400 while embeddings.d_model is 0.
   EmbeddingsModel embeddings;
   Pooling pooling = Pooling::Mean;  // --pooling
+  // The tokenizer's byte strings for grammars (engine/grammar/grammar_constraint.h); set_model
+  // builds it when null.
+  std::shared_ptr<const TokenTrie> trie;
 };
 
 class HttpServer {
@@ -94,8 +97,18 @@ class HttpServer {
   struct Stream;
   struct RequestLog;
   void register_routes();
+  void register_agent_routes();  // /v1/responses, /v1/messages (http_agent_routes.cc)
   void handle_generation(ApiKind kind, const httplib::Request& request, httplib::Response& response);
   nlohmann::json handle_embeddings(const httplib::Request& request);
+  // The life cycle every generation API shares (admission, streaming, cancel on disconnect, the
+  // log line): `prepare` turns the body into a chat or completion request and its API's formatter.
+  struct Generation {
+    ApiRequest request;
+    std::shared_ptr<ApiFormatter> formatter;
+  };
+  using GenerationPreparer = std::function<Generation(const std::string& id)>;
+  void run_generation(const std::string& id, const GenerationPreparer& prepare,
+                      const httplib::Request& request, httplib::Response& response);
   std::string layer_error_body(int status) const;  // the answers the connection layer gives itself
   void count(uint64_t HttpCounters::*counter);
   uint64_t next_seed();
@@ -117,6 +130,7 @@ class HttpServer {
   int64_t in_flight_ = 0;
   uint64_t next_response_id_ = 0;
   uint64_t seed_state_;
+  ResponseStore responses_;  // /v1/responses' conversations, for previous_response_id
 };
 
 }  // namespace mb::server

@@ -233,6 +233,7 @@ ApiRequest parse_api_request(ApiKind kind, std::string_view body_text, const Api
     read_completion_prompt(body, request, defaults);
   else
     request.chat = read_chat_variables(body_text, body, defaults.max_messages);
+  if (kind == ApiKind::Chat) read_chat_reply_options(body, request.reply);
   refuse_unsupported_fields(body, kind);
   read_sampling(body, request.serve.sampling, seed_if_absent);
   read_penalties_and_bias(body, request.serve.sampling);
@@ -269,6 +270,7 @@ void resolve_prompt(ApiRequest& request, const Tokenizer& tokenizer, const Serve
           "chat_template_error");
     }
     prompt = tokenizer.encode(text);
+    settle_chat_reply(request.reply, chat.format, text, defaults.reasoning, request.grammar);
   } else if (request.prompt_text) {
     prompt = tokenizer.encode(*request.prompt_text);
   } else {
@@ -305,6 +307,7 @@ ServedChatTemplate load_served_chat_template(const std::string& model_path) {
   if (const auto found = find_checkpoint_chat_template(model_path)) {
     served.render_options = found->options;
     served.origin = found->origin;
+    served.format = detect_chat_format(found->source);
     const uint64_t hash =
         binary::fnv1a64(reinterpret_cast<const uint8_t*>(found->source.data()), found->source.size());
     char hex[17];
@@ -349,6 +352,8 @@ ApiRequest prepare_api_request(ApiKind kind, std::string_view body, const Tokeni
   ApiRequest request = parse_api_request(kind, body, defaults, seed_if_absent);
   resolve_prompt(request, tokenizer, chat, defaults);
   compile_request_constraint(request, tokenizer, trie);
+  if (kind == ApiKind::Chat)
+    request.serve.constraint = reply_constraint(request.reply, tokenizer, request.serve.constraint);
   if (request.model.empty()) request.model = model_id;
   return request;
 }
@@ -391,7 +396,8 @@ ResponseFormatter::ResponseFormatter(const ApiRequest& request, const Tokenizer&
       include_usage_(request.include_usage),
       tokenizer_(tokenizer),
       id_(std::move(id)),
-      created_(created) {
+      created_(created),
+      reply_parser_(request.kind == ApiKind::Chat ? make_reply_parser(request.reply) : std::nullopt) {
   logprobs_json_ = empty_logprobs();
 }
 
@@ -480,6 +486,7 @@ std::vector<json> ResponseFormatter::stream_chunks(const ServeEvent& event) {
     else
       choice["text"] = text;
   };
+  if (reply_parser_) return reply_chunks(event);
   if (event.kind == ServeEvent::Kind::Token) {
     if (event.text.empty() && !logprobs_) return {};
     set_text(event.text);
@@ -509,6 +516,45 @@ std::vector<json> ResponseFormatter::stream_chunks(const ServeEvent& event) {
   return chunks;
 }
 
+// A chat reply split by its parser (server/chat_tools.h): each event's text becomes the deltas of
+// what it decided (reasoning, content, tool calls), the first carrying the event's logprobs.
+std::vector<json> ResponseFormatter::reply_chunks(const ServeEvent& event) {
+  ChatDelta delta = reply_parser_->feed(event.text);
+  if (event.kind == ServeEvent::Kind::Done) append_delta(delta, reply_parser_->finish());
+  std::vector<json> chunks;
+  for (json& one : chat_stream_deltas(delta))
+    chunks.push_back(
+        chunk({{"index", 0}, {"delta", std::move(one)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}));
+  if (event.kind == ServeEvent::Kind::Token) {
+    if (logprobs_) {
+      if (chunks.empty())
+        chunks.push_back(chunk(
+            {{"index", 0}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", nullptr}}));
+      json one = empty_logprobs();
+      add_logprobs(event, one);
+      chunks.front()["choices"][0]["logprobs"] = std::move(one);
+    }
+    return chunks;
+  }
+  finished_ = true;
+  stop_reason_ = event.stop_reason;
+  prompt_tokens_ = event.prompt_tokens;
+  cached_tokens_ = event.cached_tokens;
+  completion_tokens_ = event.completion_tokens;
+  chunks.push_back(chunk({{"index", 0},
+                          {"delta", json::object()},
+                          {"logprobs", nullptr},
+                          {"finish_reason", chat_finish_reason(*reply_parser_, event.stop_reason)}}));
+  chunks.back()["usage"] = usage_json();
+  if (include_usage_) {
+    json usage_only = chunk(nullptr);
+    usage_only["choices"] = json::array();
+    usage_only["usage"] = usage_json();
+    chunks.push_back(std::move(usage_only));
+  }
+  return chunks;
+}
+
 std::string ResponseFormatter::stream_event(const ServeEvent& event) {
   std::string out;
   for (const json& one : stream_chunks(event)) out += sse_data(dump(one));
@@ -524,6 +570,10 @@ void ResponseFormatter::collect(const ServeEvent& event) {
     return;
   }
   if (event.kind == ServeEvent::Kind::Token && logprobs_) add_logprobs(event, logprobs_json_);
+  if (reply_parser_) {
+    reply_parser_->feed(event.text);
+    if (event.kind == ServeEvent::Kind::Done) reply_parser_->finish();
+  }
   text_ += event.text;
   text_offset_ += event.text.size();
   if (event.kind == ServeEvent::Kind::Done) {
@@ -540,8 +590,11 @@ json ResponseFormatter::response() const {
   if (!finished_) throw ApiError(500, "server_error", "the request ended without a result");
   json choice = {{"index", index_},
                  {"logprobs", logprobs_ ? logprobs_json_ : json(nullptr)},
-                 {"finish_reason", finish_reason(stop_reason_)}};
-  if (kind_ == ApiKind::Chat)
+                 {"finish_reason", reply_parser_ ? chat_finish_reason(*reply_parser_, stop_reason_)
+                                                 : finish_reason(stop_reason_)}};
+  if (reply_parser_)
+    choice["message"] = chat_reply_message(*reply_parser_);
+  else if (kind_ == ApiKind::Chat)
     choice["message"] = {{"role", "assistant"}, {"content", text_}};
   else
     choice["text"] = text_;

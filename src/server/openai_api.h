@@ -26,6 +26,7 @@
 #include "engine/grammar/grammar_constraint.h"
 #include "engine/scheduler.h"
 #include "server/chat_request.h"
+#include "server/chat_tools.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mb::server {
@@ -66,6 +67,7 @@ struct ApiDefaults {
                                         << 20;  // prompts (ids or encoded text) longer than this are refused
   size_t max_stop_strings = 16;
   size_t max_messages = 4096;
+  ReasoningSettings reasoning;  // --reasoning-format, --reasoning-budget (server/chat_tools.h)
 };
 
 // A parsed request: the prompt still as given (text, token ids or messages), the rest ready for
@@ -82,6 +84,7 @@ struct ApiRequest {
   bool include_usage = false;  // stream_options.include_usage: a last chunk with usage only
   bool logprobs = false;       // report the chosen tokens' log-probabilities
   int top_logprobs = 0;        // alternatives reported with each token (serve.n_probs)
+  ChatReplyOptions reply;      // chat: tools, tool_choice, reasoning (server/chat_tools.h)
   // GBNF text constraining the output ("grammar", as llama-server takes it; other fields that
   // constrain, like response_format, write theirs here too). compile_request_constraint
   // (server/request_constraint.h) turns it into serve.constraint; an empty string is none.
@@ -103,6 +106,7 @@ struct ServedChatTemplate {
   std::string origin;
   std::string hash;
   std::vector<std::string> named;
+  ChatFormat format;  // its tool-call format and thinking markers (detect_chat_format)
   bool is_plain() const { return origin.empty(); }
 };
 // The template of a checkpoint folder or GGUF file (find_checkpoint_chat_template).
@@ -179,6 +183,7 @@ class ResponseFormatter {
   nlohmann::json chunk(nlohmann::json choice) const;
   void add_logprobs(const ServeEvent& event, nlohmann::json& into) const;
   nlohmann::json empty_logprobs() const;
+  std::vector<nlohmann::json> reply_chunks(const ServeEvent& event);  // chat with reply_parser_
 
   ApiKind kind_;
   std::string model_;
@@ -195,6 +200,8 @@ class ResponseFormatter {
   size_t text_offset_ = 0;
   bool finished_ = false;
   std::string error_;
+  // Chat replies with tool calls or reasoning to split (make_reply_parser); else text_ is the content.
+  std::optional<ChatOutputParser> reply_parser_;
   StopReason stop_reason_ = StopReason::MaxTokens;
   int64_t prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0;
 };

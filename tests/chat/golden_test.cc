@@ -69,11 +69,12 @@ TEST(ChatGolden, EveryTemplateMatchesHuggingFace) {
     ++per_template[file];
   }
   // Every template is checked, the hybrids' over their tool, thinking and document cases too.
-  EXPECT_EQ(per_template.size(), 8u);
+  EXPECT_EQ(per_template.size(), 9u);
   EXPECT_GE(per_template["granite-4.0.jinja"], 36);
   EXPECT_GE(per_template["nemotron-nano-9b-v2.jinja"], 36);
   EXPECT_GE(per_template["nemotron-3-nano.jinja"], 36);
-  EXPECT_GE(plain, 8 * 18);
+  EXPECT_GE(per_template["qwen3.jinja"], 30);
+  EXPECT_GE(plain, 9 * 18);
   EXPECT_GE(per_template["nemotron-h-reasoning.jinja"], 24);
 }
 

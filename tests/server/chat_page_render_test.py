@@ -6,7 +6,8 @@ open with rel=noopener), hostile strings in a reply (script, event handlers, jav
 URLs, frames, SVG, HTML in code) never run and never become elements or attributes, whether the
 reply streams in or comes back from storage after a reload, reasoning (a <think> block, and the
 server's delta.reasoning_content) shows in a block that is open while the model reasons and closes
-when the answer starts, and dark mode follows prefers-color-scheme and the toggle. The replies are
+when the answer starts, tool calls (delta.tool_calls) show as their names and arguments, stored
+with the reply, and dark mode follows prefers-color-scheme and the toggle. The replies are
 fed to the page by a stand-in for fetch, since the test model cannot be made to write them; the
 page itself comes from a real server with its Content-Security-Policy. With MB_SCREENSHOTS=folder
 the page is saved there as PNGs, light and dark. Run by ctest (server_chat_page_render_test);
@@ -254,6 +255,41 @@ def test_reasoning(browser):
     check(thoughts == ["Let me think about it.", "Hmm, two steps.", "", "", ""], f"the stored reasoning: {thoughts}")
 
 
+def test_tool_calls(browser):
+    browser.evaluate("document.getElementById('new-chat').click()")
+    # Reasoning, a call streamed as OpenAI streams it (name first, then pieces of its arguments),
+    # and a second call whose name and arguments are hostile text.
+    fake_reply(browser, [
+        {"reasoning_content": "Need the weather."},
+        {"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
+                         "function": {"name": "get_weather", "arguments": ""}}]},
+        {"tool_calls": [{"index": 0, "function": {"arguments": '{"city": '}}]},
+        "wait",
+        {"tool_calls": [{"index": 0, "function": {"arguments": '"Paris"}'}}]},
+        {"tool_calls": [{"index": 1, "id": "call_b", "type": "function",
+                         "function": {"name": f"<img src=x onerror={HOOK}>", "arguments": f"<script>{HOOK}</script>"}}]},
+    ])
+    send(browser, "weather?")
+    browser.wait_for(f"{LAST} && {LAST}.querySelector('.tool-name') && "
+                     f"{LAST}.querySelector('.tool-name').textContent === 'get_weather'", "the streamed call's name")
+    browser.evaluate("window.releaseReply()")
+    browser.wait_for(DONE, "the calls")
+    names = browser.evaluate(f"[...{LAST}.querySelectorAll('.tool-call .tool-name')].map((n) => n.textContent)")
+    check(names == ["get_weather", f"<img src=x onerror={HOOK}>"], f"the calls' names: {names}")
+    args = browser.evaluate(f"[...{LAST}.querySelectorAll('.tool-call pre')].map((n) => n.textContent)")
+    check(args == ['{\n  "city": "Paris"\n}', f"<script>{HOOK}</script>"], f"the calls' arguments: {args}")
+    check(browser.evaluate(f"{LAST}.querySelector('.body').textContent") == "", "a call shown as text")
+    check(browser.evaluate(f"{LAST}.querySelector('.thought').textContent") == "Need the weather.", "the reasoning")
+    check(not browser.evaluate(f"{LAST}.querySelector('.reasoning').open"), "the reasoning did not collapse")
+    problems = browser.evaluate(CHECK_LOG)
+    check(not problems, f"hostile call text became markup: {problems}")
+    # The calls are kept with the reply: they show again after a reload.
+    browser.reload()
+    browser.wait_for(f"{LAST} && {LAST}.querySelectorAll('.tool-call').length === 2", "the stored calls")
+    check(browser.evaluate(f"{LAST}.querySelector('.tool-name').textContent") == "get_weather", "the stored call")
+    check(browser.evaluate("window.__pwned") is None, "a hostile call ran")
+
+
 def background(browser):
     return browser.evaluate("getComputedStyle(document.body).backgroundColor")
 
@@ -296,6 +332,7 @@ def main():
         browser.open(f"http://127.0.0.1:{server.port}/")
         test_markdown(browser)
         test_reasoning(browser)
+        test_tool_calls(browser)
         test_dark_mode(browser, screenshots)
         browser.evaluate("document.getElementById('new-chat').click()")
         test_hostile(browser)

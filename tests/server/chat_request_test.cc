@@ -134,7 +134,7 @@ TEST(ChatRequest, EveryGoldenWithTheGenerationPromptIsWhatItsRequestRenders) {
         variables.size() > 1 || variables["messages"].dump().find("\"tool_calls\"") != std::string::npos;
     ++checked;
   }
-  EXPECT_EQ(checked, 103);
+  EXPECT_EQ(checked, 118);
   EXPECT_GE(with_more_than_messages, 18);
 }
 
@@ -169,7 +169,8 @@ TEST(ChatRequest, ListContentsGoAsGivenToTemplatesThatReadThemAndAsTextToTheOthe
                                                                {"granite-4.0.jinja", true},
                                                                {"nemotron-nano-9b-v2.jinja", false},
                                                                {"nemotron-h-reasoning.jinja", false},
-                                                               {"nemotron-3-nano.jinja", false}};
+                                                               {"nemotron-3-nano.jinja", false},
+                                                               {"qwen3.jinja", false}};
   for (const auto& [file, takes_parts] : templates)
     EXPECT_EQ(served_template(file, "<s>", "</s>").reading.content_parts, takes_parts) << file;
   EXPECT_TRUE(load_served_chat_template(test::make_temp_dir("chat_request_plain")).reading.content_parts);
@@ -273,7 +274,7 @@ TEST(ChatRequest, ToolCallArgumentsAsJsonTextRenderAsTheirObjectWhereTheTemplate
   // iterates arguments as a mapping and fails on text under transformers, so it is given the
   // object: every golden with tool calls renders the same with its arguments sent as text.
   for (const char* file : {"chatml.jinja", "llama-3-instruct.jinja", "granite-4.0.jinja",
-                           "nemotron-nano-9b-v2.jinja", "nemotron-h-reasoning.jinja"})
+                           "nemotron-nano-9b-v2.jinja", "nemotron-h-reasoning.jinja", "qwen3.jinja"})
     EXPECT_TRUE(served_template(file, "<s>", "</s>").reading.string_arguments) << file;
   EXPECT_FALSE(served_template("nemotron-3-nano.jinja", "<s>", "</s>").reading.string_arguments);
   int checked = 0;
@@ -296,7 +297,7 @@ TEST(ChatRequest, ToolCallArgumentsAsJsonTextRenderAsTheirObjectWhereTheTemplate
         << golden["template"] << " / " << golden["conversation"];
     ++checked;
   }
-  EXPECT_EQ(checked, 9);
+  EXPECT_EQ(checked, 11);
   // Text that is not a JSON object's is passed as it is, and the template's error is the answer.
   expect_400(R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": null,
                  "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "[1, 2]"}}]}]})",
@@ -368,10 +369,27 @@ TEST(ChatRequest, MalformedChatFieldsAreA400NamingTheField) {
              "messages[0].name must be a string");
   expect_400(with(R"(, "tools": {"name": "f"})"), "tools must be a list of tool definitions");
   expect_400(with(R"(, "tools": ["f"])"), "tools[0] must be an object");
-  expect_400(with(R"(, "tool_choice": "required")"), "tool_choice \"required\" is not supported");
-  expect_400(with(R"(, "tool_choice": {"type": "function", "function": {"name": "f"}})"), "tool_choice {");
-  expect_400(with(R"(, "parallel_tool_calls": false)"), "parallel_tool_calls: false is not supported");
+  // tool_choice (server/chat_tools.h): the forms OpenAI defines, naming a defined function, and a
+  // forced call only where the template has a tool-call format (the plain format has none).
+  const std::string f_tool = R"(, "tools": [{"type": "function", "function": {"name": "f"}}])";
+  expect_400(with(R"(, "tool_choice": "required")"), "tool_choice \"required\" needs tools");
+  expect_400(with(R"(, "tool_choice": "sometimes")"), "tool_choice must be \"auto\", \"none\", \"required\"");
+  expect_400(with(R"(, "tool_choice": {"type": "function"})"), "tool_choice must be");
+  expect_400(with(R"(, "tool_choice": {"type": "function", "function": {"name": "g"}})" + f_tool),
+             "tool_choice names the function \"g\", which the request's tools do not define");
+  const ServedChatTemplate chatml = served_template("chatml.jinja", "", "");
+  expect_400(with(R"(, "tool_choice": "required")" + f_tool),
+             "the model's chat template has no tool-call format", chatml);
+  expect_400(with(R"(, "tools": [{"type": "function", "function": {"name": ""}}])"),
+             "tools[0].function.name must be a non-empty string");
+  expect_400(with(R"(, "thinking_budget_tokens": -2)"), "thinking_budget_tokens must be an integer from -1");
   expect_400(with(R"(, "parallel_tool_calls": "no")"), "parallel_tool_calls must be true or false");
+  EXPECT_EQ(failure(with(R"(, "tool_choice": "none", "parallel_tool_calls": false)" + f_tool), chatml).first,
+            0);
+  EXPECT_EQ(
+      failure(with(R"(, "tool_choice": "required")" + f_tool), served_template("granite-4.0.jinja", "", ""))
+          .first,
+      0);
   expect_400(with(R"(, "chat_template_kwargs": [1])"), "chat_template_kwargs must be an object");
   expect_400(with(R"(, "chat_template_kwargs": {"messages": []})"),
              "chat_template_kwargs cannot set messages");

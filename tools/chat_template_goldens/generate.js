@@ -229,6 +229,30 @@ const extras = {
       messages: [{ role: "user", content: "{'reasoning': True}" }],
     },
   },
+  // Qwen3 (the Hermes tool-call form): its template reads `message.content` as a string, so no
+  // case gives an assistant a null content; its `strip('\n')` strips newlines only in Python but
+  // all whitespace in @huggingface/jinja, so no reasoning has spaces at its ends.
+  qwen3: {
+    tools_and_tool_results: { messages: toolRound, tools: [weatherTool, searchTool] },
+    tool_call_with_text: { messages: toolCallWithText, tools: [searchTool, flatTool] },
+    tool_call_string_arguments: { messages: toolCallStringArguments, tools: [weatherTool] },
+    thinking_off: { messages: [{ role: "user", content: "2+2?" }], enable_thinking: false },
+    reasoning_content_history: {
+      messages: [
+        { role: "user", content: "Why is the sky blue?" },
+        { role: "assistant", reasoning_content: "Rayleigh scattering.", content: "Shorter wavelengths scatter." },
+        { role: "user", content: "And sunsets?" },
+        { role: "assistant", reasoning_content: "\nLonger path.\n", content: "Red light survives the long path." },
+      ],
+    },
+    think_tags_in_content: {
+      messages: [
+        { role: "user", content: "1+1?" },
+        { role: "assistant", content: "<think>\nEasy.\n</think>\n\n2" },
+        { role: "user", content: "2+2?" },
+      ],
+    },
+  },
   nemotron_3: {
     tools_and_tool_results: { messages: toolRound, tools: [weatherTool, searchTool] },
     tool_call_with_text: { messages: toolCallWithText, tools: [searchTool, flatTool] },
@@ -283,6 +307,7 @@ const templates = {
   "nemotron-nano-9b-v2.jinja": { tokens: { bos_token: "<s>", eos_token: "<SPECIAL_12>" }, extras: extras.nemotron_nano_v2 },
   "nemotron-h-reasoning.jinja": { tokens: { bos_token: "<s>", eos_token: "<SPECIAL_12>" }, extras: extras.nemotron_h_reasoning },
   "nemotron-3-nano.jinja": { tokens: { bos_token: "<s>", eos_token: "<|im_end|>" }, extras: extras.nemotron_3 },
+  "qwen3.jinja": { tokens: { bos_token: "", eos_token: "<|im_end|>" }, extras: extras.qwen3 },
 };
 
 const cases = [];
