@@ -30,7 +30,7 @@ struct GenerateRequest {
   SamplingParams sampling;                // temperature 0 = greedy
   std::vector<std::string> stop_strings;  // need a tokenizer
   bool stop_at_eos = true;
-  std::shared_ptr<TokenConstraint> constraint;  // null: any token (engine/token_constraint.h)
+  std::shared_ptr<TokenConstraint> constraint = nullptr;  // null: any token (engine/token_constraint.h)
 };
 
 struct GenerateResult {

@@ -60,7 +60,7 @@ struct DecodeSettings {
   bool stop_at_eos = true;
   // Which tokens may come next (a grammar, ...); null: any. The decoder works on its own clone(),
   // so one constraint can seed any number of requests.
-  std::shared_ptr<TokenConstraint> constraint;
+  std::shared_ptr<TokenConstraint> constraint = nullptr;
 };
 
 // Throws mb::Error naming the first problem of a request: an empty prompt, a prompt id that

@@ -80,7 +80,7 @@ struct ServeRequest {
   int n = 1;
   // Which tokens may come next (engine/token_constraint.h: a grammar, ...); null: any. Each
   // request decodes with its own clone, so the server may hand one compiled constraint to many.
-  std::shared_ptr<TokenConstraint> constraint;
+  std::shared_ptr<TokenConstraint> constraint = nullptr;
 };
 
 // Delivered to a request's sink on the scheduler thread, in order: Token events, then exactly
