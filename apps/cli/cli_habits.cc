@@ -33,7 +33,8 @@ constexpr UnsupportedFlag kUnsupportedFlags[] = {
 
 // Options whose value is free text, which is never taken for a flag ("-p '--mlock'").
 bool takes_text(const std::string& arg) {
-  static const char* const kText[] = {"-p", "--prompt", "--system", "--stop", "--chat-template-kwargs", "--grammar"};
+  static const char* const kText[] = {"-p",       "--prompt", "--system", "--stop", "--chat-template-kwargs",
+                                      "--grammar"};
   return std::any_of(std::begin(kText), std::end(kText), [&](const char* name) { return arg == name; });
 }
 

@@ -14,7 +14,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 DecodeSettings decode_settings(const GenerateRequest& request) {
-  return {request.sampling, request.max_new_tokens, request.stop_strings, request.stop_at_eos, request.constraint};
+  return {request.sampling, request.max_new_tokens, request.stop_strings, request.stop_at_eos,
+          request.constraint};
 }
 
 // Per-request generation bookkeeping.

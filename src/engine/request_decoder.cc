@@ -121,7 +121,8 @@ DecodeEvent RequestDecoder::on_logits(std::span<const float> logits) {
     end(StopReason::Eos);  // the grammar matched the empty text only: nothing may be sampled
     return event;
   }
-  const int32_t token = sampler_.sample(constraint_.value ? constrain(logits) : logits, history_, prompt_length_);
+  const int32_t token =
+      sampler_.sample(constraint_.value ? constrain(logits) : logits, history_, prompt_length_);
   if (std::ranges::find(eos_ids_, token) != eos_ids_.end()) {
     end(StopReason::Eos);
     return event;

@@ -114,6 +114,8 @@ class RequestDecoder {
   // At the end: the text held back so far (an incomplete character, the start of a possible
   // stop string), which nothing can complete any more; empty after a stop string. Call once.
   std::string finish();
+  // The stop string that ended the request (StopReason::StopString); empty otherwise.
+  std::string matched_stop() const { return stops_ ? std::string(stops_->matched_stop()) : std::string(); }
 
   // The sampler's last distribution is that of the token on_logits last returned, so callers
   // compute its log-probabilities from it (engine/token_logprobs.h).

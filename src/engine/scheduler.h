@@ -97,6 +97,7 @@ struct ServeEvent {
   std::vector<TokenProbability> top;  // Token: the n_probs most likely candidates, most likely first
   // Done (engine/request_decoder.h). StopReason::Callback means cancelled through cancel().
   StopReason stop_reason = StopReason::MaxTokens;
+  std::string stop_string;  // Done with StopReason::StopString: the stop string that matched
   int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;  // Done: usage
   std::string error;                                                    // Error: message
 };

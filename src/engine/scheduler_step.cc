@@ -263,6 +263,7 @@ void Scheduler::Impl::finish(Sequence& seq) {
   ServeEvent done;
   done.kind = ServeEvent::Kind::Done;
   done.stop_reason = reason;
+  if (reason == StopReason::StopString) done.stop_string = seq.decoder.matched_stop();
   done.prompt_tokens = static_cast<int64_t>(seq.request.prompt.size());
   done.cached_tokens = seq.cached;
   done.completion_tokens = seq.decoder.generated();

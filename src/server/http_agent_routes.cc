@@ -58,26 +58,26 @@ void HttpServer::register_agent_routes() {
     };
   };
 
-  http.Post("/v1/responses", route([this](const httplib::Request& req, httplib::Response& res) {
-              const uint64_t random = next_seed();
-              run_generation(
-                  prefixed_id("resp_", random, next_seed()),
-                  [&](const std::string& id) {
-                    ResponsesRequest translated =
-                        translate_responses_request(req.body, &responses_, options_.defaults.max_messages);
-                    Generation generation;
-                    generation.request =
-                        prepare_api_request(ApiKind::Chat, translated.chat_body, *model_.tokenizer,
-                                            model_.chat, options_.defaults, next_seed(), options_.model_id, model_.trie);
-                    const bool stream = generation.request.stream;
-                    generation.formatter = std::make_shared<ResponsesFormatter>(
-                        generation.request, std::move(translated), &responses_,
-                        make_reply_splitter(generation.request, model_.chat), id, random, seconds_now(),
-                        stream);
-                    return generation;
-                  },
-                  req, res);
-            }));
+  http.Post(
+      "/v1/responses", route([this](const httplib::Request& req, httplib::Response& res) {
+        const uint64_t random = next_seed();
+        run_generation(
+            prefixed_id("resp_", random, next_seed()),
+            [&](const std::string& id) {
+              ResponsesRequest translated =
+                  translate_responses_request(req.body, &responses_, options_.defaults.max_messages);
+              Generation generation;
+              generation.request =
+                  prepare_api_request(ApiKind::Chat, translated.chat_body, *model_.tokenizer, model_.chat,
+                                      options_.defaults, next_seed(), options_.model_id, model_.trie);
+              const bool stream = generation.request.stream;
+              generation.formatter = std::make_shared<ResponsesFormatter>(
+                  generation.request, std::move(translated), &responses_,
+                  make_reply_splitter(generation.request, model_.chat), id, random, seconds_now(), stream);
+              return generation;
+            },
+            req, res);
+      }));
 
   http.Post("/v1/messages", route([this](const httplib::Request& req, httplib::Response& res) {
               run_generation(
@@ -86,9 +86,9 @@ void HttpServer::register_agent_routes() {
                     MessagesRequest translated =
                         translate_messages_request(req.body, false, options_.defaults.max_messages);
                     Generation generation;
-                    generation.request =
-                        prepare_api_request(ApiKind::Chat, translated.chat_body, *model_.tokenizer,
-                                            model_.chat, options_.defaults, next_seed(), options_.model_id, model_.trie);
+                    generation.request = prepare_api_request(
+                        ApiKind::Chat, translated.chat_body, *model_.tokenizer, model_.chat,
+                        options_.defaults, next_seed(), options_.model_id, model_.trie);
                     const bool stream = generation.request.stream;
                     generation.formatter = std::make_shared<MessagesFormatter>(
                         generation.request, std::move(translated),

@@ -367,8 +367,9 @@ void HttpServer::handle_generation(ApiKind kind, const httplib::Request& req, ht
       response_id(kind, next_seed()),
       [&](const std::string& id) {
         Generation generation;
-        generation.request = prepare_api_request(kind, req.body, *model_.tokenizer, model_.chat,
-                                                 options_.defaults, next_seed(), options_.model_id, model_.trie);
+        generation.request =
+            prepare_api_request(kind, req.body, *model_.tokenizer, model_.chat, options_.defaults,
+                                next_seed(), options_.model_id, model_.trie);
         generation.formatter = completions_formatter(generation.request, *model_.tokenizer, id, unix_now());
         return generation;
       },

@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "engine/embed.h"
-#include "server/embeddings_api.h"
 #include "server/api_formatter.h"
+#include "server/embeddings_api.h"
 #include "server/openai_api.h"
 #include "server/responses_api.h"
 

@@ -345,12 +345,10 @@ const char* MessagesFormatter::stop_reason() const {
   }
 }
 
-// Which stop sequence ended the reply is not reported by the scheduler: it is named when the
-// request gave one, else null.
+// The stop sequence that ended the reply, as the scheduler's Done event names it.
 ojson MessagesFormatter::stop_sequence() const {
-  if (stop_reason_ != StopReason::StopString || translated_.stops.size() != 1 || blocks_.has_tool_calls())
-    return nullptr;
-  return translated_.stops[0];
+  if (stop_reason_ != StopReason::StopString || blocks_.has_tool_calls()) return nullptr;
+  return stop_string_;
 }
 
 std::string MessagesFormatter::stream_prelude() {
@@ -383,6 +381,7 @@ void MessagesFormatter::take(const ServeEvent& event) {
   blocks_.close(&events);
   finished_ = true;
   stop_reason_ = event.stop_reason;
+  stop_string_ = event.stop_string;
   prompt_tokens_ = event.prompt_tokens;
   cached_tokens_ = event.cached_tokens;
   completion_tokens_ = event.completion_tokens;

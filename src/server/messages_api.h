@@ -67,6 +67,7 @@ class MessagesFormatter : public ApiFormatter {
   bool finished_ = false;
   std::string error_;
   StopReason stop_reason_ = StopReason::MaxTokens;
+  std::string stop_string_;  // the stop sequence that ended the reply (ServeEvent::stop_string)
   int64_t prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0;
 };
 

@@ -56,7 +56,10 @@ TEST(CliMakeModelTemplate, TheTemplateIsWrittenIntoTokenizerConfigAndServeRender
   const std::string rendered = render_with_tool(served);
   EXPECT_NE(rendered.find("<tools>"), std::string::npos) << rendered;
   EXPECT_NE(rendered.find("\"get_weather\""), std::string::npos) << rendered;
-  EXPECT_EQ(rendered, render_with_tool({ChatTemplate::parse(source), options}));
+  server::ServedChatTemplate direct;
+  direct.chat_template = ChatTemplate::parse(source);
+  direct.render_options = options;
+  EXPECT_EQ(rendered, render_with_tool(direct));
 
   // Without the flag a checkpoint has no template (serve falls back to the plain format).
   const std::string plain = test::make_temp_dir("make_model_template_plain") + "/model";

@@ -392,7 +392,9 @@ TEST(Scheduler, StopStringsAndStreamedTextMatchGenerate) {
       generator.generate({probe.prompt, probe.max_tokens, probe.sampling, {}, false}, probe_state);
   ASSERT_GE(free_run.text.size(), 6u);
   ServeRequest r = probe;
-  r.stop = {free_run.text.substr(free_run.text.size() / 2, 3)};
+  // Two stop strings, one that never matches: the Done event names the one that did.
+  const std::string matching = free_run.text.substr(free_run.text.size() / 2, 3);
+  r.stop = {"\x7f\x7f\x7f", matching};
   SequenceState state = m.model->new_state();
   const GenerateResult want = generator.generate({r.prompt, r.max_tokens, r.sampling, r.stop, false}, state);
   ASSERT_EQ(want.stop_reason, StopReason::StopString);
@@ -404,6 +406,7 @@ TEST(Scheduler, StopStringsAndStreamedTextMatchGenerate) {
   run_until_idle(scheduler);
   ASSERT_TRUE(got.done.has_value());
   EXPECT_EQ(got.done->stop_reason, StopReason::StopString);
+  EXPECT_EQ(got.done->stop_string, matching);
   EXPECT_EQ(got.tokens, want.tokens);
   EXPECT_EQ(got.text, want.text);
   ASSERT_TRUE(plain.done.has_value());

@@ -206,13 +206,15 @@ TEST(MessagesApi, StreamsAnthropicsEventSequenceAndAnswersInItsShape) {
   EXPECT_EQ(message["usage"]["cache_read_input_tokens"], 5);
 
   MessagesRequest with_stop;
-  with_stop.stops = {"END"};
+  with_stop.stops = {"END", "STOP"};
   MessagesFormatter stopped(request, with_stop, make_reply_splitter(request, ServedChatTemplate{}), "msg_3",
                             false);
   stopped.collect(messages_token("so"));
-  stopped.collect(messages_done(StopReason::StopString));
+  ServeEvent stop_done = messages_done(StopReason::StopString);
+  stop_done.stop_string = "STOP";  // of several, the one the scheduler says matched
+  stopped.collect(stop_done);
   EXPECT_EQ(stopped.response()["stop_reason"], "stop_sequence");
-  EXPECT_EQ(stopped.response()["stop_sequence"], "END");
+  EXPECT_EQ(stopped.response()["stop_sequence"], "STOP");
   EXPECT_EQ(stopped.response()["content"][0]["text"], "so");
 }
 
