@@ -228,6 +228,7 @@ void ChatOutputParser::emit_text(ChatDelta& delta, std::string_view text, bool r
 
 void ChatOutputParser::emit_calls(ChatDelta& delta, std::vector<std::pair<std::string, std::string>> calls) {
   for (auto& [name, arguments] : calls) {
+    if (options_.max_tool_calls > 0 && calls_.size() >= options_.max_tool_calls) return;
     ToolCall call{new_tool_call_id(random_), std::move(name), std::move(arguments)};
     delta.tool_calls.push_back({calls_.size(), call.id, call.name, call.arguments});
     calls_.push_back(std::move(call));

@@ -65,6 +65,9 @@ struct ChatParseOptions {
   // The rendered prompt ends inside a thinking block (the generation prompt opened it), so the
   // reply starts as reasoning.
   bool starts_in_reasoning = false;
+  // The most calls a reply may make (0 = any): parallel_tool_calls false gives 1, and the calls a
+  // model writes past it are dropped, as vLLM does (a forced call's grammar allows only one).
+  size_t max_tool_calls = 0;
 };
 
 // Splits a reply's text as it is generated. Text that may be the start of a marker is held back

@@ -123,6 +123,7 @@ void settle_chat_reply(ChatReplyOptions& reply, const ChatFormat& format, std::s
   if (options.tool_calls)
     for (const ToolFunction& function : reply.functions) options.tool_names.push_back(function.name);
   if (options.tool_names.empty()) options.tool_calls = false;
+  options.max_tool_calls = reply.parallel_tool_calls ? 0 : 1;
   // The generation prompt may open the thinking block itself (Nemotron-3 with enable_thinking):
   // then the reply's first token is already reasoning.
   std::string_view end = prompt;

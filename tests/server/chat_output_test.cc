@@ -115,6 +115,22 @@ TEST(ChatOutputParser, ToolCallListHoldsSeveralCallsInOneBlock) {
   EXPECT_EQ(parsed.calls, (Calls{{"get_weather", R"({"city":"Oslo"})"}, {"get_time", R"({"zone":"UTC"})"}}));
 }
 
+// parallel_tool_calls false: the first call is the reply's only one, in either kind of block.
+TEST(ChatOutputParser, AtMostOneCallWhenParallelCallsAreOff) {
+  ChatParseOptions single = weather_tools();
+  single.max_tool_calls = 1;
+  const std::string tags =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"CET\"}}\n</tool_call>";
+  EXPECT_EQ(parse_every_way(template_format("qwen3.jinja"), single, tags).calls,
+            (Calls{{"get_weather", R"({"city":"Paris"})"}}));
+  const std::string list =
+      "<TOOLCALL>[{\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}, "
+      "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]</TOOLCALL>";
+  EXPECT_EQ(parse_every_way(template_format("nemotron-nano-9b-v2.jinja"), single, list).calls,
+            (Calls{{"get_time", R"({"zone":"UTC"})"}}));
+}
+
 TEST(ChatOutputParser, XmlFunctionParametersBecomeAJsonObject) {
   const std::string reply =
       "<think>short</think>I will call it.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nNew York\n"
