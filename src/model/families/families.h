@@ -59,6 +59,10 @@ class Key {
 const Family& mamba1_family();
 const Family& falcon_mamba_family();
 const Family& mamba2_family();
+const Family& mamba3_family();
+// The state-spaces form (mamba_original.cc): parsed into and written from `config`.
+void parse_original_config(const nlohmann::json& object, const std::string& where, ModelConfig& config);
+nlohmann::json original_config_json(const ModelConfig& config);
 // The hybrids.
 const Family& granite_hybrid_family();
 const Family& nemotron_h_family();
