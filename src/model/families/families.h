@@ -66,5 +66,11 @@ nlohmann::json original_config_json(const ModelConfig& config);
 // The hybrids.
 const Family& granite_hybrid_family();
 const Family& nemotron_h_family();
+// What llama.cpp's hybrid GGUF architectures cannot hold (granite_hybrid.cc).
+void check_hybrid_gguf(const ModelConfig& config);
+
+// time_step_limit (HF) or dt_limit (state-spaces), when the config has it: [min, max] with
+// 0 <= min <= max (either may be Infinity), into config.dt_limit_min and dt_limit_max (mamba.cc).
+void parse_dt_limit(const ConfigReader& reader, const char* key, MambaMixerConfig& config);
 
 }  // namespace mb

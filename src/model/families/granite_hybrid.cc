@@ -313,6 +313,16 @@ Family make_granite_hybrid() {
     set_gguf_hybrid_metadata(writer, c, c.vocab_rows);
   };
   f.gguf_arch = [](const ModelConfig&) { return std::string(kGgufGraniteHybrid); };
+  f.check_gguf = [](const ModelConfig& c) {
+    // llama.cpp's converter writes a Granite without Mamba layers as arch "granite" (Llama-style
+    // RoPE attention with its q/k rows permuted), which this engine neither writes nor reads.
+    if (c.hybrid.attention.rope_theta > 0.0)
+      throw Error(
+          "Granite models with RoPE (position_embedding_type \"rope\", the all-attention Granite-4.0 "
+          "models) cannot be written as GGUF: llama.cpp writes them as arch \"granite\", which this "
+          "engine does not support; use the Hugging Face folder");
+    check_hybrid_gguf(c);
+  };
   f.hf_extra = granite_hf_extra;
   f.example = [](int64_t d_model, int64_t n_layer, int64_t vocab) {
     json types = json::array();
@@ -337,6 +347,15 @@ Family make_granite_hybrid() {
 }
 
 }  // namespace
+
+void check_hybrid_gguf(const ModelConfig& c) {
+  // A time_step_limit, which the configs may carry and llama.cpp's GGUF has no key for.
+  if (c.ssm.dt_limit_min != 0.0 || std::isfinite(c.ssm.dt_limit_max))
+    throw Error("Mamba-2 models with a dt limit cannot be written as GGUF (llama.cpp has no key for it)");
+  if (c.ssm.use_bias)
+    throw Error("hybrid models with Mamba in_proj/out_proj biases cannot be written as GGUF (llama.cpp's " +
+                gguf_architecture(c) + " has no ssm_in or ssm_out bias)");
+}
 
 const Family& granite_hybrid_family() {
   static const Family family = make_granite_hybrid();

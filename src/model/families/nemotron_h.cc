@@ -79,24 +79,25 @@ std::vector<ConfigKey> nemotron_model_keys() {
   };
 }
 
-// NemotronHMoE's keys, transformers' defaults where absent.
+// NemotronHMoE's keys, transformers' defaults where absent. Their GGUF keys are read and written
+// by gguf_hybrid.cc (nemotron_h_moe files only).
 void add_expert_keys(std::vector<ConfigKey>& keys) {
   keys.push_back(Key("n_routed_experts", [](ModelConfig& c) -> KeyField { return &c.hybrid.moe.n_experts; })
                      .alias("num_local_experts")
-                     .gguf("expert_count")
+
                      .fallback(int64_t{8})
                      .max(kMaxExperts));
   keys.push_back(Key("num_experts_per_tok", [](ModelConfig& c) -> KeyField { return &c.hybrid.moe.top_k; })
-                     .gguf("expert_used_count")
+
                      .fallback(int64_t{2})
                      .max(kMaxExperts));
   keys.push_back(Key("moe_intermediate_size", [](ModelConfig& c) -> KeyField { return &c.hybrid.moe.width; })
-                     .gguf("expert_feed_forward_length")
+
                      .fallback(int64_t{7688})
                      .max(kMaxWidth));
   keys.push_back(Key("moe_shared_expert_intermediate_size",
                      [](ModelConfig& c) -> KeyField { return &c.hybrid.moe.shared_width; })
-                     .gguf("expert_shared_feed_forward_length")
+
                      .fallback(int64_t{7688})
                      .max(kMaxWidth));
   keys.push_back(Key("norm_topk_prob", [](ModelConfig& c) -> KeyField { return &c.hybrid.moe.normalize; })
@@ -108,7 +109,7 @@ void add_expert_keys(std::vector<ConfigKey>& keys) {
                      .range(kMinPositive, 1e30));
   // LatentMoE (Nemotron-3-Super): null or absent (0) in the models without it.
   keys.push_back(Key("moe_latent_size", [](ModelConfig& c) -> KeyField { return &c.hybrid.moe.latent; })
-                     .gguf("moe_latent_size")
+
                      .fallback(int64_t{0})
                      .max(kMaxWidth));
 }
@@ -286,6 +287,20 @@ Family make_nemotron_h() {
   };
   f.gguf_arch = [](const ModelConfig& c) {
     return std::string(c.hybrid.moe.n_experts > 0 ? kGgufNemotronHMoe : kGgufNemotronH);
+  };
+  f.check_gguf = [](const ModelConfig& c) {
+    check_hybrid_gguf(c);
+    if (c.hybrid.moe.n_experts == 0) return;
+    // llama.cpp's nemotron_h_moe makes every feed-forward layer a mixture of experts and loads no
+    // shared-expert biases.
+    if (c.hybrid.pattern.find(kMlpLayer) != std::string::npos)
+      throw Error(
+          "Nemotron-H models with both MLP ('-') and mixture-of-experts ('E') layers cannot be written "
+          "as GGUF (llama.cpp's nemotron_h_moe makes every feed-forward layer a mixture of experts)");
+    if (c.hybrid.mlp.bias)
+      throw Error(
+          "Nemotron-H mixture-of-experts models with MLP biases cannot be written as GGUF (llama.cpp's "
+          "nemotron_h_moe has no ffn_up_shexp or ffn_down_shexp bias)");
   };
   f.hf_extra = nemotron_hf_extra;
   f.example = [](int64_t d_model, int64_t n_layer, int64_t vocab) {
