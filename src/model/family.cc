@@ -131,7 +131,9 @@ void check_value(const ConfigKey& key, const std::string& name, const json& valu
   switch (key.type) {
     case KeyType::Int:
       if (!value.is_number_integer()) fail("an integer " + range);
-      if (value.is_number_unsigned() ? value.get<uint64_t>() > static_cast<uint64_t>(key.max)
+      // JSON reads a non-negative integer as unsigned; its lower bound is checked all the same.
+      if (value.is_number_unsigned() ? (value.get<uint64_t>() > static_cast<uint64_t>(key.max) ||
+                                        static_cast<double>(value.get<uint64_t>()) < key.min)
                                      : (static_cast<double>(value.get<int64_t>()) < key.min ||
                                         static_cast<double>(value.get<int64_t>()) > key.max))
         fail("an integer " + range);

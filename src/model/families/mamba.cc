@@ -160,6 +160,9 @@ int64_t gguf_size(const GgufFile& file, const std::string& key, int64_t max_valu
 // What a Mamba file's metadata says beside the declared keys: expand from the inner size, the
 // biases its first layer's tensors show, and its epsilon's range.
 void gguf_common(const GgufFile& file, const std::string& arch, json& hf) {
+  // The sizes every Mamba file must have, each refused naming its metadata key.
+  for (const char* key : {"block_count", "ssm.state_size", "ssm.conv_kernel"})
+    (void)gguf_size(file, arch + "." + key, std::string(key) == "block_count" ? kMaxLayers : 1 << 20);
   const int64_t d_model = gguf_size(file, arch + ".embedding_length", kMaxDModel);
   const int64_t d_inner = gguf_size(file, arch + ".ssm.inner_size", 1 << 20);
   if (d_inner % d_model != 0)
