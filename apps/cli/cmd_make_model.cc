@@ -194,26 +194,13 @@ struct MakeModelArgs {
   std::vector<std::string> set;    // --set KEY=VALUE, a declared family's config keys
 };
 
-// A declared family's config (model/family.h): its example at the given sizes, then each --set
-// KEY=VALUE over it (VALUE as JSON, or else as a string), read by the loader's own parser, so the
-// flags are the family's declared keys and their checks the loader's.
+// A family the size flags do not describe (model/family.h): its example at the given sizes, then
+// each --set KEY=VALUE over it, read by the loader's own parser, so the flags are the family's
+// declared keys and their checks the loader's.
 ModelConfig declared_family_config(const Family& family, const MakeModelArgs& a, const ModelConfig& sizes) {
   nlohmann::json hf = family.example(sizes.d_model, sizes.n_layer, sizes.vocab_size);
   if (a.untied) hf["tie_word_embeddings"] = false;
-  for (const std::string& item : a.set) {
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0) throw Error("--set " + item + ": expected KEY=VALUE");
-    const std::string key = item.substr(0, eq), text = item.substr(eq + 1);
-    bool known = hf.contains(key);
-    for (const ConfigKey& k : family.keys) {
-      known = known || k.hf == key;
-      for (const std::string& alias : k.aliases) known = known || alias == key;
-    }
-    if (!known) throw Error("--set " + key + ": not a config key of " + family.name);
-    nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
-    hf[key] = value.is_discarded() ? nlohmann::json(text) : value;
-  }
-  return parse_model_config(hf, "make-model --arch " + family.name);
+  return set_config_keys(family, hf, a.set, "make-model --arch " + family.name);
 }
 
 // --chat-template's file, parsed first so that make-model never writes a template that `serve`
@@ -259,18 +246,18 @@ void run_make_model(const MakeModelArgs& a, const HybridArgs& hybrid, const CLI:
   c.ssm.use_bias = a.use_bias;
   c.ssm.use_conv_bias = !a.no_conv_bias;
   const bool hybrid_arch = a.arch == "granite-hybrid" || a.arch == "nemotron-h";
-  const Family* declared = family_by_name(a.arch);
-  if (a.arch != "mamba1" && a.arch != "mamba2" && a.arch != "falcon-mamba" && a.arch != "mamba3" &&
-      !hybrid_arch && declared == nullptr) {
-    std::string names = "mamba1, mamba2, falcon-mamba, mamba3, granite-hybrid, nemotron-h";
-    for (const Family* f : all_families()) names += ", " + f->name;
+  // The families the size flags describe (the pure Mamba ones and the two first hybrids): their
+  // flags build the config, then --set overrides any declared key (below); every other family
+  // starts from its example.
+  const bool sized = a.arch == "mamba1" || a.arch == "mamba2" || a.arch == "falcon-mamba" ||
+                     a.arch == "mamba3" || hybrid_arch;
+  const Family* declared = sized ? nullptr : family_by_name(a.arch);
+  if (!sized && declared == nullptr) {
+    std::string names;
+    for (const Family* f : all_families()) names += (names.empty() ? "" : ", ") + f->name;
     throw Error("--arch must be one of " + names);
   }
-  if (declared != nullptr) {
-    c = declared_family_config(*declared, a, c);
-  } else if (!a.set.empty()) {
-    throw Error("--set applies to the declared families' keys; --arch " + a.arch + " takes the size flags");
-  }
+  if (declared != nullptr) c = declared_family_config(*declared, a, c);
   // FalconMamba is Mamba-1 plus the mixer norm, at FalconMambaConfig's default epsilon.
   c.ssm.mixer_rms_norm = a.arch == "falcon-mamba";
   if (a.arch == "mamba2" || hybrid_arch) {
@@ -294,6 +281,8 @@ void run_make_model(const MakeModelArgs& a, const HybridArgs& hybrid, const CLI:
     c.ssm.rope_fraction = a.rope_fraction;
     c.ssm.is_outproj_norm = a.outproj_norm;
   }
+  // --set overrides any declared key of the family, checked as config.json would be.
+  if (sized) c = set_config_keys(c, a.set);
   check_flag_range("--input-dim", a.input_dim, 0, int64_t{1} << 20, "0 = no input projection");
   check_flag_range("--shards", a.shards, 1, 4096);
   const double values = make_model_value_count(c, a.input_dim);
@@ -395,8 +384,10 @@ void add_make_model(CLI::App& app) {
                   "--format gguf carries it as tokenizer.chat_template)");
   add_hybrid_options(cmd, *hybrid);
   cmd->add_option("--set", args->set,
-                  "KEY=VALUE (repeatable): a config.json key of a declared family's --arch, VALUE as JSON "
-                  "(4, 1e-6, true, \"rope\", [1,2]) or else a string");
+                  "KEY=VALUE (repeatable): a config.json key the --arch's family declares, by its Hugging "
+                  "Face name, VALUE as JSON (4, 1e-6, true, \"rope\", [1,2]) or else a string; applied after "
+                  "the other flags")
+      ->allow_extra_args(false);
   cmd->callback([args, hybrid, form_option, sizes] { run_make_model(*args, *hybrid, *form_option, *sizes); });
 }
 

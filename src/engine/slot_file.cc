@@ -12,7 +12,9 @@ namespace mb {
 namespace {
 
 constexpr char kMagic[8] = {'M', 'B', 'S', 'L', 'O', 'T', '0', '1'};
-constexpr uint32_t kVersion = 1;
+// 2: the model fingerprint is built from every declared config key that changes the math
+// (hash_family_keys), so a version-1 file's fingerprint would not match even the same model.
+constexpr uint32_t kVersion = 2;
 constexpr size_t kHeaderBytes = 8 + 4 + 8;  // magic, version, token count
 
 using binary::get;
@@ -46,8 +48,13 @@ SlotFile load_slot_file(const std::string& path, const Model& model) {
   if (bytes.size() < kHeaderBytes + 8 + 8 || std::memcmp(bytes.data(), kMagic, 8) != 0)
     throw Error(where + " is not a mambacpp slot file");
   const uint32_t version = get<uint32_t>(bytes.data() + 8);
+  if (version < kVersion)
+    throw Error(where + " was written by an older version of mambacpp (format version " +
+                std::to_string(version) + "; this one reads " + std::to_string(kVersion) +
+                "): save it again");
   if (version != kVersion)
-    throw Error(where + " has format version " + std::to_string(version) + ", expected 1");
+    throw Error(where + " has format version " + std::to_string(version) + ", expected " +
+                std::to_string(kVersion));
   // Sizes are checked against what is left before they are used, so no count can overflow.
   const uint64_t count = get<uint64_t>(bytes.data() + 12);
   const size_t room = bytes.size() - kHeaderBytes - 16;  // bytes between the header and the two u64 fields

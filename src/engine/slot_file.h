@@ -2,7 +2,8 @@
 // Slot files: a saved prefix state together with the tokens it consumed, so a server can put it
 // back into its prefix cache later (or after a restart) and resume requests that share the prefix.
 //
-// File format (little-endian), version 1:
+// File format (little-endian), version 2 (version 1 files, whose fingerprints were built otherwise, are
+// refused as written by an older version):
 //   "MBSLOT01" | u32 version | u64 token count n | i32 tokens[n] | u64 state byte count |
 //   state bytes (the state file format of state_file.h, with its own checksum) |
 //   u64 FNV-1a checksum of everything before it

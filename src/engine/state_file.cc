@@ -12,7 +12,9 @@ namespace mb {
 namespace {
 
 constexpr char kMagic[8] = {'M', 'B', 'S', 'T', 'A', 'T', 'E', '1'};
-constexpr uint32_t kVersion = 1;
+// 2: the model fingerprint is built from every declared config key that changes the math
+// (hash_family_keys), so a version-1 file's fingerprint would not match even the same model.
+constexpr uint32_t kVersion = 2;
 constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8 + 8 + 8;
 
 using binary::get;
@@ -53,8 +55,13 @@ SequenceState parse_state(std::span<const uint8_t> bytes, const Model& model, co
   if (bytes.size() < kHeaderBytes + 8 || std::memcmp(bytes.data(), kMagic, 8) != 0)
     throw Error(where + " is not a mambacpp state file");
   const uint32_t version = get<uint32_t>(bytes.data() + 8);
+  if (version < kVersion)
+    throw Error(where + " was written by an older version of mambacpp (format version " +
+                std::to_string(version) + "; this one reads " + std::to_string(kVersion) +
+                "): save it again");
   if (version != kVersion)
-    throw Error(where + " has format version " + std::to_string(version) + ", expected 1");
+    throw Error(where + " has format version " + std::to_string(version) + ", expected " +
+                std::to_string(kVersion));
   const uint64_t fingerprint = get<uint64_t>(bytes.data() + 16);
   const uint64_t count = get<uint64_t>(bytes.data() + 24);
   const int64_t position = get<int64_t>(bytes.data() + 32);

@@ -3,7 +3,8 @@
 // continues later without re-prefilling. Continuing from a restored state is bit-identical to
 // the uninterrupted run, because the state is exactly the decode state.
 //
-// File format (little-endian), version 1:
+// File format (little-endian), version 2 (version 1 files, whose fingerprints were built otherwise, are
+// refused as written by an older version):
 //   "MBSTATE1" | u32 version | u32 architecture | u64 model fingerprint | u64 float count |
 //   i64 position | f32 values[float count] | u64 FNV-1a checksum of everything before it
 // A file for another model, of another size, truncated or corrupted is refused with a message.

@@ -9,6 +9,7 @@
 #include "core/json_text.h"
 #include "io/file_io.h"
 #include "model/config_reader.h"
+#include "model/families/families.h"
 #include "model/family.h"
 #include "model/weight_schema.h"
 
@@ -69,69 +70,26 @@ double ConfigReader::number_value(const json& value, const std::string& key) con
 
 namespace {
 
+// The Hugging Face form: the declared family of its model_type (model/families/).
 void parse_hf(const ConfigReader& reader, ModelConfig& config) {
   const std::string model_type = reader.string_or("model_type", "mamba");
-  if (const Family* family = family_by_model_type(model_type))
-    return parse_family_keys(*family, reader, config);
-  if (model_type == "granitemoehybrid") return parse_granite_hybrid(reader, config);
-  if (model_type == "nemotron_h") return parse_nemotron_h(reader, config);
-  if (model_type != "mamba" && model_type != "falcon_mamba" && model_type != "mamba2") {
-    std::string expected = "\"mamba\", \"mamba2\", \"falcon_mamba\", \"granitemoehybrid\", \"nemotron_h\"";
-    for (const Family* family : all_families())
-      for (const std::string& type : family->model_types) expected += ", \"" + type + "\"";
+  const Family* family = family_by_model_type(model_type);
+  if (family == nullptr) {
+    std::string expected;
+    for (const Family* f : all_families())
+      for (const std::string& type : f->model_types)
+        expected += (expected.empty() ? "\"" : ", \"") + type + "\"";
     throw Error(reader.where() + ": model_type '" + model_type + "' is not supported (expected one of " +
                 expected + ")");
   }
-  const bool mamba2 = model_type == "mamba2";
-  config.arch = mamba2 ? Architecture::Mamba2 : Architecture::Mamba1;
-  config.d_model = reader.positive_int("hidden_size", kMaxDModel);
-  config.n_layer = reader.positive_int("num_hidden_layers", kMaxLayers);
-  config.vocab_size = reader.positive_int("vocab_size", kMaxVocab);
-  config.ssm = parse_hf_mamba_mixer(reader, model_type, config.d_model);
-  // MambaConfig reads either epsilon key; Mamba2Config only its own.
-  const double eps = mamba2 ? reader.positive_number_or("layer_norm_epsilon", 1e-5)
-                            : reader.positive_number_or("layer_norm_epsilon",
-                                                        reader.positive_number_or("rms_norm_eps", 1e-5));
-  config.norm_eps = static_cast<float>(eps);
-  config.tie_embeddings = reader.boolean_or("tie_word_embeddings", !mamba2);
-  config.pad_vocab_size_multiple = reader.positive_int_or("pad_vocab_size_multiple", 1, 1 << 16);
-}
-
-void parse_original(const ConfigReader& reader, ModelConfig& config) {
-  config.d_model = reader.positive_int("d_model", kMaxDModel);
-  config.n_layer = reader.positive_int("n_layer", kMaxLayers);
-  config.vocab_size = reader.positive_int("vocab_size", kMaxVocab);
-  config.pad_vocab_size_multiple = reader.positive_int_or("pad_vocab_size_multiple", 8, 1 << 16);
-  config.tie_embeddings = reader.boolean_or("tie_embeddings", true);
-  if (!reader.boolean_or("rms_norm", true))
-    throw Error(reader.where() + ": rms_norm = false (LayerNorm blocks) is not supported");
-  // mamba_ssm hard-wires the norm epsilon to 1e-5 for this form.
-  config.norm_eps = static_cast<float>(reader.positive_number_or("norm_epsilon", 1e-5));
-
-  static const json empty = json::object();
-  const json& ssm = reader.has("ssm_cfg") ? reader.at("ssm_cfg") : empty;
-  if (!ssm.is_object())
-    throw Error(reader.where() + ": 'ssm_cfg' must be an object, got " + json_excerpt(ssm));
-  config.ssm = parse_original_mamba_mixer(ConfigReader(ssm, reader.where() + " (ssm_cfg)"), config.d_model,
-                                          config.arch);
-  // Hybrid and MLP blocks of MambaLMHeadModel are not implemented: refuse rather than skip them.
-  if (reader.has("d_intermediate") &&
-      !(reader.at("d_intermediate").is_number_integer() && reader.at("d_intermediate").get<int64_t>() == 0))
-    throw Error(reader.where() + ": 'd_intermediate' > 0 (MLP blocks) is not supported");
-  if (reader.has("attn_layer_idx") &&
-      !(reader.at("attn_layer_idx").is_array() && reader.at("attn_layer_idx").empty()))
-    throw Error(reader.where() +
-                ": 'attn_layer_idx' lists attention layers; hybrid models are not supported");
+  parse_family_keys(*family, reader, config);
 }
 
 void validate(const ModelConfig& config, const std::string& where) {
-  if (const Family* family = find_family(config.family)) {
-    // A declared family checks what its blocks need (its Mamba mixers' section, if it has any).
-    if (family->validate) family->validate(config, where);
-  } else {
-    validate_mamba_mixer(config.ssm, config.arch, config.d_model, where);
-    if (config.family != ModelFamily::Mamba) validate_hybrid(config, where);
-  }
+  const Family* family = find_family(config);
+  if (family == nullptr) throw Error(where + ": the config belongs to no declared family");
+  // Each family checks what its blocks need (its Mamba mixers' section, if it has any).
+  if (family->validate) family->validate(config, where);
   if (!(config.norm_eps < 1.0f)) throw Error(where + ": the norm epsilon must be below 1");
 }
 
@@ -145,7 +103,7 @@ ModelConfig parse_model_config(const json& object, const std::string& where) {
   if (hf_form)
     parse_hf(reader, config);
   else if (reader.has("d_model"))
-    parse_original(reader, config);
+    parse_original_config(object, where, config);
   else
     throw Error(where +
                 ": neither 'hidden_size' (Hugging Face form) nor 'd_model' (state-spaces form) is present");
@@ -222,59 +180,21 @@ ModelConfig load_model_config(const std::string& dir) {
 }
 
 std::vector<BlockSpec> ModelConfig::blocks() const {
-  if (const Family* declared = find_family(family)) return declared->blocks(*this);
-  if (family != ModelFamily::Mamba) return hybrid_blocks(*this);
-  const BlockKind mixer = arch == Architecture::Mamba1   ? BlockKind::Mamba1Mixer
-                          : arch == Architecture::Mamba2 ? BlockKind::Mamba2Mixer
-                                                         : BlockKind::Mamba3Mixer;
-  std::vector<BlockSpec> list;
-  for (int64_t l = 0; l < n_layer; ++l) list.push_back({mixer, l, {layer_prefix(l)}});
-  return list;
+  const Family* family = find_family(*this);
+  if (family == nullptr) throw Error("the config belongs to no declared family");
+  return family->blocks(*this);
 }
 
 json model_config_to_hf_json(const ModelConfig& c) {
-  if (const Family* family = find_family(c.family)) return family_config_to_hf_json(*family, c);
-  if (c.family != ModelFamily::Mamba) return hybrid_config_to_hf_json(c);
-  const bool mamba2 = c.arch == Architecture::Mamba2;
-  std::string model_type = mamba2 ? "mamba2" : "mamba",
-              architecture = mamba2 ? "Mamba2ForCausalLM" : "MambaForCausalLM";
-  if (c.ssm.mixer_rms_norm) {
-    model_type = "falcon_mamba";
-    architecture = "FalconMambaForCausalLM";
-  }
-  json hf = {{"model_type", model_type},
-             {"architectures", {architecture}},
-             {"hidden_size", c.d_model},
-             {"num_hidden_layers", c.n_layer},
-             {"vocab_size", c.vocab_size},
-             {"layer_norm_epsilon", c.norm_eps},
-             {"tie_word_embeddings", c.tie_embeddings},
-             {"pad_vocab_size_multiple", c.pad_vocab_size_multiple},
-             {"residual_in_fp32", true},
-             {"bos_token_id", 0},
-             {"eos_token_id", 0},
-             {"pad_token_id", 0},
-             {"hidden_act", "silu"},
-             {"torch_dtype", "float32"}};
-  if (mamba2) hf["rms_norm"] = true;
-  add_hf_mamba_mixer_keys(c.ssm, c.arch, hf);
-  return hf;
+  const Family* family = find_family(c);
+  if (family == nullptr || family->model_types.empty())
+    throw Error(std::string(family ? family->name : "this model") +
+                " has no Hugging Face form of config.json; write the state-spaces form");
+  return family_config_to_hf_json(*family, c);
 }
 
 json model_config_to_original_json(const ModelConfig& c) {
-  if (c.family != ModelFamily::Mamba)
-    throw Error("the hybrid models have no state-spaces form of config.json; write the Hugging Face form");
-  return {{"d_model", c.d_model},
-          {"n_layer", c.n_layer},
-          {"d_intermediate", 0},
-          {"attn_layer_idx", json::array()},
-          {"vocab_size", c.vocab_size},
-          {"ssm_cfg", original_mamba_mixer_json(c.ssm, c.arch)},
-          {"rms_norm", true},
-          {"residual_in_fp32", true},
-          {"fused_add_norm", true},
-          {"pad_vocab_size_multiple", c.pad_vocab_size_multiple},
-          {"tie_embeddings", c.tie_embeddings}};
+  return original_config_json(c);
 }
 
 }  // namespace mb

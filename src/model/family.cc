@@ -2,6 +2,7 @@
 #include "model/family.h"
 
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -121,11 +122,18 @@ void check_value(const ConfigKey& key, const std::string& name, const json& valu
   const auto fail = [&](const std::string& what) {
     throw Error(where + ": '" + name + "' must be " + what + ", got " + json_excerpt(value));
   };
-  const std::string range = "in [" + bound_text(key.min) + ", " + bound_text(key.max) + "]";
+  // A lower bound of 1 (a count) or of the least positive double (a positive number) is said as
+  // such, as the hand-written readers did before the tables.
+  std::string range = "in [" + bound_text(key.min) + ", " + bound_text(key.max) + "]";
+  if (key.type == KeyType::Int && key.min == 1) range += " (positive)";
+  if (key.type == KeyType::Number && key.min == std::numeric_limits<double>::min())
+    range = "in (0, " + bound_text(key.max) + "] (positive)";
   switch (key.type) {
     case KeyType::Int:
       if (!value.is_number_integer()) fail("an integer " + range);
-      if (value.is_number_unsigned() ? value.get<uint64_t>() > static_cast<uint64_t>(key.max)
+      // JSON reads a non-negative integer as unsigned; its lower bound is checked all the same.
+      if (value.is_number_unsigned() ? (value.get<uint64_t>() > static_cast<uint64_t>(key.max) ||
+                                        static_cast<double>(value.get<uint64_t>()) < key.min)
                                      : (static_cast<double>(value.get<int64_t>()) < key.min ||
                                         static_cast<double>(value.get<int64_t>()) > key.max))
         fail("an integer " + range);
@@ -333,6 +341,12 @@ const Family* family_by_name(const std::string& name) {
 const Family* find_family(ModelFamily id) {
   for (const Family* f : all_families())
     if (f->id == id) return f;
+  return nullptr;
+}
+
+const Family* find_family(const ModelConfig& config) {
+  for (const Family* f : all_families())
+    if (f->id == config.family && (!f->owns || f->owns(config))) return f;
   return nullptr;
 }
 

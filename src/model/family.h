@@ -117,6 +117,9 @@ struct Family {
   // Throws mb::Error naming the setting when `config` cannot be written as GGUF (llama.cpp's
   // layout has no place for it). May be null.
   std::function<void(const ModelConfig&)> check_gguf;
+  // Where several families share one ModelFamily (the pure Mamba ones: Mamba-1, FalconMamba,
+  // Mamba-2, Mamba-3), whether a parsed config is this one's. May be null: every config of `id`.
+  std::function<bool(const ModelConfig&)> owns;
   // HF keys the table does not write (layer_types, architectures, ...), added by make-model's
   // writer. May be null.
   std::function<void(const ModelConfig&, nlohmann::json& hf)> hf_extra;
@@ -134,6 +137,8 @@ const Family* family_by_name(const std::string& name);
 // The declared family of a parsed config (by ModelConfig::family); null for a family still parsed
 // by hand (none, once every family is declared).
 const Family* find_family(ModelFamily id);
+// The declared family of a parsed config: the one of its ModelFamily that owns it.
+const Family* find_family(const ModelConfig& config);
 
 // Reads every declared key of `family` into `config` (defaults where absent), then parse_extra.
 void parse_family_keys(const Family& family, const ConfigReader& reader, ModelConfig& config);

@@ -25,79 +25,6 @@ ModelTensors model_tensors() {
   return model_tensor_specs(ModelConfig{}, true, 0);
 }
 
-// Reads the {arch}.* sizes, each with a message naming the GGUF key.
-class MetadataReader {
- public:
-  MetadataReader(const GgufFile& file, std::string arch) : file_(file), arch_(std::move(arch)) {}
-
-  int64_t size(const std::string& key, int64_t max_value) const {
-    const std::string full = arch_ + "." + key;
-    const uint64_t value = file_.unsigned_value(full);
-    if (value < 1 || value > static_cast<uint64_t>(max_value))
-      throw Error("'" + file_.path() + "': metadata '" + full + "' = " + std::to_string(value) +
-                  " is outside [1, " + std::to_string(max_value) + "]");
-    return static_cast<int64_t>(value);
-  }
-  double number(const std::string& key) const { return file_.float_value(arch_ + "." + key); }
-  std::optional<bool> flag(const std::string& key) const { return file_.bool_if_present(arch_ + "." + key); }
-
- private:
-  const GgufFile& file_;
-  std::string arch_;
-};
-
-// The Hugging Face config.json equivalent of the file's metadata, so that parse_model_config
-// applies the same consistency checks to both.
-json hf_config_json(const GgufFile& file, const std::string& arch, int64_t vocab_rows) {
-  const MetadataReader meta(file, arch);
-  const int64_t d_model = meta.size("embedding_length", 1 << 16);
-  const int64_t d_inner = meta.size("ssm.inner_size", 1 << 20);
-  if (d_inner % d_model != 0)
-    throw Error("'" + file.path() + "': ssm.inner_size " + std::to_string(d_inner) +
-                " is not a multiple of embedding_length " + std::to_string(d_model));
-  const double eps = meta.number("attention.layer_norm_rms_epsilon");
-  if (!(eps > 0.0 && eps < 1.0))
-    throw Error("'" + file.path() + "': metadata '" + arch +
-                ".attention.layer_norm_rms_epsilon' must lie in (0, 1)");
-  const BlockSpec first_layer{BlockKind::Mamba1Mixer, 0, {layer_prefix(0)}};
-  json config = {
-      {"hidden_size", d_model},
-      {"num_hidden_layers", meta.size("block_count", 4096)},
-      {"vocab_size", vocab_rows},
-      {"state_size", meta.size("ssm.state_size", 1 << 20)},
-      {"conv_kernel", meta.size("ssm.conv_kernel", 1 << 20)},
-      {"expand", d_inner / d_model},
-      {"layer_norm_epsilon", eps},
-      {"pad_vocab_size_multiple", 1},
-      {"tie_word_embeddings", file.find_tensor(model_tensors().tail[kLmHead].gguf) == nullptr},
-      {"use_bias", file.find_tensor(mamba_schema::in_proj_bias(first_layer, 0, true).gguf) != nullptr},
-      {"use_conv_bias", file.find_tensor(mamba_schema::conv_bias(first_layer, 0, true).gguf) != nullptr}};
-  if (arch == "mamba") {
-    config["model_type"] = "mamba";
-    config["intermediate_size"] = d_inner;
-    config["time_step_rank"] = meta.size("ssm.time_step_rank", 1 << 16);
-    if (meta.flag("ssm.dt_b_c_rms").value_or(false)) {
-      config["model_type"] = "falcon_mamba";
-      // llama.cpp normalizes dt, B and C with the layer norm's epsilon; files this engine writes
-      // carry FalconMamba's own mixer_rms_eps under a key of their own.
-      const GgufValue* mixer_eps = file.find(kGgufMixerRmsEpsKey);
-      config["mixer_rms_eps"] = mixer_eps ? file.float_value(kGgufMixerRmsEpsKey) : eps;
-    }
-  } else {
-    const int64_t heads = meta.size("ssm.time_step_rank", 1 << 20);
-    if (d_inner % heads != 0)
-      throw Error("'" + file.path() + "': ssm.inner_size " + std::to_string(d_inner) +
-                  " is not a multiple of the head count (ssm.time_step_rank) " + std::to_string(heads));
-    config["model_type"] = "mamba2";
-    config["num_heads"] = heads;
-    config["head_dim"] = d_inner / heads;
-    config["n_groups"] = meta.size("ssm.group_count", 1 << 16);
-    config["chunk_size"] = 256;
-  }
-  if (const auto eos = file.unsigned_if_present("tokenizer.ggml.eos_token_id")) config["eos_token_id"] = *eos;
-  return config;
-}
-
 // `ne` without its trailing unit dims. ggml writes a tensor with only its first ggml_n_dims dims
 // (up to the last one that is not 1), so llama-quantize's files hold an ngroups-1 Mamba-2 norm as
 // {d_inner} where the converter wrote {d_inner, 1}; llama.cpp compares dims with trailing 1s
@@ -201,22 +128,19 @@ GgufCheckpoint open_gguf_checkpoint(const std::string& path) {
 GgufCheckpoint open_gguf_checkpoint(const GgufFile& file) {
   const std::string where = "'" + file.path() + "'";
   const std::string arch = file.string_value("general.architecture");
-  const bool hybrid = arch == kGgufGraniteHybrid || arch == kGgufNemotronH || arch == kGgufNemotronHMoe;
   const Family* family = family_by_gguf_arch(arch);
-  if (arch != "mamba" && arch != "mamba2" && !hybrid && family == nullptr) {
-    std::string expected = "mamba, mamba2, granitehybrid, nemotron_h, nemotron_h_moe";
+  if (family == nullptr) {
+    std::string expected;
     for (const Family* f : all_families())
-      for (const std::string& a : f->gguf_archs) expected += ", " + a;
+      for (const std::string& a : f->gguf_archs) expected += (expected.empty() ? "" : ", ") + a;
     throw Error(where + ": architecture '" + arch + "' is not supported (expected one of " + expected + ")");
   }
   const int64_t vocab_rows = embedding_rows(file);
   GgufCheckpoint checkpoint;
-  checkpoint.config =
-      parse_model_config(family != nullptr ? gguf_family_config_json(*family, file, arch, vocab_rows)
-                         : hybrid          ? gguf_hybrid_config_json(file, arch, vocab_rows)
-                                           : hf_config_json(file, arch, vocab_rows),
-                         where);
-  if (hybrid) apply_gguf_hybrid_overrides(file, arch, checkpoint.config);
+  checkpoint.config = parse_model_config(gguf_family_config_json(*family, file, arch, vocab_rows), where);
+  // Nemotron-H's attention scale, when the file sets one (its HF config has no key for it).
+  if (arch == kGgufNemotronH || arch == kGgufNemotronHMoe)
+    apply_gguf_hybrid_overrides(file, arch, checkpoint.config);
   const ModelConfig& c = checkpoint.config;
   const std::vector<TensorSpec> specs = gguf_tensor_specs(c);
 

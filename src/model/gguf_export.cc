@@ -148,39 +148,10 @@ std::vector<uint8_t> encode(const std::vector<float>& values, uint32_t type, int
 void check_exportable(const ModelConfig& c, const TensorSet& tensors) {
   if (tensors.find(model_tensor_specs(c, true, 0).head[kInputProj].name) != nullptr)
     throw Error("models with an input projection cannot be written as GGUF (llama.cpp has no such tensor)");
-  if (const Family* family = find_family(c.family)) {
-    if (family->check_gguf) family->check_gguf(c);
-    return;
-  }
-  if (c.arch == Architecture::Mamba3)
-    throw Error("Mamba-3 models cannot be written as GGUF (llama.cpp has no mamba3)");
-  if (c.arch == Architecture::Mamba2) {
-    if (!c.ssm.gated_norm) throw Error("Mamba-2 models without the gated norm cannot be written as GGUF");
-    if (c.ssm.dt_limit_min != 0.0 || std::isfinite(c.ssm.dt_limit_max))
-      throw Error("Mamba-2 models with a dt limit cannot be written as GGUF (llama.cpp has no key for it)");
-  }
-  // llama.cpp's converter writes a Granite without Mamba layers as arch "granite" (Llama-style
-  // RoPE attention with its q/k rows permuted), which this engine neither writes nor reads.
-  if (c.hybrid.attention.rope_theta > 0.0)
-    throw Error(
-        "Granite models with RoPE (position_embedding_type \"rope\", the all-attention Granite-4.0 "
-        "models) cannot be written as GGUF: llama.cpp writes them as arch \"granite\", which this "
-        "engine does not support; use the Hugging Face folder");
-  if (c.family != ModelFamily::Mamba && c.ssm.use_bias)
-    throw Error("hybrid models with Mamba in_proj/out_proj biases cannot be written as GGUF (llama.cpp's " +
-                gguf_architecture(c) + " has no ssm_in or ssm_out bias)");
-  if (c.family == ModelFamily::NemotronH && c.hybrid.moe.n_experts > 0) {
-    // llama.cpp's nemotron_h_moe makes every feed-forward layer a mixture of experts and loads no
-    // shared-expert biases.
-    if (c.hybrid.pattern.find(kMlpLayer) != std::string::npos)
-      throw Error(
-          "Nemotron-H models with both MLP ('-') and mixture-of-experts ('E') layers cannot be written "
-          "as GGUF (llama.cpp's nemotron_h_moe makes every feed-forward layer a mixture of experts)");
-    if (c.hybrid.mlp.bias)
-      throw Error(
-          "Nemotron-H mixture-of-experts models with MLP biases cannot be written as GGUF (llama.cpp's "
-          "nemotron_h_moe has no ffn_up_shexp or ffn_down_shexp bias)");
-  }
+  // What llama.cpp's layout of the family has no place for (model/families/).
+  const Family* family = find_family(c);
+  if (family == nullptr) throw Error("the config belongs to no declared family");
+  if (family->check_gguf) family->check_gguf(c);
 }
 
 // A GGUF tensor's content in the dtype its source holds it: `bytes`, rows of ne[0] elements.
@@ -282,27 +253,6 @@ std::vector<float> widen(const Content& content) {
   return values;
 }
 
-void set_mamba_metadata(GgufWriter& writer, const ModelConfig& c) {
-  const bool mamba2 = c.arch == Architecture::Mamba2;
-  const std::string arch = gguf_architecture(c);
-  const auto u32 = [](int64_t value) { return GgufValue::u32(static_cast<uint32_t>(value)); };
-  // The same keys, and the same placeholder values, as convert_hf_to_gguf.py's Mamba models.
-  writer.set(arch + ".context_length", u32(1 << 20));
-  writer.set(arch + ".embedding_length", u32(c.d_model));
-  writer.set(arch + ".feed_forward_length", u32(0));
-  writer.set(arch + ".attention.head_count", u32(0));
-  writer.set(arch + ".block_count", u32(c.n_layer));
-  writer.set(arch + ".ssm.conv_kernel", u32(c.ssm.d_conv));
-  writer.set(arch + ".ssm.inner_size", u32(c.ssm.d_inner));
-  writer.set(arch + ".ssm.state_size", u32(c.ssm.d_state));
-  writer.set(arch + ".ssm.time_step_rank", u32(mamba2 ? c.ssm.n_heads() : c.ssm.dt_rank));
-  if (mamba2) writer.set(arch + ".ssm.group_count", u32(c.ssm.ngroups));
-  writer.set(arch + ".attention.layer_norm_rms_epsilon", GgufValue::f32(c.norm_eps));
-  if (!mamba2) writer.set(arch + ".ssm.dt_b_c_rms", GgufValue::boolean(c.ssm.mixer_rms_norm));
-  if (c.ssm.mixer_rms_norm && static_cast<float>(c.ssm.mixer_rms_eps) != c.norm_eps)
-    writer.set(kGgufMixerRmsEpsKey, GgufValue::f32(static_cast<float>(c.ssm.mixer_rms_eps)));
-}
-
 }  // namespace
 
 GgufFileType parse_gguf_file_type(const std::string& name) {
@@ -334,15 +284,11 @@ void write_gguf_checkpoint(const std::string& path, const ModelConfig& c, const 
   GgufWriter writer;
   writer.set("general.architecture", GgufValue::string(gguf_architecture(c)));
   if (!options.name.empty()) writer.set("general.name", GgufValue::string(options.name));
-  if (const Family* family = find_family(c.family)) {
+  {
     // GGUF has one vocabulary size, the embedding's rows (read back as vocab_size).
     ModelConfig rows = shaped;
     rows.vocab_size = shaped.vocab_rows;
-    set_gguf_family_metadata(*family, writer, rows);
-  } else if (c.family == ModelFamily::Mamba) {
-    set_mamba_metadata(writer, c);
-  } else {
-    set_gguf_hybrid_metadata(writer, c, shaped.vocab_rows);
+    set_gguf_family_metadata(*find_family(c), writer, rows);
   }
   writer.set("general.file_type", GgufValue::u32(file_type_id(options.type)));
   if (quantized(options.type)) writer.set("general.quantization_version", GgufValue::u32(2));

@@ -376,17 +376,11 @@ void apply_gguf_hybrid_overrides(const GgufFile& file, const std::string& arch, 
 }
 
 std::string gguf_architecture(const ModelConfig& c) {
-  if (const Family* family = find_family(c.family))
-    return family->gguf_arch ? family->gguf_arch(c) : family->gguf_archs.at(0);
-  switch (c.family) {
-    case ModelFamily::GraniteHybrid:
-      return kGgufGraniteHybrid;
-    case ModelFamily::NemotronH:
-      return c.hybrid.moe.n_experts > 0 ? kGgufNemotronHMoe : kGgufNemotronH;
-    case ModelFamily::Mamba:
-      break;
-  }
-  return c.arch == Architecture::Mamba2 ? "mamba2" : "mamba";
+  const Family* family = find_family(c);
+  if (family == nullptr) throw Error("the config belongs to no declared family");
+  if (family->gguf_arch) return family->gguf_arch(c);
+  if (family->gguf_archs.empty()) throw Error(family->name + " has no GGUF architecture");
+  return family->gguf_archs.front();
 }
 
 void set_gguf_hybrid_metadata(GgufWriter& writer, const ModelConfig& c, int64_t vocab_rows) {

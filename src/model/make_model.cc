@@ -11,6 +11,7 @@
 #include "io/mapped_file.h"
 #include "io/safetensors.h"
 #include "io/torch_checkpoint.h"
+#include "model/family.h"
 #include "model/weight_schema.h"
 #include "tokenizer/tokenizer.h"
 
@@ -223,6 +224,44 @@ ModelConfig preset_config(const std::string& name) {
   c.pad_vocab_size_multiple = 8;
   c.vocab_rows = (c.vocab_size + 7) / 8 * 8;
   return c;
+}
+
+ModelConfig set_config_keys(const Family& family, nlohmann::json config,
+                            const std::vector<std::string>& assignments, const std::string& where) {
+  for (const std::string& assignment : assignments) {
+    const size_t equals = assignment.find('=');
+    if (equals == std::string::npos || equals == 0)
+      throw Error("--set " + assignment + ": expected KEY=VALUE (VALUE in JSON: 4, 1e-6, true, \"rope\")");
+    const std::string key = assignment.substr(0, equals), text = assignment.substr(equals + 1);
+    const ConfigKey* declared = nullptr;
+    for (const ConfigKey& k : family.keys)
+      if (k.hf == key || std::find(k.aliases.begin(), k.aliases.end(), key) != k.aliases.end()) declared = &k;
+    // Mamba-3's state-spaces form keeps its mixer keys in ssm_cfg (read together with the rest).
+    const bool nested = config.contains("ssm_cfg") && !config.contains(key);
+    if (declared == nullptr && !config.contains(key) && !(nested && config["ssm_cfg"].contains(key)))
+      throw Error("--set " + key + ": not a config key of " + family.name);
+    // Not JSON: the text itself, as a string (the key's type check then names it).
+    nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+    if (value.is_discarded()) value = text;
+    nlohmann::json& target =
+        nested && declared != nullptr && family.model_types.empty() ? config["ssm_cfg"] : config;
+    // The key's other spellings are dropped, so that the value set is the one read.
+    if (declared != nullptr)
+      for (const std::string& alias : declared->aliases) target.erase(alias);
+    target[declared != nullptr ? declared->hf : key] = std::move(value);
+  }
+  return parse_model_config(config, where);
+}
+
+ModelConfig set_config_keys(const ModelConfig& config, const std::vector<std::string>& assignments) {
+  if (assignments.empty()) return config;
+  const Family* family = find_family(config);
+  if (family == nullptr) throw Error("--set: the config belongs to no declared family");
+  // Mamba-3 has only the state-spaces form.
+  const bool original = family->model_types.empty();
+  return set_config_keys(*family,
+                         original ? model_config_to_original_json(config) : model_config_to_hf_json(config),
+                         assignments, "make-model --set");
 }
 
 double make_model_value_count(const ModelConfig& c, int64_t input_dim) {

@@ -7,10 +7,12 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/progress.h"
 #include "model/config.h"
+#include "model/family.h"
 
 namespace mb {
 
@@ -37,6 +39,16 @@ struct MakeModelOptions {
 // Preset configs: "tiny" (d_model 64, 2 layers, vocab 512), "130m" and "370m" (the shapes of
 // mamba-130m and mamba-370m).
 ModelConfig preset_config(const std::string& name);
+
+// make-model's --set KEY=VALUE: `config` with each assignment's key (a declared key of its family,
+// family.h, by its Hugging Face name or an alias) set to VALUE (JSON: 4, 1e-6, true, "rope"), read
+// back through parse_model_config so every check applies. An undeclared key, a value that is not
+// JSON or one the key refuses is an error naming the key.
+ModelConfig set_config_keys(const ModelConfig& config, const std::vector<std::string>& assignments);
+// The same over a family's config.json form `config` (make-model --arch's example of a family the
+// size flags do not describe); `where` prefixes parse_model_config's messages.
+ModelConfig set_config_keys(const Family& family, nlohmann::json config,
+                            const std::vector<std::string>& assignments, const std::string& where);
 
 // make_model holds every weight as f32 in memory before writing, so it refuses configurations of
 // more than this many values (16 GiB of f32).

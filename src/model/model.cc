@@ -6,6 +6,8 @@
 #include <set>
 #include <typeinfo>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "model/blocks/block.h"
@@ -27,87 +29,29 @@ uint64_t fnv1a(uint64_t hash, const void* data, size_t size) {
   return hash;
 }
 
-template <typename T>
-uint64_t hash_value(uint64_t hash, T value) {
-  return fnv1a(hash, &value, sizeof value);
-}
-
-// The settings that change the computation but were not hashed when state files were first
-// written. Each is hashed only where its value differs from the one under which every model then
-// computed the same (no experts, no RoPE, no biases), so the checkpoints without them keep their
-// fingerprints and their old state files, and any two configs that compute differently over the
-// same tensors get different ones. Each group starts with a tag, so that two groups' values
-// cannot hash alike.
-uint64_t hash_optional_settings(uint64_t hash, const ModelConfig& c, const TensorSet& tensors) {
-  // A tied head ignores a stored lm_head; only then does the flag change what runs (untied needs
-  // the tensor, whose name is hashed below).
-  const TensorSpec lm_head = model_tensor_specs(c, true, 0).tail[kLmHead];
-  const bool stored_head = tensors.find(lm_head.name) != nullptr || tensors.find(lm_head.gguf) != nullptr;
-  if (c.tie_embeddings && stored_head) hash = hash_value(hash, uint64_t{0x7469'6564});
-  // A bias the config switches off is not read even when the checkpoint stores it.
-  if (c.ssm.use_bias) hash = hash_value(hash, uint64_t{0x6269'6173});
-  if (!c.ssm.use_conv_bias) hash = hash_value(hash, uint64_t{0x6e6f'6362});
-  if (c.family == ModelFamily::Mamba) return hash;
-  const HybridConfig& h = c.hybrid;
-  if (h.attention.bias) hash = hash_value(hash, uint64_t{0x6174'6269});
-  if (h.mlp.bias) hash = hash_value(hash, uint64_t{0x6d6c'6269});
-  if (h.attention.rope_theta != 0.0) {
-    hash = hash_value(hash, uint64_t{0x726f'7065});
-    hash = hash_value(hash, h.attention.rope_theta);
-  }
-  if (h.moe.n_experts > 0) {
-    const MoeConfig& e = h.moe;
-    const int64_t sizes[] = {0x6d6f65,
-                             e.n_experts,
-                             e.top_k,
-                             e.width,
-                             e.shared_width,
-                             static_cast<int64_t>(e.scoring),
-                             e.normalize ? 1 : 0,
-                             e.latent};
-    hash = fnv1a(hash, sizes, sizeof sizes);
-    hash = hash_value(hash, e.scale);
-  }
-  return hash;
-}
-
-// Hashes the architecture's sizes and, for every tensor, its name, shape and up to 4 KiB of
-// its stored bytes: cheap, and different for any two checkpoints that differ in practice.
+// The checkpoint's identity for state, slot and prefix-store files: its family, every declared
+// config key that changes the math (hash_family_keys), what the family's config.json holds beside
+// its table (hf_extra: a layer list, a dt limit that may be infinite, the position-embedding type),
+// the two settings no config.json key holds, and for every tensor its name, shape and up to 4 KiB
+// of its stored bytes: cheap, and different for any two checkpoints that differ in practice. A key
+// declared tomorrow is hashed without an edit here.
 uint64_t checkpoint_fingerprint(const ModelConfig& c, const TensorSet& tensors) {
+  const Family* family = find_family(c);
+  if (family == nullptr) throw Error("the config belongs to no declared family");
   uint64_t hash = 0xcbf29ce484222325ull;
-  const int64_t sizes[] = {static_cast<int64_t>(c.arch),
-                           c.d_model,
-                           c.n_layer,
-                           c.vocab_size,
-                           c.ssm.d_state,
-                           c.ssm.d_conv,
-                           c.ssm.d_inner,
-                           c.ssm.dt_rank,
-                           c.ssm.headdim,
-                           c.ssm.ngroups,
-                           static_cast<int64_t>(c.ssm.is_outproj_norm),
-                           static_cast<int64_t>(c.ssm.gated_norm)};
-  const double parameters[] = {c.norm_eps, c.ssm.rope_fraction, c.ssm.a_floor, c.ssm.dt_limit_min,
-                               c.ssm.dt_limit_max};
-  hash = fnv1a(hash, parameters, sizeof parameters);
-  hash = fnv1a(hash, sizes, sizeof sizes);
-  // Hashed only when present, so plain Mamba-1 checkpoints keep the fingerprints (and state
-  // files) they had before FalconMamba existed.
-  if (c.ssm.mixer_rms_norm) hash = fnv1a(hash, &c.ssm.mixer_rms_eps, sizeof c.ssm.mixer_rms_eps);
-  hash = hash_optional_settings(hash, c, tensors);
-  // A declared family's keys: every one that changes the math (model/family.h).
-  if (const Family* family = find_family(c.family)) hash = hash_family_keys(*family, c, hash);
-  if (c.family != ModelFamily::Mamba) {
-    const HybridConfig& h = c.hybrid;
-    const int64_t hybrid_sizes[] = {
-        static_cast<int64_t>(c.family), h.attention.n_heads, h.attention.n_kv_heads,
-        h.attention.head_dim,           h.mlp.width,         static_cast<int64_t>(h.mlp.activation)};
-    const double multipliers[] = {h.attention.scale, h.embedding_multiplier, h.residual_multiplier,
-                                  h.logits_scaling};
-    hash = fnv1a(hash, hybrid_sizes, sizeof hybrid_sizes);
-    hash = fnv1a(hash, multipliers, sizeof multipliers);
-    hash = fnv1a(hash, h.pattern.data(), h.pattern.size());
+  hash = fnv1a(hash, family->name.data(), family->name.size() + 1);
+  hash = hash_family_keys(*family, c, hash);
+  if (!family->model_types.empty()) {
+    nlohmann::json beside = family_config_to_hf_json(*family, c);
+    for (const ConfigKey& key : family->keys) beside.erase(key.hf);
+    const std::string text = beside.dump();  // keys in sorted order
+    hash = fnv1a(hash, text.data(), text.size() + 1);
   }
+  // The state-spaces form's Mamba-2 without its gated norm (rmsnorm false), and a GGUF file's
+  // attention scale (Nemotron-H's attention.scale), which the Hugging Face forms cannot say.
+  const double unsaid[] = {c.ssm.gated_norm ? 1.0 : 0.0, c.hybrid.attention.scale, c.ssm.dt_limit_min,
+                           c.ssm.dt_limit_max};
+  hash = fnv1a(hash, unsaid, sizeof unsaid);
   for (const auto& [name, tensor] : tensors.tensors()) {
     hash = fnv1a(hash, name.data(), name.size());
     hash = fnv1a(hash, tensor.shape.data(), tensor.shape.size() * sizeof(int64_t));

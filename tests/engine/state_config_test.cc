@@ -147,5 +147,40 @@ TEST(StateConfig, PerLayerListLayerTypes) {
   });
 }
 
+// A State key (it sizes the state, yet here no tensor): without num_key_value_heads, Granite's
+// head count splits the same q/k/v rows and the same KV width into more, smaller heads.
+TEST(StateConfig, StateKeyAttentionHeadCount) {
+  ModelConfig heads = test::granite_config("*M");
+  heads.hybrid.attention.n_kv_heads = heads.hybrid.attention.n_heads;
+  const std::string written = write_hybrid(heads, "statecfg_heads_written");
+  const std::string dir = config_variant(written, "statecfg_heads", [](json& c) {
+    c.erase("num_key_value_heads");
+    c["attention_multiplier"] = 0.25;
+  });
+  expect_config_change_refused(dir, "statecfg_heads", [](json& c) { c["num_attention_heads"] = 8; });
+}
+
+// The pure Mamba families' keys: a Number (the norm epsilon, Mamba-1; FalconMamba's mixer
+// epsilon) and a list (Mamba-2's time_step_limit, read beside the table).
+TEST(StateConfig, MambaFamiliesNumbersAndList) {
+  MakeModelOptions o;
+  o.config = test::small_config();
+  o.seed = 43;
+  const std::string mamba1 = test::write_model(o, "statecfg_eps");
+  expect_config_change_refused(mamba1, "statecfg_eps", [](json& c) { c["layer_norm_epsilon"] = 0.5; });
+  o.config.ssm.mixer_rms_norm = true;
+  const std::string falcon = test::write_model(o, "statecfg_mixer_eps");
+  expect_config_change_refused(falcon, "statecfg_mixer_eps", [](json& c) { c["mixer_rms_eps"] = 0.5; });
+  o.config = test::small_config();
+  o.config.arch = Architecture::Mamba2;
+  o.config.ssm.d_state = 16;
+  o.config.ssm.headdim = 16;
+  o.config.ssm.chunk_size = 16;
+  const std::string mamba2 = test::write_model(o, "statecfg_dt_limit");
+  expect_config_change_refused(mamba2, "statecfg_dt_limit", [](json& c) {
+    c["time_step_limit"] = json::array({0.0, 0.01});
+  });
+}
+
 }  // namespace
 }  // namespace mb

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 
 #include "common/model_fixture.h"
@@ -88,6 +89,33 @@ TEST(StateFiles, ASlotFileWithANonFiniteStateIsRefusedAndRemoved) {
   EXPECT_FALSE(store.find_longest(tokens, 1, tokens.size()).has_value());
   EXPECT_EQ(store.counters().rejected, 1u);
   EXPECT_FALSE(fs::exists(dir + "/" + store.file_name(tokens)));
+}
+
+// Version 1 files hold fingerprints built before the config keys were declared: they are refused
+// as an older version's, not as another model's.
+TEST(StateFiles, VersionOneFilesAreRefusedAsAnOlderVersions) {
+  const std::string dir = test::make_temp_dir("state_files_version");
+  const std::vector<int32_t> tokens{3, 4, 5};
+  save_state(dir + "/a.state", files_model(), test::state_after(files_model(), tokens));
+  save_slot_file(dir + "/a.mbslot", files_model(), tokens, test::state_after(files_model(), tokens));
+  const uint32_t old_version = 1;
+  for (const std::string name : {"a.state", "a.mbslot"}) {
+    std::vector<uint8_t> bytes = file_bytes(dir + "/" + name);
+    std::memcpy(bytes.data() + 8, &old_version, 4);
+    reseal(bytes, 0, bytes.size() - 8);
+    put_bytes(dir + "/" + name, bytes);
+  }
+  for (const auto& load : std::vector<std::function<void()>>{
+           [&] { load_state(dir + "/a.state", files_model()); },
+           [&] { load_slot_file(dir + "/a.mbslot", files_model()); }}) {
+    try {
+      load();
+      ADD_FAILURE() << "a version 1 file was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("written by an older version of mambacpp"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(StateFiles, APositionThatWouldWrapIsRefused) {

@@ -1,24 +1,20 @@
 // SPDX-License-Identifier: MIT
-// The config of the hybrid models (Granite-4.0-H, Nemotron-H): which block each layer holds, the
-// attention and MLP blocks' sections, and the scalar multipliers, parsed from the keys each family
-// uses (../shared/specs/hybrids.md, sections 2 and 3). Their Mamba layers are Mamba-2 mixers,
-// whose section (MambaMixerConfig) is parsed here from the family's own keys.
+// The config sections of the hybrid models (Granite-4.0-H, Nemotron-H): which block each layer
+// holds, the attention, MLP and mixture-of-experts blocks' sections, and the scalar multipliers
+// (../shared/specs/hybrids.md, sections 2 and 3), filled by each family's declaration from its own
+// keys (model/families/). Their Mamba layers are Mamba-2 mixers (MambaMixerConfig).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "ops/ffn.h"
 #include "ops/moe.h"
 
 namespace mb {
 
-class ConfigReader;
 struct ModelConfig;
-struct BlockSpec;
 
 struct AttentionConfig {
   int64_t n_heads = 0;
@@ -77,17 +73,7 @@ struct HybridConfig {
   double logits_scaling = 1.0;
 };
 
-// Hugging Face `model_type` "granitemoehybrid" and "nemotron_h": the whole config (the model-level
-// sizes too), as transformers' configuration classes read it; keys the engine cannot honour
-// (RoPE scaling or a partial rotary factor, grouped expert routing, other
-// activations) are refused naming them.
-void parse_granite_hybrid(const ConfigReader& reader, ModelConfig& config);
-void parse_nemotron_h(const ConfigReader& reader, ModelConfig& config);
 // Throws mb::Error (prefixed by `where`) for sizes the blocks cannot run.
 void validate_hybrid(const ModelConfig& config, const std::string& where);
-// The blocks of a hybrid, with their checkpoint names.
-std::vector<BlockSpec> hybrid_blocks(const ModelConfig& config);
-// The Hugging Face config of a hybrid, as make-model writes it.
-nlohmann::json hybrid_config_to_hf_json(const ModelConfig& config);
 
 }  // namespace mb

@@ -1,21 +1,16 @@
 // SPDX-License-Identifier: MIT
-// The config of the Mamba mixer blocks (Mamba-1 with FalconMamba's mixer norm, Mamba-2 and
-// Mamba-3 SISO), parsed from the keys each checkpoint form uses for it. Each mixer block reads the
-// fields of its own version; a hybrid's Mamba layers (a later block list) read the same struct
-// from their family's keys.
+// The config section of the Mamba mixer blocks (Mamba-1 with FalconMamba's mixer norm, Mamba-2 and
+// Mamba-3 SISO). Each mixer block reads the fields of its own version; each checkpoint family
+// (model/families/) fills them from its own keys, a hybrid's Mamba layers included.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <string>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "model/architecture.h"
 
 namespace mb {
-
-class ConfigReader;
 
 struct MambaMixerConfig {
   int64_t d_state = 16;
@@ -52,20 +47,8 @@ struct MambaMixerConfig {
   int64_t n_heads() const { return d_inner / headdim; }
 };
 
-// The mixer keys of a Hugging Face config of `model_type` "mamba", "falcon_mamba" or "mamba2".
-MambaMixerConfig parse_hf_mamba_mixer(const ConfigReader& reader, const std::string& model_type,
-                                      int64_t d_model);
-// The ssm_cfg object of a state-spaces config; sets `arch` from its "layer".
-MambaMixerConfig parse_original_mamba_mixer(const ConfigReader& ssm_cfg, int64_t d_model, Architecture& arch);
-// time_step_limit (HF) or dt_limit (state-spaces), when the config has it: [min, max] with
-// 0 <= min <= max, into config.dt_limit_min and dt_limit_max.
-void parse_dt_limit(const ConfigReader& reader, const char* key, MambaMixerConfig& config);
 // Throws mb::Error (prefixed by `where`) for sizes the mixer of `arch` cannot run.
 void validate_mamba_mixer(const MambaMixerConfig& config, Architecture arch, int64_t d_model,
                           const std::string& where);
-
-// The mixer's keys, added to the Hugging Face or the state-spaces form of a config.
-void add_hf_mamba_mixer_keys(const MambaMixerConfig& config, Architecture arch, nlohmann::json& hf);
-nlohmann::json original_mamba_mixer_json(const MambaMixerConfig& config, Architecture arch);
 
 }  // namespace mb
