@@ -202,7 +202,7 @@ GgufCheckpoint open_gguf_checkpoint(const GgufFile& file) {
   const std::string where = "'" + file.path() + "'";
   const std::string arch = file.string_value("general.architecture");
   const bool hybrid = arch == kGgufGraniteHybrid || arch == kGgufNemotronH || arch == kGgufNemotronHMoe;
-  const Family* family = family_by_gguf_arch(arch);
+  const Family* family = family_by_gguf_file(file, arch);
   if (arch != "mamba" && arch != "mamba2" && !hybrid && family == nullptr) {
     std::string expected = "mamba, mamba2, granitehybrid, nemotron_h, nemotron_h_moe";
     for (const Family* f : all_families())

@@ -383,6 +383,7 @@ std::string gguf_architecture(const ModelConfig& c) {
       return kGgufGraniteHybrid;
     case ModelFamily::NemotronH:
       return c.hybrid.moe.n_experts > 0 ? kGgufNemotronHMoe : kGgufNemotronH;
+    case ModelFamily::Bamba:  // a declared family: answered above
     case ModelFamily::Mamba:
       break;
   }
