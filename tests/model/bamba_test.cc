@@ -17,6 +17,8 @@
 #include "io/npy.h"
 #include "model/family.h"
 #include "model/gguf_checkpoint.h"
+#include "model/gguf_tensor_names.h"
+#include "ops/quant.h"
 
 namespace mb {
 namespace {
@@ -239,6 +241,100 @@ INSTANTIATE_TEST_SUITE_P(Files, BambaGgufTypes,
                                            BambaTypeCase{"q8_0", GgufFileType::Q8_0},
                                            BambaTypeCase{"q4_0", GgufFileType::Q4_0}),
                          [](const auto& info) { return info.param.name; });
+
+// The GGUF file at `path` with metadata `key` set to `value` (removed when none), its tensors kept.
+std::string bamba_rewritten(const std::string& path, const std::string& out, const std::string& key,
+                            const std::optional<GgufValue>& value) {
+  const GgufFile file(path);
+  GgufWriter writer;
+  bool found = false;
+  for (const auto& [k, v] : file.metadata()) {
+    if (k != key) {
+      writer.set(k, v);
+    } else if (value) {
+      writer.set(k, *value);
+    }
+    found = found || k == key;
+  }
+  if (!found && value) writer.set(key, *value);
+  for (const GgufTensorInfo& t : file.tensors())
+    writer.add_tensor(t.name, t.ne, t.type, std::vector<uint8_t>(t.data, t.data + t.byte_size));
+  writer.write(out);
+  return out;
+}
+
+TEST(BambaGguf, MalformedMetadataIsRefusedNamingTheFileAndKey) {
+  MakeModelOptions o;
+  o.config = test::bamba_config("*MM*", 64);  // heads of 16 channels, 8 of them rotated
+  o.seed = 44;
+  const std::string dir = test::write_model(o, "bamba_gguf_bad");
+  const std::string good = dir + "/model.gguf";
+  write_gguf_checkpoint(good, load_model_config(dir), TensorSet::open_dir(dir), {GgufFileType::F32, "", {}});
+  ASSERT_NO_THROW(Model::load(good));
+  const auto ints = [](std::vector<int64_t> v) {
+    return GgufValue::integer_array(GgufType::Int32, std::move(v));
+  };
+  const std::vector<std::tuple<std::string, std::optional<GgufValue>, std::string>> cases = {
+      {"rope.dimension_count", GgufValue::u32(7), "'granitehybrid.rope.dimension_count' = 7"},
+      {"rope.dimension_count", GgufValue::u32(32), "'granitehybrid.rope.dimension_count' = 32"},
+      {"attention.head_count_kv", ints({2, 0, 0}), "'granitehybrid.attention.head_count_kv' must list"},
+      {"attention.head_count_kv", ints({2, 0, 0, 1}), "'granitehybrid.attention.head_count_kv' holds 1"},
+      {"embedding_scale", GgufValue::f32(12.0f), "'granitehybrid.embedding_scale' is set"},
+      {"attention.scale", GgufValue::f32(0.0625f), "'granitehybrid.attention.scale' is not head_dim^-0.5"},
+      {"expert_count", GgufValue::u32(4), "'granitehybrid.expert_count' is set"},
+      {"ssm.inner_size", GgufValue::u32(100), "'granitehybrid.ssm.inner_size' = 100"},
+      {"ssm.time_step_rank", std::nullopt, "'granitehybrid.ssm.time_step_rank' must be"},
+      {"rope.freq_base", GgufValue::string("x"), "'granitehybrid.rope.freq_base' holds string"},
+      {"ssm.group_count", GgufValue::u32(2), "mamba_n_groups"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& [key, value, needle] = cases[i];
+    SCOPED_TRACE(key);
+    const std::string bad =
+        bamba_rewritten(good, dir + "/bad" + std::to_string(i) + ".gguf", "granitehybrid." + key, value);
+    try {
+      Model::load(bad);
+      ADD_FAILURE() << "loaded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("/bad"), std::string::npos) << "names the file: " << e.what();
+    }
+  }
+}
+
+TEST(BambaGguf, Q4KMFileHoldsTheF32FilesValuesInLlamaQuantizesTypesAndRunsExactly) {
+  MakeModelOptions o;
+  o.config = test::bamba_config("M*M*", 256, 300);  // rows of 256: whole K-quant blocks
+  o.config.hybrid.mlp.width = 256;
+  o.seed = 45;
+  const std::string dir = test::write_model(o, "bamba_gguf_q4km");
+  const ModelConfig config = load_model_config(dir);
+  const TensorSet tensors = TensorSet::open_dir(dir);
+  write_gguf_checkpoint(dir + "/f32.gguf", config, tensors, {GgufFileType::F32, "", {}});
+  write_gguf_checkpoint(dir + "/q4km.gguf", config, tensors, {GgufFileType::Q4_K_M, "", {}});
+  const GgufFile f32(dir + "/f32.gguf"), q4km(dir + "/q4km.gguf");
+  ASSERT_EQ(f32.tensors().size(), q4km.tensors().size());
+  int q4_k = 0, q6_k = 0;
+  for (size_t i = 0; i < f32.tensors().size(); ++i) {
+    const GgufTensorInfo &a = f32.tensors()[i], &b = q4km.tensors()[i];
+    ASSERT_EQ(a.name, b.name);
+    const DType type = *gguf_engine_dtype(b.type);
+    const int64_t row = a.ne[0], rows = a.element_count() / row;
+    const size_t row_bytes = dtype_row_bytes(type, row);
+    std::vector<uint8_t> want(static_cast<size_t>(rows) * row_bytes);
+    for (int64_t r = 0; r < rows; ++r)
+      quantize_row(type, reinterpret_cast<const float*>(a.data) + r * row, row, want.data() + r * row_bytes);
+    ASSERT_EQ(want.size(), b.byte_size) << b.name;
+    EXPECT_EQ(std::memcmp(want.data(), b.data, b.byte_size), 0) << b.name;
+    q4_k += b.type == kGgmlQ4_K;
+    q6_k += b.type == kGgmlQ6_K;
+  }
+  EXPECT_GT(q4_k, 3);
+  EXPECT_GT(q6_k, 0);
+  const auto model = Model::load(q4km.path());
+  test::expect_prefill_equals_steps_for_every_length(*model, 24);
+  test::expect_threads_rounds_and_isas_change_no_bit(*model, test::random_tokens(40, 300, 4), {0, 1, 7});
+}
 
 }  // namespace
 }  // namespace mb
