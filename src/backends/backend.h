@@ -326,6 +326,7 @@ struct RopeOp {
   int64_t n_kv_heads = 0;
   std::span<const Part> parts{};
   PhaseId phase = 0;
+  int64_t rotary_dims = 0;  // RopeParams::rotary_dims: the first channels of a head rotated; 0: all
 };
 
 // ops/attention.h over the round's parts: each part's rows of q attend to the keys and values of

@@ -56,7 +56,7 @@ struct BlockSpec {
 
 // The checkpoint families: the pure Mamba models (the mixer in `arch`) and the hybrids, whose
 // Mamba layers are Mamba-2 (arch Mamba2) between attention and MLP layers.
-enum class ModelFamily { Mamba, GraniteHybrid, NemotronH };
+enum class ModelFamily { Mamba, GraniteHybrid, NemotronH, Bamba };
 
 struct ModelConfig {
   Architecture arch = Architecture::Mamba1;

@@ -332,6 +332,16 @@ const Family* family_by_gguf_arch(const std::string& arch) {
   return nullptr;
 }
 
+const Family* family_by_gguf_file(const GgufFile& file, const std::string& arch) {
+  for (const Family* f : all_families())
+    for (const std::string& a : f->gguf_archs)
+      if (a == arch && f->gguf_claims && f->gguf_claims(file, arch)) return f;
+  for (const Family* f : all_families())
+    for (const std::string& a : f->gguf_archs)
+      if (a == arch && !f->gguf_claims) return f;
+  return nullptr;
+}
+
 const Family* family_by_name(const std::string& name) {
   for (const Family* f : all_families())
     if (f->name == name) return f;

@@ -111,6 +111,10 @@ struct Family {
   // and their inverse when writing. May be null.
   std::function<void(const GgufFile&, const std::string& arch, nlohmann::json& hf)> gguf_extra;
   std::function<void(GgufWriter&, const ModelConfig&, const std::string& arch)> write_gguf_extra;
+  // Which files of its gguf_archs the family reads, where families share an architecture (Bamba is
+  // llama.cpp's granitehybrid with RoPE, Granite-4.0-H the same arch without). Null: every file
+  // of those archs. Families with this hook are asked first (family_by_gguf_file).
+  std::function<bool(const GgufFile&, const std::string& arch)> gguf_claims;
   // The GGUF architecture a config is written as (several for one family: nemotron_h_moe). May be
   // null: gguf_archs[0].
   std::function<std::string(const ModelConfig&)> gguf_arch;
@@ -133,6 +137,9 @@ const std::vector<const Family*>& all_families();
 // The family of a model_type, a GGUF architecture or a make-model --arch name; null if none.
 const Family* family_by_model_type(const std::string& model_type);
 const Family* family_by_gguf_arch(const std::string& arch);
+// The family that reads `file` of architecture `arch`: one whose gguf_claims accepts it, else one
+// of that arch without the hook; null if none.
+const Family* family_by_gguf_file(const GgufFile& file, const std::string& arch);
 const Family* family_by_name(const std::string& name);
 // The declared family of a parsed config (by ModelConfig::family); null for a family still parsed
 // by hand (none, once every family is declared).

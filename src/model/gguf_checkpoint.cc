@@ -128,7 +128,7 @@ GgufCheckpoint open_gguf_checkpoint(const std::string& path) {
 GgufCheckpoint open_gguf_checkpoint(const GgufFile& file) {
   const std::string where = "'" + file.path() + "'";
   const std::string arch = file.string_value("general.architecture");
-  const Family* family = family_by_gguf_arch(arch);
+  const Family* family = family_by_gguf_file(file, arch);
   if (family == nullptr) {
     std::string expected;
     for (const Family* f : all_families())

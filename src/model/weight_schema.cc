@@ -110,8 +110,10 @@ ModelTensors model_tensor_specs(const ModelConfig& c, bool hf_names, int64_t inp
   const int64_t d = c.d_model;
   // Embedding rows with RMS 2/sqrt(d) give logits of a few units against a unit-RMS final state.
   const TensorInit vocabulary{TensorInit::Uniform, 2.0 * std::sqrt(3.0 / static_cast<double>(d))};
-  // Granite-4.0-H names its own tensors as the Llama family does; the other families as Mamba.
-  const bool granite = c.family == ModelFamily::GraniteHybrid;
+  // Granite-4.0-H and Bamba name their own tensors as the Llama family does (Bamba's final norm is
+  // final_layernorm); the other families as Mamba.
+  const bool bamba = c.family == ModelFamily::Bamba;
+  const bool granite = c.family == ModelFamily::GraniteHybrid || bamba;
   const char* hf_embedding = granite ? "model.embed_tokens.weight" : "backbone.embeddings.weight";
   const char* original_embedding = "backbone.embedding.weight";
   TensorSpec embedding{.name = hf_names ? hf_embedding : original_embedding,
@@ -128,7 +130,9 @@ ModelTensors model_tensor_specs(const ModelConfig& c, bool hf_names, int64_t inp
                         .wanted = input_dim > 0};
   TensorSpec input_bias{
       .name = "input_proj.bias", .shape = {d}, .init = {TensorInit::Uniform, 0.1}, .wanted = input_dim > 0};
-  TensorSpec norm_f{.name = granite ? "model.norm.weight" : "backbone.norm_f.weight",
+  TensorSpec norm_f{.name = bamba     ? "model.final_layernorm.weight"
+                            : granite ? "model.norm.weight"
+                                      : "backbone.norm_f.weight",
                     .shape = {d},
                     .gguf = "output_norm.weight"};
   TensorSpec lm_head{.name = "lm_head.weight",

@@ -40,11 +40,12 @@ void attention_reference(const AttentionParams& p, const AttentionSequence& s) {
 }
 
 void rope_reference(const RopeParams& p, const RopeSequence& s) {
-  const int64_t hd = p.head_dim, half = hd / 2;
+  // Channels rot..hd-1 are left as they are.
+  const int64_t hd = p.head_dim, rot = p.rotary_dims > 0 ? p.rotary_dims : hd, half = rot / 2;
   for (int64_t r = 0; r < s.rows; ++r) {
     const double pos = static_cast<double>(s.position + r);
     for (int64_t i = 0; i < half; ++i) {
-      const double angle = pos / std::pow(p.theta, static_cast<double>(2 * i) / static_cast<double>(hd));
+      const double angle = pos / std::pow(p.theta, static_cast<double>(2 * i) / static_cast<double>(rot));
       const double c = std::cos(angle), sn = std::sin(angle);
       const auto rotate = [&](float* x, int64_t heads) {
         for (int64_t h = 0; h < heads; ++h) {

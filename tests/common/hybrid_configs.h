@@ -103,4 +103,20 @@ inline ModelConfig nemotron_latent_config(const std::string& pattern = "ME*E", i
   return c;
 }
 
+// Bamba: Granite-4.0-H's blocks (`pattern` of 'M' and '*', each followed by a SwiGLU MLP with
+// separate gate and up matrices) with RoPE over half of each head (heads of d_model / 4, base 1e4),
+// no multipliers, an untied head.
+inline ModelConfig bamba_config(const std::string& pattern = "M*M*", int64_t d_model = 48,
+                                int64_t vocab = 131) {
+  ModelConfig c = granite_config(pattern, d_model, vocab);
+  c.family = ModelFamily::Bamba;
+  c.tie_embeddings = false;
+  HybridConfig& h = c.hybrid;
+  const int64_t head_dim = d_model / 4;
+  h.attention = {4, 2, head_dim, 1.0 / std::sqrt(static_cast<double>(head_dim)), false, 1e4, 0.5};
+  h.mlp = {40, Activation::SwiGlu, false, true};
+  h.embedding_multiplier = h.residual_multiplier = h.logits_scaling = 1.0;
+  return c;
+}
+
 }  // namespace mb::test

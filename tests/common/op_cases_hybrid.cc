@@ -67,10 +67,11 @@ struct RopeShape {
   int64_t n_heads, n_kv_heads, head_dim;
   std::vector<int64_t> lengths, positions;  // each part's rows and the position of its first row
   double theta;
+  int64_t rotary_dims = 0;  // 0: the whole head
 };
 
 void rope_body(const RopeShape& s, OpRun& run) {
-  const RopeParams p{s.head_dim, s.theta, s.n_heads, s.n_kv_heads};
+  const RopeParams p{s.head_dim, s.theta, s.n_heads, s.n_kv_heads, s.rotary_dims};
   const PartRows layout = part_rows(s.lengths);
   const int64_t qw = s.n_heads * s.head_dim, kw = s.n_kv_heads * s.head_dim;
   const TensorId q =
@@ -84,7 +85,14 @@ void rope_body(const RopeShape& s, OpRun& run) {
     std::vector<Part> parts;
     for (size_t i = 0; i < s.lengths.size(); ++i)
       parts.push_back({nullptr, layout.first_rows[i], s.lengths[i], s.positions[i]});
-    backend.rope(stream, {s.head_dim, s.theta, run.view(q), s.n_heads, run.view(k), s.n_kv_heads, parts});
+    backend.rope(stream, {.head_dim = s.head_dim,
+                          .theta = s.theta,
+                          .q = run.view(q),
+                          .n_heads = s.n_heads,
+                          .k = run.view(k),
+                          .n_kv_heads = s.n_kv_heads,
+                          .parts = parts,
+                          .rotary_dims = s.rotary_dims});
   });
   run.reference([&] {
     for (size_t i = 0; i < s.lengths.size(); ++i)
@@ -163,17 +171,27 @@ void add_hybrid_cases(std::vector<OpCase>& cases) {
   // head; positions from 0, far from it (1e5; across 2^20, where an f32 position would no longer
   // be exact past 2^24 and an f32 angle loses most of its bits) and of many parts at once; the
   // bases of Llama (1e4) and of the Granite-4.0 models (1e7).
-  const std::vector<RopeShape> rope = {
+  std::vector<RopeShape> rope = {
       {2, 1, 8, {1}, {0}, 1e4},
       {4, 1, 64, {5, 1, 17}, {0, 100000, 3}, 1e4},
       {6, 2, 80, {17}, {1048560}, 1e7},
       {2, 2, 128, {3, 2}, {250, 65535}, 1e7},
-      {8, 1, 8, many_parts(), std::vector<int64_t>(many_parts().size(), 9), 1e6}};
+      {8, 1, 8, many_parts(), std::vector<int64_t>(many_parts().size(), 9), 1e6, 0}};
+  // Partial rotary (Bamba's half head, transformers' partial_rotary_factor): the first rot
+  // channels of each head rotated, pairs (i, i + rot / 2); rot 2 (one pair), 8 of 16 (a partial
+  // vector), 64 of 128 (Bamba-9B), 40 of 80, and rot = head_dim given explicitly.
+  for (const RopeShape& s : std::vector<RopeShape>{{2, 1, 4, {3}, {5}, 1e4, 2},
+                                                   {4, 2, 16, {5, 1, 17}, {0, 100000, 3}, 1e4, 8},
+                                                   {4, 1, 128, {9, 2}, {0, 1048560}, 1e4, 64},
+                                                   {3, 3, 80, {17}, {250}, 1e7, 40},
+                                                   {2, 1, 32, {4}, {7}, 1e4, 32}})
+    rope.push_back(s);
   for (const RopeShape& s : rope) {
     const std::string vars = "heads=" + std::to_string(s.n_heads) + "/" + std::to_string(s.n_kv_heads) +
                              " head_dim=" + std::to_string(s.head_dim) + " " + describe_parts(s.lengths) +
                              " positions=" + (s.lengths.size() > 4 ? "9" : join(s.positions)) +
-                             " theta=" + std::to_string(static_cast<int64_t>(s.theta));
+                             " theta=" + std::to_string(static_cast<int64_t>(s.theta)) +
+                             (s.rotary_dims > 0 ? " rot=" + std::to_string(s.rotary_dims) : "");
     cases.push_back({"rope", vars, kFloatNmse, {{OpKind::Rope}}, s.lengths.size() > 1, [s](OpRun& run) {
                        rope_body(s, run);
                      }});

@@ -47,14 +47,14 @@ void moe_expect_same_tensors(const std::string& a_path, const std::string& b_pat
   }
 }
 
-std::map<std::string, uint32_t> types_of(const GgufFile& file) {
+std::map<std::string, uint32_t> moe_types_of(const GgufFile& file) {
   std::map<std::string, uint32_t> types;
   for (const GgufTensorInfo& t : file.tensors()) types[t.name] = t.type;
   return types;
 }
 
 // llama.cpp's use_more_bits(i, n).
-bool more_bits(int i, int n) {
+bool moe_more_bits(int i, int n) {
   return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
 }
 
@@ -154,7 +154,7 @@ TEST_P(MoeGgufTypes, TheFileHoldsTheFoldersConfigAndWeights) {
   moe_expect_same_tensors(path, again);
 }
 
-INSTANTIATE_TEST_SUITE_P(Files, MoeGgufTypes, ::testing::ValuesIn(moe_type_cases()),
+INSTANTIATE_TEST_SUITE_P(MoeFiles, MoeGgufTypes, ::testing::ValuesIn(moe_type_cases()),
                          [](const auto& info) { return info.param.name; });
 
 // ---------------------------------------------------------------------------------------------
@@ -293,7 +293,7 @@ ModelConfig granite_q4km(const std::string& pattern, int64_t experts, int64_t wi
   return c;
 }
 
-ModelConfig nemotron_q4km(const std::string& pattern) {
+ModelConfig moe_nemotron_q4km(const std::string& pattern) {
   ModelConfig c = test::nemotron_moe_config(pattern, 3, 2, 256, 256);
   c.vocab_size = 300;
   c.ssm.d_inner = 256;
@@ -305,25 +305,25 @@ ModelConfig nemotron_q4km(const std::string& pattern) {
   return c;
 }
 
-struct Files {
+struct MoeFiles {
   std::string f32, q4km;
 };
 
-const Files& files_for(const std::string& name) {
-  static std::map<std::string, Files> files;
+const MoeFiles& moe_files_for(const std::string& name) {
+  static std::map<std::string, MoeFiles> files;
   auto it = files.find(name);
   if (it == files.end()) {
     MakeModelOptions o;
     o.config = name == "granite"          ? granite_q4km("*MM*M*", 2, 256)
                : name == "granite_small"  ? granite_q4km("*M", 3, 256)
                : name == "granite_eight"  ? granite_q4km("*M*", 8, 32)
-               : name == "nemotron_small" ? nemotron_q4km("E*ME")
-                                          : nemotron_q4km("ME*EMEE*E");
+               : name == "nemotron_small" ? moe_nemotron_q4km("E*ME")
+                                          : moe_nemotron_q4km("ME*EMEE*E");
     o.seed = 43;
     const std::string dir = test::write_model(o, "gguf_moe_q4km_" + name);
     const ModelConfig config = load_model_config(dir);
     const TensorSet tensors = TensorSet::open_dir(dir);
-    Files f{dir + "/f32.gguf", dir + "/q4km.gguf"};
+    MoeFiles f{dir + "/f32.gguf", dir + "/q4km.gguf"};
     write_gguf_checkpoint(f.f32, config, tensors, {GgufFileType::F32, "", {}});
     write_gguf_checkpoint(f.q4km, config, tensors, {GgufFileType::Q4_K_M, "", {}});
     it = files.emplace(name, f).first;
@@ -332,9 +332,9 @@ const Files& files_for(const std::string& name) {
 }
 
 TEST(MoeGgufQ4KM, GraniteExpertTensorTypesAreLlamaQuantizesChoices) {
-  const GgufFile file(files_for("granite").q4km);
+  const GgufFile file(moe_files_for("granite").q4km);
   EXPECT_EQ(file.unsigned_value("general.file_type"), 15u);
-  auto types = types_of(file);
+  auto types = moe_types_of(file);
   EXPECT_EQ(types["token_embd.weight"], kGgmlQ6_K);  // tied: the LM head
   const std::string pattern = "*MM*M*";
   int attention = 0;
@@ -348,20 +348,20 @@ TEST(MoeGgufQ4KM, GraniteExpertTensorTypesAreLlamaQuantizesChoices) {
       EXPECT_EQ(types[b + q4], kGgmlQ4_K) << q4;
     // With more than one expert llama-quantize takes an ffn_down tensor's layer from its name, over
     // block_count: the routed and the shared experts' alike.
-    const uint32_t down = more_bits(l, 6) ? kGgmlQ6_K : kGgmlQ4_K;
+    const uint32_t down = moe_more_bits(l, 6) ? kGgmlQ6_K : kGgmlQ4_K;
     EXPECT_EQ(types[b + "ffn_down_exps.weight"], down);
     EXPECT_EQ(types[b + "ffn_down_shexp.weight"], down);
     if (pattern[l] == '*') {
       EXPECT_EQ(types[b + "attn_k.weight"], kGgmlQ4_K);
       EXPECT_EQ(types[b + "attn_output.weight"], kGgmlQ4_K);
-      EXPECT_EQ(types[b + "attn_v.weight"], more_bits(attention++, 3) ? kGgmlQ6_K : kGgmlQ4_K);
+      EXPECT_EQ(types[b + "attn_v.weight"], moe_more_bits(attention++, 3) ? kGgmlQ6_K : kGgmlQ4_K);
     }
   }
 }
 
 TEST(MoeGgufQ4KM, NemotronTakesFfnDownLayersFromTheNames) {
-  const GgufFile file(files_for("nemotron").q4km);
-  auto types = types_of(file);
+  const GgufFile file(moe_files_for("nemotron").q4km);
+  auto types = moe_types_of(file);
   EXPECT_EQ(types["output.weight"], kGgmlQ6_K);
   // E layers 1, 3, 5, 6, 8 of 9: use_more_bits(layer, 9) holds for 3, 6 and 8. Counting the
   // ffn_down tensors instead (as a dense file does) would give layers 1 and 6 other types.
@@ -369,7 +369,7 @@ TEST(MoeGgufQ4KM, NemotronTakesFfnDownLayersFromTheNames) {
   for (int l = 0; l < 9; ++l) {
     if (pattern[l] != 'E') continue;
     const std::string b = "blk." + std::to_string(l) + ".";
-    const uint32_t down = more_bits(l, 9) ? kGgmlQ6_K : kGgmlQ4_K;
+    const uint32_t down = moe_more_bits(l, 9) ? kGgmlQ6_K : kGgmlQ4_K;
     EXPECT_EQ(types[b + "ffn_down_exps.weight"], down) << b;
     EXPECT_EQ(types[b + "ffn_down_shexp.weight"], down) << b;
     EXPECT_EQ(types[b + "ffn_up_exps.weight"], kGgmlQ4_K) << b;
@@ -378,14 +378,14 @@ TEST(MoeGgufQ4KM, NemotronTakesFfnDownLayersFromTheNames) {
     EXPECT_EQ(types[b + "exp_probs_b.bias"], kGgmlF32) << b;
   }
   // Layer 1's ffn_down tensors are the file's first: counted, use_more_bits(0, 9) would hold.
-  EXPECT_TRUE(more_bits(0, 9));
-  EXPECT_FALSE(more_bits(1, 9));
+  EXPECT_TRUE(moe_more_bits(0, 9));
+  EXPECT_FALSE(moe_more_bits(1, 9));
 }
 
 TEST(MoeGgufQ4KM, EightExpertsGetLlamaQuantizesAttentionBump) {
   // llama-quantize: with exactly 8 experts attn_v and attn_k are Q8_0, attn_output Q5_K (Q6_K
   // here, the engine having no Q5_K).
-  auto types = types_of(GgufFile(files_for("granite_eight").q4km));
+  auto types = moe_types_of(GgufFile(moe_files_for("granite_eight").q4km));
   for (const char* b : {"blk.0.", "blk.2."}) {
     EXPECT_EQ(types[std::string(b) + "attn_v.weight"], kGgmlQ8_0) << b;
     EXPECT_EQ(types[std::string(b) + "attn_k.weight"], kGgmlQ8_0) << b;
@@ -401,7 +401,7 @@ TEST(MoeGgufQ4KM, EightExpertsGetLlamaQuantizesAttentionBump) {
 class MoeGgufQ4KMValues : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(MoeGgufQ4KMValues, EveryTensorIsTheF32FilesQuantizedToItsType) {
-  const GgufFile f32(files_for(GetParam()).f32), q4km(files_for(GetParam()).q4km);
+  const GgufFile f32(moe_files_for(GetParam()).f32), q4km(moe_files_for(GetParam()).q4km);
   ASSERT_EQ(f32.tensors().size(), q4km.tensors().size());
   int experts = 0;
   for (size_t i = 0; i < f32.tensors().size(); ++i) {
@@ -422,7 +422,7 @@ TEST_P(MoeGgufQ4KMValues, EveryTensorIsTheF32FilesQuantizedToItsType) {
 }
 
 TEST_P(MoeGgufQ4KMValues, PrefillEqualsStepsThreadsAndBatchesOnTheQ4KMFile) {
-  const GgufFile file(files_for(GetParam() + "_small").q4km);
+  const GgufFile file(moe_files_for(GetParam() + "_small").q4km);
   int q4_k = 0, q6_k = 0;
   for (const GgufTensorInfo& t : file.tensors()) {
     q4_k += t.ne.size() == 3 && t.type == kGgmlQ4_K;

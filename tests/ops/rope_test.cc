@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "common/test_util.h"
@@ -80,6 +81,42 @@ TEST(Rope, FactorsAreTheDoubleValuesRoundedOnceWhereTransformersF32AngleDrifts) 
       EXPECT_GT(hf, 100.0 * ours) << position;
     }
   }
+}
+
+TEST(Rope, PartialRotaryPairsChannelsWithinTheRotatedPrefixAndPassesTheRestThrough) {
+  // transformers' partial_rotary_factor 0.5 (Bamba): head_dim 8, rot 4. A unit vector in channel
+  // 0 at position 1 becomes cos(1) in channel 0 and sin(1) in channel 2 (pairs (i, i + rot/2)),
+  // never channel 4 (llama.cpp's (i, i + head_dim/2) for a permuted granitehybrid file); channel
+  // 1's pair (1, 3) turns at theta^(-2/4); channels 4..7 keep their bits.
+  const int64_t hd = 8;
+  const RopeParams p{hd, 10000.0, 1, 1, 4};
+  std::vector<float> q = {1.0f, 0.0f, 0.0f, 0.0f, 0.5f, -0.25f, 3.0f, 7.0f};
+  std::vector<float> k = {0.0f, 1.0f, 0.0f, 0.0f, -1.5f, 2.5f, 0.125f, 9.0f};
+  const std::vector<float> q_in = q, k_in = k;
+  rope(ComputeContext{1, best_isa()}, p, std::vector<RopeSequence>{{q.data(), hd, k.data(), hd, 1, 1}});
+  EXPECT_EQ(q[0], static_cast<float>(std::cos(1.0)));
+  EXPECT_EQ(q[2], static_cast<float>(std::sin(1.0)));
+  EXPECT_EQ(q[1], 0.0f);
+  EXPECT_EQ(q[3], 0.0f);
+  const double angle = 1.0 / std::pow(10000.0, 0.5);
+  EXPECT_EQ(k[1], static_cast<float>(std::cos(angle)));
+  EXPECT_EQ(k[3], static_cast<float>(std::sin(angle)));
+  EXPECT_EQ(std::memcmp(q.data() + 4, q_in.data() + 4, 4 * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(k.data() + 4, k_in.data() + 4, 4 * sizeof(float)), 0);
+
+  // The reference does the same, and rot = head_dim given explicitly is the whole-head rotation.
+  std::vector<float> q_ref = q_in, k_ref = k_in;
+  rope_reference(p, {q_ref.data(), hd, k_ref.data(), hd, 1, 1});
+  for (int64_t j = 0; j < hd; ++j) {
+    EXPECT_NEAR(q[j], q_ref[j], 1e-6) << j;
+    EXPECT_NEAR(k[j], k_ref[j], 1e-6) << j;
+  }
+  std::vector<float> whole = test::random_floats(static_cast<size_t>(3 * hd), 77, 2.0f), explicit_rot = whole;
+  rope(ComputeContext{1, best_isa()}, {hd, 1e4, 3, 0},
+       std::vector<RopeSequence>{{whole.data(), 3 * hd, nullptr, 0, 1, 9}});
+  rope(ComputeContext{1, best_isa()}, {hd, 1e4, 3, 0, hd},
+       std::vector<RopeSequence>{{explicit_rot.data(), 3 * hd, nullptr, 0, 1, 9}});
+  EXPECT_EQ(std::memcmp(whole.data(), explicit_rot.data(), whole.size() * sizeof(float)), 0);
 }
 
 }  // namespace

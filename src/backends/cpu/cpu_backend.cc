@@ -387,7 +387,7 @@ void CpuBackend::rope(Stream& stream, const RopeOp& op) const {
                  part.position};
   }
   ScopedPhase timer(s.ctx.profile, op.phase);
-  mb::rope(s.ctx, {op.head_dim, op.theta, op.n_heads, op.n_kv_heads}, s.rope);
+  mb::rope(s.ctx, {op.head_dim, op.theta, op.n_heads, op.n_kv_heads, op.rotary_dims}, s.rope);
 }
 
 void CpuBackend::glu(Stream& stream, const GluOp& op) const {

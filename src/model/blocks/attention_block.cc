@@ -77,6 +77,7 @@ AttentionBlock::AttentionBlock(const ModelConfig& c, const BlockSpec& spec, Weig
       head_dim_(c.hybrid.attention.head_dim),
       scale_(static_cast<float>(c.hybrid.attention.scale)),
       rope_theta_(c.hybrid.attention.rope_theta),
+      rotary_dims_(c.hybrid.attention.rotary_dims()),
       norm_eps_(c.norm_eps),
       residual_multiplier_(static_cast<float>(c.hybrid.residual_multiplier)) {
   weights_ = bind_weights(binder, schema(c, spec));
@@ -122,7 +123,8 @@ void AttentionBlock::forward(LayerContext& ctx) const {
   // RoPE rotates each row's queries and keys by its absolute position: a key once, before it
   // enters the cache, a query before it attends.
   if (rope_theta_ > 0.0)
-    be.rope(s, {head_dim_, rope_theta_, q, n_heads_, k, n_kv_heads_, ctx.parts, phase(kRopePhase)});
+    be.rope(
+        s, {head_dim_, rope_theta_, q, n_heads_, k, n_kv_heads_, ctx.parts, phase(kRopePhase), rotary_dims_});
   // Every position of the round is in the cache before any of them attends.
   const std::vector<StatePart>& parts = state_layout().parts;
   be.append_rows(s, {k, kvw, parts[kKeys].offset, ctx.parts, phase(kAppendPhase)});

@@ -42,7 +42,8 @@ class AttentionBlock final : public Block {
  private:
   int64_t d_model_, n_heads_, n_kv_heads_, head_dim_;
   float scale_;
-  double rope_theta_;  // 0: no RoPE
+  double rope_theta_;    // 0: no RoPE
+  int64_t rotary_dims_;  // the channels of a head RoPE rotates (the first ones)
   float norm_eps_, residual_multiplier_;
 };
 

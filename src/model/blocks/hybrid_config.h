@@ -5,6 +5,7 @@
 // keys (model/families/). Their Mamba layers are Mamba-2 mixers (MambaMixerConfig).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -27,12 +28,21 @@ struct AttentionConfig {
   // hybrids' attention layers). The all-attention Granite-4.0 models set position_embedding_type
   // "rope" and rope_theta.
   double rope_theta = 0.0;
+  // The fraction of each head RoPE rotates (transformers' partial_rotary_factor): the first
+  // head_dim x factor channels, an even count; Bamba's 0.5. 1: the whole head.
+  double partial_rotary_factor = 1.0;
+
+  // RopeParams::rotary_dims for this section.
+  int64_t rotary_dims() const { return static_cast<int64_t>(std::llround(head_dim * partial_rotary_factor)); }
 };
 
 struct MlpConfig {
   int64_t width = 0;  // the intermediate size
   Activation activation = Activation::SwiGlu;
   bool bias = false;
+  // SwiGLU's gate and up products as two matrices, gate_proj and up_proj (Bamba's feed_forward),
+  // rather than Granite's one fused input_linear.
+  bool separate_gate = false;
 };
 
 // The mixture-of-experts layers' section: Granite-4.0-H's (every layer's feed-forward block, when

@@ -27,7 +27,8 @@ std::vector<TensorSpec> MlpBlock::schema(const ModelConfig& c, const BlockSpec& 
   const int64_t d = c.d_model, W = mlp.width, rows = up_rows(mlp);
   // Granite's fused matrix and names, or Nemotron-H's; llama.cpp's files split Granite's in two
   // (ffn_gate, ffn_up; a file with experts names its shared MLP ffn_*_shexp instead).
-  const bool fused = mlp.activation == Activation::SwiGlu;
+  const bool gated = mlp.activation == Activation::SwiGlu, separate = gated && mlp.separate_gate;
+  const bool fused = gated && !separate;
   const std::string up = fused ? "input_linear" : "up_proj", down = fused ? "output_linear" : "down_proj";
   const GgufForm up_form = fused ? GgufForm::SplitHalves : GgufForm::Same;
   const auto gguf_up = [&](const char* suffix) {
@@ -64,7 +65,19 @@ std::vector<TensorSpec> MlpBlock::schema(const ModelConfig& c, const BlockSpec& 
                     .init = {TensorInit::Uniform, 0.1},
                     .wanted = mlp.bias,
                     .gguf = block.gguf("ffn_down.bias")};
-  return {norm, up_w, up_b, down_w, down_b};
+  // A separate gate_proj (ffn_gate): up_proj then holds only the up half.
+  TensorSpec gate_w = up_w, gate_b = up_b;
+  gate_w.name = block.tensor("gate_proj.weight");
+  gate_w.gguf = block.gguf("ffn_gate.weight");
+  gate_b.name = block.tensor("gate_proj.bias");
+  gate_b.gguf = block.gguf("ffn_gate.bias");
+  if (separate) {
+    up_w.shape[0] = up_b.shape[0] = W;
+    gate_w.shape[0] = gate_b.shape[0] = W;
+  }
+  gate_w.wanted = separate;
+  gate_b.wanted = separate && mlp.bias;
+  return {norm, up_w, up_b, down_w, down_b, gate_w, gate_b};
 }
 
 MlpBlock::MlpBlock(const ModelConfig& c, const BlockSpec& spec, WeightBinder& binder)
@@ -73,6 +86,7 @@ MlpBlock::MlpBlock(const ModelConfig& c, const BlockSpec& spec, WeightBinder& bi
       width_(c.hybrid.mlp.width),
       up_rows_(up_rows(c.hybrid.mlp)),
       activation_(c.hybrid.mlp.activation),
+      separate_gate_(c.hybrid.mlp.activation == Activation::SwiGlu && c.hybrid.mlp.separate_gate),
       norm_eps_(c.norm_eps),
       residual_multiplier_(static_cast<float>(c.hybrid.residual_multiplier)) {
   weights_ = bind_weights(binder, schema(c, spec));
@@ -93,6 +107,7 @@ std::vector<OpQuery> MlpBlock::ops() const {
                               {OpKind::Matmul, weight(kDown).host_matrix.dtype},
                               {OpKind::Glu}};
   if (residual_multiplier_ != 1.0f) ops.push_back({OpKind::Scale});
+  if (separate_gate_) ops.push_back({OpKind::Matmul, weight(kGate).host_matrix.dtype});
   return ops;
 }
 
@@ -101,13 +116,22 @@ void MlpBlock::forward(LayerContext& ctx) const {
   Stream& s = ctx.stream;
   const int64_t m = ctx.m;
   const View xn = ctx.scratch[kXn], up = ctx.scratch[kUpRows];
+  // With a separate gate_proj, it fills columns [0, W) (the glu's gate) and up_proj, on the same
+  // normalized rows, [W, 2 W): the fused matrix's layout.
   be.matmul(s, {.x = ctx.hidden,
                 .m = m,
-                .w = matrix(kUp),
-                .bias = values(kUpBias),
+                .w = matrix(separate_gate_ ? kGate : kUp),
+                .bias = values(separate_gate_ ? kGateBias : kUpBias),
                 .y = up,
                 .norm = {values(kNorm), norm_eps_, xn, phase(kNormPhase)},
-                .phase = phase(kUpPhase)});                              // rms_norm([m, d]) -> [m, up rows]
+                .phase = phase(kUpPhase)});  // rms_norm([m, d]) -> [m, up rows] (or the gate's W)
+  if (separate_gate_)
+    be.matmul(s, {.x = xn,
+                  .m = m,
+                  .w = matrix(kUp),
+                  .bias = values(kUpBias),
+                  .y = up.column(width_),
+                  .phase = phase(kUpPhase)});                            // [m, d] -> [m, W] beside the gate
   be.glu(s, {up, m, width_, activation_, up, phase(kActivationPhase)});  // -> [m, W] in place
   const View out = residual_multiplier_ != 1.0f ? ctx.scratch[kOut] : View{};
   add_to_residual(ctx, up, matrix(kDown), values(kDownBias), residual_multiplier_, out, phase(kDownPhase));

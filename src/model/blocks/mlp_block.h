@@ -2,7 +2,8 @@
 // The MLP of the hybrids: RMSNorm, the up product, the activation of ops/ffn.h and the down
 // product added to the residual stream (scaled by the residual multiplier where the config has
 // one). Granite-4.0-H's shared MLP is SwiGLU with one fused gate | up matrix (`input_linear`:
-// rows [0, W) the gate, [W, 2W) up); Nemotron-H's `-` layers are ReLU^2 without a gate.
+// rows [0, W) the gate, [W, 2W) up), Bamba's as two matrices (gate_proj, up_proj); Nemotron-H's
+// `-` layers are ReLU^2 without a gate.
 #pragma once
 
 #include <vector>
@@ -23,6 +24,8 @@ class MlpBlock final : public Block {
     kUpBias,  // [up rows] or absent
     kDown,    // [d_model, W]
     kDownBias,
+    kGate,      // [W, d_model]: a separate gate_proj (MlpConfig::separate_gate; kUp is then [W, d_model])
+    kGateBias,  // [W] or absent
     kTensors,
   };
 
@@ -35,6 +38,7 @@ class MlpBlock final : public Block {
  private:
   int64_t d_model_, width_, up_rows_;
   Activation activation_;
+  bool separate_gate_;
   float norm_eps_, residual_multiplier_;
 };
 

@@ -94,9 +94,10 @@ struct KernelTable {
                     int n_threads);
   void (*glu)(const GluArgs& args, int n_threads);
   void (*scale_rows)(const ScaleArgs& args, int n_threads);
-  // ops/rope.h's rotation, in place, of `rows` rows of `heads` heads, row r by the factors at
-  // factors + r * head_dim (its cos factors, then its sin factors).
-  void (*rope_rotate)(float* x, int64_t ld, int64_t rows, int64_t heads, int64_t head_dim,
+  // ops/rope.h's rotation, in place, of the first `rot` channels of `rows` rows of `heads` heads
+  // (head h at h * head_dim), row r by the factors at factors + r * rot (its cos factors, then its
+  // sin factors).
+  void (*rope_rotate)(float* x, int64_t ld, int64_t rows, int64_t heads, int64_t head_dim, int64_t rot,
                       const float* factors, int n_threads);
   // ops/moe.h's routing of m rows, and one expert's weighted outputs added to its rows' sums.
   void (*moe_route)(const MoeParams& params, const float* correction_bias, const float* logits,
