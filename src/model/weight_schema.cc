@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "model/blocks/attention_block.h"
+#include "model/blocks/jamba_ffn_block.h"
 #include "model/blocks/mamba1_block.h"
 #include "model/blocks/mamba2_block.h"
 #include "model/blocks/mamba3_block.h"
@@ -111,7 +112,7 @@ ModelTensors model_tensor_specs(const ModelConfig& c, bool hf_names, int64_t inp
   // Embedding rows with RMS 2/sqrt(d) give logits of a few units against a unit-RMS final state.
   const TensorInit vocabulary{TensorInit::Uniform, 2.0 * std::sqrt(3.0 / static_cast<double>(d))};
   // Granite-4.0-H names its own tensors as the Llama family does; the other families as Mamba.
-  const bool granite = c.family == ModelFamily::GraniteHybrid;
+  const bool granite = c.family == ModelFamily::GraniteHybrid || c.family == ModelFamily::Jamba;
   const char* hf_embedding = granite ? "model.embed_tokens.weight" : "backbone.embeddings.weight";
   const char* original_embedding = "backbone.embedding.weight";
   TensorSpec embedding{.name = hf_names ? hf_embedding : original_embedding,
@@ -128,9 +129,10 @@ ModelTensors model_tensor_specs(const ModelConfig& c, bool hf_names, int64_t inp
                         .wanted = input_dim > 0};
   TensorSpec input_bias{
       .name = "input_proj.bias", .shape = {d}, .init = {TensorInit::Uniform, 0.1}, .wanted = input_dim > 0};
-  TensorSpec norm_f{.name = granite ? "model.norm.weight" : "backbone.norm_f.weight",
-                    .shape = {d},
-                    .gguf = "output_norm.weight"};
+  const char* hf_norm_f =
+      c.family == ModelFamily::Jamba ? "model.final_layernorm.weight" : "model.norm.weight";
+  TensorSpec norm_f{
+      .name = granite ? hf_norm_f : "backbone.norm_f.weight", .shape = {d}, .gguf = "output_norm.weight"};
   TensorSpec lm_head{.name = "lm_head.weight",
                      .shape = {c.vocab_rows, d},
                      .role = TensorRole::Matrix,
@@ -154,6 +156,8 @@ std::vector<TensorSpec> block_tensor_specs(const ModelConfig& config, const Bloc
       return MlpBlock::schema(config, block);
     case BlockKind::Moe:
       return MoeBlock::schema(config, block);
+    case BlockKind::JambaFfn:
+      return JambaFfnBlock::schema(config, block);
     case BlockKind::Custom:
       break;
   }

@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: MIT
+// The Jamba family (families/jamba.h): its config keys, as HF's JambaConfig reads them and as
+// llama.cpp's JambaModel.set_gguf_parameters writes them, and its block list.
+#include "model/families/jamba.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/json_text.h"
+#include "model/config_reader.h"
+#include "model/family.h"
+
+namespace mb {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kJambaMaxHeads = 1 << 12;
+constexpr int64_t kJambaMaxWidth = 1 << 20;
+constexpr int64_t kJambaMaxExperts = 1 << 16;
+
+ConfigKey jamba_int(std::string hf, std::string gguf, std::optional<int64_t> fallback, double min, double max,
+                    KeyEffect effect, std::function<int64_t*(ModelConfig&)> field) {
+  ConfigKey key;
+  key.hf = std::move(hf);
+  key.gguf = std::move(gguf);
+  key.type = KeyType::Int;
+  if (fallback) key.fallback = KeyValue{*fallback};
+  key.min = min;
+  key.max = max;
+  key.effect = effect;
+  key.field = [field](ModelConfig& c) -> KeyField { return field(c); };
+  return key;
+}
+
+ConfigKey jamba_bool(std::string hf, bool fallback, KeyEffect effect,
+                     std::function<bool*(ModelConfig&)> field) {
+  ConfigKey key;
+  key.hf = std::move(hf);
+  key.type = KeyType::Bool;
+  key.fallback = KeyValue{fallback};
+  key.effect = effect;
+  key.field = [field](ModelConfig& c) -> KeyField { return field(c); };
+  return key;
+}
+
+std::vector<ConfigKey> jamba_keys() {
+  const KeyEffect S = KeyEffect::State, M = KeyEffect::Math;
+  ConfigKey eps;
+  eps.hf = "rms_norm_eps";
+  eps.gguf = "attention.layer_norm_rms_epsilon";
+  eps.type = KeyType::Number;
+  eps.fallback = KeyValue{1e-6};
+  eps.min = 1e-30;
+  eps.max = 0.5;
+  eps.field = [](ModelConfig& c) -> KeyField { return &c.norm_eps; };
+  return {
+      jamba_int("hidden_size", "embedding_length", std::nullopt, 1, kMaxDModel, S,
+                [](ModelConfig& c) { return &c.d_model; }),
+      jamba_int("num_hidden_layers", "block_count", std::nullopt, 1, kMaxLayers, S,
+                [](ModelConfig& c) { return &c.n_layer; }),
+      jamba_int("vocab_size", "", std::nullopt, 1, kMaxVocab, S,
+                [](ModelConfig& c) { return &c.vocab_size; }),
+      eps,
+      jamba_bool("tie_word_embeddings", false, M, [](ModelConfig& c) { return &c.tie_embeddings; }),
+      jamba_int("num_attention_heads", "attention.head_count", 32, 1, kJambaMaxHeads, S,
+                [](ModelConfig& c) { return &c.hybrid.attention.n_heads; }),
+      // GGUF: a per-layer array, 0 on the Mamba layers (the gguf_extra hook).
+      jamba_int("num_key_value_heads", "", 8, 1, kJambaMaxHeads, S,
+                [](ModelConfig& c) { return &c.hybrid.attention.n_kv_heads; }),
+      jamba_int("intermediate_size", "feed_forward_length", 14336, 1, kJambaMaxWidth, S,
+                [](ModelConfig& c) { return &c.hybrid.mlp.width; }),
+      // The layer pattern: GGUF files say it per layer (head_count_kv, the expert tensors).
+      jamba_int("attn_layer_period", "", 8, 1, kMaxLayers, S,
+                [](ModelConfig& c) { return &c.jamba.attn_period; }),
+      jamba_int("attn_layer_offset", "", 4, 0, kMaxLayers, S,
+                [](ModelConfig& c) { return &c.jamba.attn_offset; }),
+      jamba_int("expert_layer_period", "", 2, 1, kMaxLayers, S,
+                [](ModelConfig& c) { return &c.jamba.expert_period; }),
+      jamba_int("expert_layer_offset", "", 1, 0, kMaxLayers, S,
+                [](ModelConfig& c) { return &c.jamba.expert_offset; }),
+      jamba_int("num_experts", "expert_count", 16, 1, kJambaMaxExperts, S,
+                [](ModelConfig& c) { return &c.hybrid.moe.n_experts; }),
+      jamba_int("num_experts_per_tok", "expert_used_count", 2, 1, kJambaMaxExperts, M,
+                [](ModelConfig& c) { return &c.hybrid.moe.top_k; }),
+      jamba_int("mamba_d_state", "ssm.state_size", 16, 1, 1 << 20, S,
+                [](ModelConfig& c) { return &c.ssm.d_state; }),
+      jamba_int("mamba_d_conv", "ssm.conv_kernel", 4, 1, 1 << 10, S,
+                [](ModelConfig& c) { return &c.ssm.d_conv; }),
+      // GGUF: ssm.inner_size (= expand x hidden; the gguf_extra hook).
+      jamba_int("mamba_expand", "", 2, 1, 64, S, [](ModelConfig& c) { return &c.ssm.expand; }),
+      // Saved configs hold an int (JambaConfig resolves "auto" to ceil(hidden / 16) in __init__).
+      jamba_int("mamba_dt_rank", "ssm.time_step_rank", std::nullopt, 1, 1 << 16, S,
+                [](ModelConfig& c) { return &c.ssm.dt_rank; }),
+      // GGUF: the presence of the bias tensors (the gguf_extra hook).
+      jamba_bool("mamba_conv_bias", true, S, [](ModelConfig& c) { return &c.ssm.use_conv_bias; }),
+      jamba_bool("mamba_proj_bias", false, S, [](ModelConfig& c) { return &c.ssm.use_bias; }),
+  };
+}
+
+// What the keys do not say one to one: the derived sizes, the fixed parts of the math, and the
+// refusals of settings HF's JambaForCausalLM accepts but the engine does not run.
+void jamba_parse_extra(const ConfigReader& reader, ModelConfig& c) {
+  c.family = ModelFamily::Jamba;
+  c.arch = Architecture::Mamba1;
+  if (reader.string_or("hidden_act", "silu") != "silu")
+    throw Error(reader.where() + ": hidden_act '" + reader.string_or("hidden_act", "") +
+                "' is not supported (expected \"silu\")");
+  // JambaAttention passes sliding_window to the attention kernel; the released models set null.
+  if (reader.has("sliding_window"))
+    throw Error(reader.where() + ": 'sliding_window' = " + json_excerpt(reader.at("sliding_window")) +
+                " is not supported (only null: full attention)");
+  MambaMixerConfig& m = c.ssm;
+  m.d_inner = m.expand * c.d_model;
+  m.mixer_rms_norm = true;      // dt, B and C are RMS-normalized before use
+  m.mixer_norm_weights = true;  // with weights (dt_layernorm, b_layernorm, c_layernorm)
+  m.mixer_rms_eps = c.norm_eps;
+  AttentionConfig& a = c.hybrid.attention;
+  a.head_dim = c.d_model / a.n_heads;  // JambaAttention: hidden_size // num_attention_heads
+  a.scale = 1.0 / std::sqrt(static_cast<double>(a.head_dim));
+  a.rope_theta = 0.0;  // no RoPE (HF and llama.cpp agree)
+  a.bias = false;
+  c.hybrid.mlp.activation = Activation::SwiGlu;
+  MoeConfig& e = c.hybrid.moe;
+  e.width = c.hybrid.mlp.width;  // every expert is intermediate_size wide
+  e.scoring = MoeScoring::SoftmaxAll;
+  e.normalize = false;
+  e.scale = 1.0;
+  // The per-layer pattern, in the hybrids' letters, for what reads it generically.
+  c.hybrid.pattern.clear();
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    c.hybrid.pattern += c.jamba.attention_at(l) ? kAttentionLayer : kMambaLayer;
+}
+
+void jamba_validate(const ModelConfig& c, const std::string& where) {
+  const AttentionConfig& a = c.hybrid.attention;
+  if (a.n_heads > c.d_model)
+    throw Error(where + ": num_attention_heads = " + std::to_string(a.n_heads) +
+                " exceeds hidden_size = " + std::to_string(c.d_model));
+  if (a.n_heads % a.n_kv_heads != 0)
+    throw Error(where + ": num_attention_heads " + std::to_string(a.n_heads) +
+                " is not a multiple of num_key_value_heads " + std::to_string(a.n_kv_heads));
+  const MoeConfig& e = c.hybrid.moe;
+  if (e.top_k > e.n_experts)
+    throw Error(where + ": num_experts_per_tok = " + std::to_string(e.top_k) +
+                " exceeds num_experts = " + std::to_string(e.n_experts));
+  if (!(c.norm_eps < 1.0f)) throw Error(where + ": rms_norm_eps must be below 1");
+}
+
+std::vector<BlockSpec> jamba_blocks(const ModelConfig& c) {
+  std::vector<BlockSpec> list;
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const std::string prefix = "model.layers." + std::to_string(l) + ".";
+    // input_layernorm -> mixer -> + h -> pre_ff_layernorm -> MLP or experts -> + h.
+    if (c.jamba.attention_at(l))
+      list.push_back({BlockKind::Attention, l, {prefix, "self_attn.", "input_layernorm.weight"}});
+    else
+      list.push_back({BlockKind::Mamba1Mixer, l, {prefix, "mamba.", "input_layernorm.weight"}});
+    list.push_back(
+        {BlockKind::JambaFfn, l, {prefix, "feed_forward.", "pre_ff_layernorm.weight", "ffn_norm.weight"}});
+  }
+  return list;
+}
+
+json jamba_example(int64_t d_model, int64_t n_layer, int64_t vocab) {
+  // Jamba-1.5-Mini's pattern (attention every 8th layer at 4, experts on odd layers) scaled
+  // down: attention every 4th layer at 1, 4 experts, 2 per token.
+  return {{"model_type", "jamba"},    {"architectures", {"JambaForCausalLM"}},
+          {"hidden_size", d_model},   {"num_hidden_layers", n_layer},
+          {"vocab_size", vocab},      {"num_attention_heads", 4},
+          {"num_key_value_heads", 2}, {"intermediate_size", 2 * d_model},
+          {"attn_layer_period", 4},   {"attn_layer_offset", 1},
+          {"expert_layer_period", 2}, {"expert_layer_offset", 1},
+          {"num_experts", 4},         {"num_experts_per_tok", 2},
+          {"mamba_d_state", 16},      {"mamba_d_conv", 4},
+          {"mamba_expand", 2},        {"mamba_dt_rank", (d_model + 15) / 16},
+          {"mamba_conv_bias", true},  {"mamba_proj_bias", false},
+          {"rms_norm_eps", 1e-6},     {"tie_word_embeddings", false},
+          {"hidden_act", "silu"},     {"bos_token_id", 1},
+          {"eos_token_id", 2},        {"pad_token_id", 0},
+          {"torch_dtype", "float32"}};
+}
+
+void jamba_hf_extra(const ModelConfig&, json& hf) {
+  hf["architectures"] = {"JambaForCausalLM"};
+  hf["hidden_act"] = "silu";
+  hf["sliding_window"] = nullptr;
+  hf["use_mamba_kernels"] = false;
+}
+
+Family make_jamba_family() {
+  Family f;
+  f.name = "jamba";
+  f.id = ModelFamily::Jamba;
+  f.model_types = {"jamba"};
+  f.gguf_archs = {"jamba"};
+  f.keys = jamba_keys();
+  f.parse_extra = jamba_parse_extra;
+  f.validate = jamba_validate;
+  f.blocks = jamba_blocks;
+  f.gguf_arch = [](const ModelConfig&) { return std::string("jamba"); };
+  f.hf_extra = jamba_hf_extra;
+  f.example = jamba_example;
+  return f;
+}
+
+}  // namespace
+
+const Family& jamba_family() {
+  static const Family family = make_jamba_family();
+  return family;
+}
+
+}  // namespace mb
