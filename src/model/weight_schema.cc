@@ -64,7 +64,8 @@ Weight bind_one(WeightBinder& binder, const TensorSpec& spec) {
                                     : binder.matrix(name, shape[0], shape[1]);
       break;
     case TensorRole::Experts:
-      w.host_experts = binder.experts(name, spec.expert_name, shape[0], shape[1], shape[2]);
+      w.host_experts =
+          binder.experts(name, spec.expert_name, shape[0], shape[1], shape[2], spec.expert_second_name);
       break;
     case TensorRole::Vector:
       w.host_values = binder.f32(name, shape);

@@ -67,6 +67,9 @@ std::vector<TensorSpec> JambaFfnBlock::schema(const ModelConfig& c, const BlockS
                                block.gguf("ffn_gate_exps.weight"), moe);
   up.gguf_form = GgufForm::SplitHalves;
   up.gguf_second = block.gguf("ffn_up_exps.weight");
+  // Published checkpoints (and make-model) hold one gate and one up tensor per expert.
+  up.expert_name = block.tensor("experts.{e}.gate_proj.weight");
+  up.expert_second_name = block.tensor("experts.{e}.up_proj.weight");
   TensorSpec down = jamba_matrix(block.tensor("experts.down_proj"), {E, d, W}, down_bound,
                                  block.gguf("ffn_down_exps.weight"), moe);
   down.expert_name = block.tensor("experts.{e}.down_proj.weight");

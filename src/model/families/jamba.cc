@@ -8,8 +8,10 @@
 
 #include "core/error.h"
 #include "core/json_text.h"
+#include "io/gguf.h"
 #include "model/config_reader.h"
 #include "model/family.h"
+#include "model/weight_schema.h"
 
 namespace mb {
 namespace {
@@ -163,6 +165,96 @@ std::vector<BlockSpec> jamba_blocks(const ModelConfig& c) {
   return list;
 }
 
+// --- GGUF (llama.cpp's JambaModel) ---
+// The converter writes no period or offset: attention layers are those whose head_count_kv entry
+// is not 0, expert layers those with a router (ffn_gate_inp). The (period, offset) that give the
+// same layers back, or an error naming `what` when no such pair exists.
+struct JambaPeriod {
+  int64_t period, offset;
+};
+
+JambaPeriod jamba_period_of(const std::vector<bool>& on, const std::string& what) {
+  const int64_t n = static_cast<int64_t>(on.size());
+  std::vector<int64_t> layers;
+  for (int64_t l = 0; l < n; ++l)
+    if (on[static_cast<size_t>(l)]) layers.push_back(l);
+  // None: an offset no layer index reaches.
+  if (layers.empty()) return {n + 1, n};
+  const JambaPeriod p{layers.size() > 1 ? layers[1] - layers[0] : n, layers[0]};
+  for (int64_t l = 0; l < n; ++l)
+    if ((l % p.period == p.offset) != on[static_cast<size_t>(l)])
+      throw Error(what + ": layer " + std::to_string(l) + (on[static_cast<size_t>(l)] ? " is" : " is not") +
+                  " one, which no period and offset (Jamba's attn/expert_layer_period and _offset) give");
+  return p;
+}
+
+int64_t jamba_layer_count(const GgufFile& file, const std::string& arch) {
+  const uint64_t n = file.unsigned_value(arch + ".block_count");
+  if (n < 1 || n > static_cast<uint64_t>(kMaxLayers))
+    throw Error("'" + file.path() + "': metadata '" + arch + ".block_count' = " + std::to_string(n) +
+                " is outside [1, " + std::to_string(kMaxLayers) + "]");
+  return static_cast<int64_t>(n);
+}
+
+void jamba_gguf_extra(const GgufFile& file, const std::string& arch, json& hf) {
+  const int64_t n = jamba_layer_count(file, arch);
+  const std::string kv_key = arch + ".attention.head_count_kv", where = "'" + file.path() + "': metadata '";
+  const GgufValue* kv = file.find(kv_key);
+  if (kv == nullptr) throw Error("'" + file.path() + "': missing required metadata '" + kv_key + "'");
+  if (kv->integers.empty() || (kv->is_array() && static_cast<int64_t>(kv->integers.size()) != n))
+    throw Error(where + kv_key + "' must hold one integer per layer (" + std::to_string(n) + "), got " +
+                std::to_string(kv->integers.size()) + " values");
+  std::vector<bool> attends(static_cast<size_t>(n));
+  int64_t heads = 0;
+  for (int64_t l = 0; l < n; ++l) {
+    const int64_t v = kv->integers[kv->is_array() ? static_cast<size_t>(l) : 0];
+    if (v < 0 || v > kJambaMaxHeads || (v > 0 && heads > 0 && v != heads))
+      throw Error(where + kv_key + "' holds " + std::to_string(v) + " for layer " + std::to_string(l) +
+                  ": every attention layer needs the same count in [1, " + std::to_string(kJambaMaxHeads) +
+                  "]");
+    attends[static_cast<size_t>(l)] = v > 0;
+    if (v > 0) heads = v;
+  }
+  const JambaPeriod attention = jamba_period_of(attends, where + kv_key + "'");
+  std::vector<bool> routed(static_cast<size_t>(n));
+  for (int64_t l = 0; l < n; ++l)
+    routed[static_cast<size_t>(l)] =
+        file.find_tensor(gguf_layer_prefix(l) + "ffn_gate_inp.weight") != nullptr;
+  const JambaPeriod experts = jamba_period_of(routed, "'" + file.path() + "': the ffn_gate_inp tensors");
+  const uint64_t inner = file.unsigned_value(arch + ".ssm.inner_size");
+  const uint64_t d_model = file.unsigned_value(arch + ".embedding_length");
+  if (d_model == 0 || inner == 0 || inner % d_model != 0)
+    throw Error(where + arch + ".ssm.inner_size' = " + std::to_string(inner) +
+                " is not a multiple of embedding_length " + std::to_string(d_model) +
+                " (Jamba's mixers are mamba_expand x hidden wide)");
+  // Bias presence is read from the first Mamba layer; the schema then requires it in every one.
+  int64_t mamba = 0;
+  while (mamba < n && attends[static_cast<size_t>(mamba)]) ++mamba;
+  const auto has = [&](const std::string& suffix) {
+    return mamba < n && file.find_tensor(gguf_layer_prefix(mamba) + suffix) != nullptr;
+  };
+  hf["num_key_value_heads"] = heads > 0 ? heads : hf.value("num_attention_heads", int64_t{1});
+  hf["attn_layer_period"] = attention.period;
+  hf["attn_layer_offset"] = attention.offset;
+  hf["expert_layer_period"] = experts.period;
+  hf["expert_layer_offset"] = experts.offset;
+  hf["mamba_expand"] = inner / d_model;
+  hf["mamba_conv_bias"] = mamba >= n || has("ssm_conv1d.bias");
+  hf["mamba_proj_bias"] = has("ssm_in.bias");
+  hf["tie_word_embeddings"] = file.find_tensor("output.weight") == nullptr;
+}
+
+void jamba_write_gguf_extra(GgufWriter& writer, const ModelConfig& c, const std::string& arch) {
+  // The keys JambaModel.set_gguf_parameters writes that the table does not: head_count_kv per
+  // layer (0 on the Mamba layers), the mixer width, and the context length (no RoPE: any).
+  std::vector<int64_t> kv;
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    kv.push_back(c.jamba.attention_at(l) ? c.hybrid.attention.n_kv_heads : 0);
+  writer.set(arch + ".attention.head_count_kv", GgufValue::integer_array(GgufType::Int32, std::move(kv)));
+  writer.set(arch + ".ssm.inner_size", GgufValue::u32(static_cast<uint32_t>(c.ssm.d_inner)));
+  writer.set(arch + ".context_length", GgufValue::u32(262144));
+}
+
 json jamba_example(int64_t d_model, int64_t n_layer, int64_t vocab) {
   // Jamba-1.5-Mini's pattern (attention every 8th layer at 4, experts on odd layers) scaled
   // down: attention every 4th layer at 1, 4 experts, 2 per token.
@@ -199,6 +291,8 @@ Family make_jamba_family() {
   f.parse_extra = jamba_parse_extra;
   f.validate = jamba_validate;
   f.blocks = jamba_blocks;
+  f.gguf_extra = jamba_gguf_extra;
+  f.write_gguf_extra = jamba_write_gguf_extra;
   f.gguf_arch = [](const ModelConfig&) { return std::string("jamba"); };
   f.hf_extra = jamba_hf_extra;
   f.example = jamba_example;
