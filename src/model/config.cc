@@ -69,38 +69,19 @@ double ConfigReader::number_value(const json& value, const std::string& key) con
 
 namespace {
 
-void tmp_parse_family(const Family& f, const ConfigReader& reader, ModelConfig& c) {  // TEMP
-  for (const ConfigKey& k : f.keys) {
-    const bool has = reader.has(k.hf.c_str());
-    if (!has && !k.fallback) throw Error(reader.where() + ": missing '" + k.hf + "'");
-    KeyField field = k.field(c);
-    const nlohmann::json& v = has ? reader.at(k.hf.c_str()) : nlohmann::json();
-    if (k.type == KeyType::Int) {
-      if (has && !v.is_number_integer()) throw Error(reader.where() + ": bad '" + k.hf + "'");
-      int64_t x = has ? v.get<int64_t>() : std::get<int64_t>(*k.fallback);
-      if (x < k.min || x > k.max) throw Error(reader.where() + ": bad '" + k.hf + "'");
-      *std::get<int64_t*>(field) = x;
-    } else if (k.type == KeyType::Number) {
-      double x = has ? v.get<double>() : std::get<double>(*k.fallback);
-      *std::get<float*>(field) = static_cast<float>(x);
-    } else if (k.type == KeyType::Bool) {
-      *std::get<bool*>(field) = has ? v.get<bool>() : std::get<bool>(*k.fallback);
-    }
-  }
-  f.parse_extra(reader, c);
-  f.validate(c, reader.where());
-}
-
 void parse_hf(const ConfigReader& reader, ModelConfig& config) {
   const std::string model_type = reader.string_or("model_type", "mamba");
-  if (model_type == "jamba") return tmp_parse_family(jamba_family(), reader, config);
+  if (const Family* family = family_by_model_type(model_type))
+    return parse_family_keys(*family, reader, config);
   if (model_type == "granitemoehybrid") return parse_granite_hybrid(reader, config);
   if (model_type == "nemotron_h") return parse_nemotron_h(reader, config);
-  if (model_type != "mamba" && model_type != "falcon_mamba" && model_type != "mamba2")
-    throw Error(
-        reader.where() + ": model_type '" + model_type +
-        "' is not supported (expected \"mamba\", \"mamba2\", \"falcon_mamba\", \"granitemoehybrid\" or "
-        "\"nemotron_h\")");
+  if (model_type != "mamba" && model_type != "falcon_mamba" && model_type != "mamba2") {
+    std::string expected = "\"mamba\", \"mamba2\", \"falcon_mamba\", \"granitemoehybrid\", \"nemotron_h\"";
+    for (const Family* family : all_families())
+      for (const std::string& type : family->model_types) expected += ", \"" + type + "\"";
+    throw Error(reader.where() + ": model_type '" + model_type + "' is not supported (expected one of " +
+                expected + ")");
+  }
   const bool mamba2 = model_type == "mamba2";
   config.arch = mamba2 ? Architecture::Mamba2 : Architecture::Mamba1;
   config.d_model = reader.positive_int("hidden_size", kMaxDModel);
@@ -144,9 +125,13 @@ void parse_original(const ConfigReader& reader, ModelConfig& config) {
 }
 
 void validate(const ModelConfig& config, const std::string& where) {
-  validate_mamba_mixer(config.ssm, config.arch, config.d_model, where);
-  if (config.family != ModelFamily::Mamba && config.family != ModelFamily::Jamba)
-    validate_hybrid(config, where);
+  if (const Family* family = find_family(config.family)) {
+    // A declared family checks what its blocks need (its Mamba mixers' section, if it has any).
+    if (family->validate) family->validate(config, where);
+  } else {
+    validate_mamba_mixer(config.ssm, config.arch, config.d_model, where);
+    if (config.family != ModelFamily::Mamba) validate_hybrid(config, where);
+  }
   if (!(config.norm_eps < 1.0f)) throw Error(where + ": the norm epsilon must be below 1");
 }
 
@@ -237,7 +222,7 @@ ModelConfig load_model_config(const std::string& dir) {
 }
 
 std::vector<BlockSpec> ModelConfig::blocks() const {
-  if (family == ModelFamily::Jamba) return jamba_family().blocks(*this);
+  if (const Family* declared = find_family(family)) return declared->blocks(*this);
   if (family != ModelFamily::Mamba) return hybrid_blocks(*this);
   const BlockKind mixer = arch == Architecture::Mamba1   ? BlockKind::Mamba1Mixer
                           : arch == Architecture::Mamba2 ? BlockKind::Mamba2Mixer
@@ -247,22 +232,8 @@ std::vector<BlockSpec> ModelConfig::blocks() const {
   return list;
 }
 
-// Interim, until the family engine lands on main: the declared keys of Jamba as config.json.
-json tmp_family_to_hf_json(const Family& f, const ModelConfig& config) {
-  ModelConfig c = config;
-  json hf = {{"model_type", f.model_types.front()}};
-  for (const ConfigKey& k : f.keys) {
-    const KeyField field = k.field(c);
-    if (const auto* i = std::get_if<int64_t*>(&field)) hf[k.hf] = **i;
-    if (const auto* x = std::get_if<float*>(&field)) hf[k.hf] = **x;
-    if (const auto* b = std::get_if<bool*>(&field)) hf[k.hf] = **b;
-  }
-  if (f.hf_extra) f.hf_extra(config, hf);
-  return hf;
-}
-
 json model_config_to_hf_json(const ModelConfig& c) {
-  if (c.family == ModelFamily::Jamba) return tmp_family_to_hf_json(jamba_family(), c);
+  if (const Family* family = find_family(c.family)) return family_config_to_hf_json(*family, c);
   if (c.family != ModelFamily::Mamba) return hybrid_config_to_hf_json(c);
   const bool mamba2 = c.arch == Architecture::Mamba2;
   std::string model_type = mamba2 ? "mamba2" : "mamba",

@@ -197,7 +197,8 @@ TEST(JambaGguf, MalformedMetadataIsRefusedNamingTheKey) {
        "head_count_kv"},
       {"jamba.attention.head_count_kv", std::nullopt, "head_count_kv"},
       {"jamba.ssm.inner_size", GgufValue::u32(100), "ssm.inner_size"},
-      {"jamba.expert_used_count", GgufValue::u32(5), "expert_used_count"},
+      // Read as the config key it stands for, and named so (with the file).
+      {"jamba.expert_used_count", GgufValue::u32(5), "num_experts_per_tok"},
       {"jamba.block_count", GgufValue::u32(0), "block_count"},
       {"jamba.ssm.time_step_rank", GgufValue::string("auto"), "time_step_rank"},
   };

@@ -22,82 +22,67 @@ constexpr int64_t kJambaMaxHeads = 1 << 12;
 constexpr int64_t kJambaMaxWidth = 1 << 20;
 constexpr int64_t kJambaMaxExperts = 1 << 16;
 
-ConfigKey jamba_int(std::string hf, std::string gguf, std::optional<int64_t> fallback, double min, double max,
-                    KeyEffect effect, std::function<int64_t*(ModelConfig&)> field) {
-  ConfigKey key;
-  key.hf = std::move(hf);
-  key.gguf = std::move(gguf);
-  key.type = KeyType::Int;
-  if (fallback) key.fallback = KeyValue{*fallback};
-  key.min = min;
-  key.max = max;
-  key.effect = effect;
-  key.field = [field](ModelConfig& c) -> KeyField { return field(c); };
-  return key;
-}
-
-ConfigKey jamba_bool(std::string hf, bool fallback, KeyEffect effect,
-                     std::function<bool*(ModelConfig&)> field) {
-  ConfigKey key;
-  key.hf = std::move(hf);
-  key.type = KeyType::Bool;
-  key.fallback = KeyValue{fallback};
-  key.effect = effect;
-  key.field = [field](ModelConfig& c) -> KeyField { return field(c); };
-  return key;
-}
-
 std::vector<ConfigKey> jamba_keys() {
   const KeyEffect S = KeyEffect::State, M = KeyEffect::Math;
-  ConfigKey eps;
-  eps.hf = "rms_norm_eps";
-  eps.gguf = "attention.layer_norm_rms_epsilon";
-  eps.type = KeyType::Number;
-  eps.fallback = KeyValue{1e-6};
-  eps.min = 1e-30;
-  eps.max = 0.5;
-  eps.field = [](ModelConfig& c) -> KeyField { return &c.norm_eps; };
   return {
-      jamba_int("hidden_size", "embedding_length", std::nullopt, 1, kMaxDModel, S,
-                [](ModelConfig& c) { return &c.d_model; }),
-      jamba_int("num_hidden_layers", "block_count", std::nullopt, 1, kMaxLayers, S,
-                [](ModelConfig& c) { return &c.n_layer; }),
-      jamba_int("vocab_size", "", std::nullopt, 1, kMaxVocab, S,
-                [](ModelConfig& c) { return &c.vocab_size; }),
-      eps,
-      jamba_bool("tie_word_embeddings", false, M, [](ModelConfig& c) { return &c.tie_embeddings; }),
-      jamba_int("num_attention_heads", "attention.head_count", 32, 1, kJambaMaxHeads, S,
-                [](ModelConfig& c) { return &c.hybrid.attention.n_heads; }),
+      int_key(
+          "hidden_size", "embedding_length", [](ModelConfig& c) { return &c.d_model; }, std::nullopt, 1,
+          kMaxDModel, S),
+      int_key(
+          "num_hidden_layers", "block_count", [](ModelConfig& c) { return &c.n_layer; }, std::nullopt, 1,
+          kMaxLayers, S),
+      int_key(
+          "vocab_size", "", [](ModelConfig& c) { return &c.vocab_size; }, std::nullopt, 1, kMaxVocab, S),
+      number_key(
+          "rms_norm_eps", "attention.layer_norm_rms_epsilon", [](ModelConfig& c) { return &c.norm_eps; },
+          1e-6, 1e-30, 0.5, M),
+      bool_key(
+          "tie_word_embeddings", "", [](ModelConfig& c) { return &c.tie_embeddings; }, false, M),
+      int_key(
+          "num_attention_heads", "attention.head_count",
+          [](ModelConfig& c) { return &c.hybrid.attention.n_heads; }, 32, 1, kJambaMaxHeads, S),
       // GGUF: a per-layer array, 0 on the Mamba layers (the gguf_extra hook).
-      jamba_int("num_key_value_heads", "", 8, 1, kJambaMaxHeads, S,
-                [](ModelConfig& c) { return &c.hybrid.attention.n_kv_heads; }),
-      jamba_int("intermediate_size", "feed_forward_length", 14336, 1, kJambaMaxWidth, S,
-                [](ModelConfig& c) { return &c.hybrid.mlp.width; }),
-      // The layer pattern: GGUF files say it per layer (head_count_kv, the expert tensors).
-      jamba_int("attn_layer_period", "", 8, 1, kMaxLayers, S,
-                [](ModelConfig& c) { return &c.jamba.attn_period; }),
-      jamba_int("attn_layer_offset", "", 4, 0, kMaxLayers, S,
-                [](ModelConfig& c) { return &c.jamba.attn_offset; }),
-      jamba_int("expert_layer_period", "", 2, 1, kMaxLayers, S,
-                [](ModelConfig& c) { return &c.jamba.expert_period; }),
-      jamba_int("expert_layer_offset", "", 1, 0, kMaxLayers, S,
-                [](ModelConfig& c) { return &c.jamba.expert_offset; }),
-      jamba_int("num_experts", "expert_count", 16, 1, kJambaMaxExperts, S,
-                [](ModelConfig& c) { return &c.hybrid.moe.n_experts; }),
-      jamba_int("num_experts_per_tok", "expert_used_count", 2, 1, kJambaMaxExperts, M,
-                [](ModelConfig& c) { return &c.hybrid.moe.top_k; }),
-      jamba_int("mamba_d_state", "ssm.state_size", 16, 1, 1 << 20, S,
-                [](ModelConfig& c) { return &c.ssm.d_state; }),
-      jamba_int("mamba_d_conv", "ssm.conv_kernel", 4, 1, 1 << 10, S,
-                [](ModelConfig& c) { return &c.ssm.d_conv; }),
+      int_key(
+          "num_key_value_heads", "", [](ModelConfig& c) { return &c.hybrid.attention.n_kv_heads; }, 8, 1,
+          kJambaMaxHeads, S),
+      // The dense MLP's width, and every expert's.
+      int_key(
+          "intermediate_size", "feed_forward_length", [](ModelConfig& c) { return &c.hybrid.mlp.width; },
+          14336, 1, kJambaMaxWidth, S),
+      // The layer pattern: GGUF files say it per layer (head_count_kv, the routers).
+      int_key(
+          "attn_layer_period", "", [](ModelConfig& c) { return &c.jamba.attn_period; }, 8, 1, kMaxLayers, S),
+      int_key(
+          "attn_layer_offset", "", [](ModelConfig& c) { return &c.jamba.attn_offset; }, 4, 0, kMaxLayers, S),
+      int_key(
+          "expert_layer_period", "", [](ModelConfig& c) { return &c.jamba.expert_period; }, 2, 1, kMaxLayers,
+          S),
+      int_key(
+          "expert_layer_offset", "", [](ModelConfig& c) { return &c.jamba.expert_offset; }, 1, 0, kMaxLayers,
+          S),
+      int_key(
+          "num_experts", "expert_count", [](ModelConfig& c) { return &c.hybrid.moe.n_experts; }, 16, 1,
+          kJambaMaxExperts, S),
+      int_key(
+          "num_experts_per_tok", "expert_used_count", [](ModelConfig& c) { return &c.hybrid.moe.top_k; }, 2,
+          1, kJambaMaxExperts, M),
+      int_key(
+          "mamba_d_state", "ssm.state_size", [](ModelConfig& c) { return &c.ssm.d_state; }, 16, 1, 1 << 20,
+          S),
+      int_key(
+          "mamba_d_conv", "ssm.conv_kernel", [](ModelConfig& c) { return &c.ssm.d_conv; }, 4, 1, 1 << 10, S),
       // GGUF: ssm.inner_size (= expand x hidden; the gguf_extra hook).
-      jamba_int("mamba_expand", "", 2, 1, 64, S, [](ModelConfig& c) { return &c.ssm.expand; }),
+      int_key(
+          "mamba_expand", "", [](ModelConfig& c) { return &c.ssm.expand; }, 2, 1, 64, S),
       // Saved configs hold an int (JambaConfig resolves "auto" to ceil(hidden / 16) in __init__).
-      jamba_int("mamba_dt_rank", "ssm.time_step_rank", std::nullopt, 1, 1 << 16, S,
-                [](ModelConfig& c) { return &c.ssm.dt_rank; }),
+      int_key(
+          "mamba_dt_rank", "ssm.time_step_rank", [](ModelConfig& c) { return &c.ssm.dt_rank; }, std::nullopt,
+          1, 1 << 16, S),
       // GGUF: the presence of the bias tensors (the gguf_extra hook).
-      jamba_bool("mamba_conv_bias", true, S, [](ModelConfig& c) { return &c.ssm.use_conv_bias; }),
-      jamba_bool("mamba_proj_bias", false, S, [](ModelConfig& c) { return &c.ssm.use_bias; }),
+      bool_key(
+          "mamba_conv_bias", "", [](ModelConfig& c) { return &c.ssm.use_conv_bias; }, true, S),
+      bool_key(
+          "mamba_proj_bias", "", [](ModelConfig& c) { return &c.ssm.use_bias; }, false, S),
   };
 }
 
@@ -136,6 +121,7 @@ void jamba_parse_extra(const ConfigReader& reader, ModelConfig& c) {
 }
 
 void jamba_validate(const ModelConfig& c, const std::string& where) {
+  validate_mamba_mixer(c.ssm, Architecture::Mamba1, c.d_model, where);
   const AttentionConfig& a = c.hybrid.attention;
   if (a.n_heads > c.d_model)
     throw Error(where + ": num_attention_heads = " + std::to_string(a.n_heads) +
@@ -241,7 +227,6 @@ void jamba_gguf_extra(const GgufFile& file, const std::string& arch, json& hf) {
   hf["mamba_expand"] = inner / d_model;
   hf["mamba_conv_bias"] = mamba >= n || has("ssm_conv1d.bias");
   hf["mamba_proj_bias"] = has("ssm_in.bias");
-  hf["tie_word_embeddings"] = file.find_tensor("output.weight") == nullptr;
 }
 
 void jamba_write_gguf_extra(GgufWriter& writer, const ModelConfig& c, const std::string& arch) {
@@ -253,6 +238,15 @@ void jamba_write_gguf_extra(GgufWriter& writer, const ModelConfig& c, const std:
   writer.set(arch + ".attention.head_count_kv", GgufValue::integer_array(GgufType::Int32, std::move(kv)));
   writer.set(arch + ".ssm.inner_size", GgufValue::u32(static_cast<uint32_t>(c.ssm.d_inner)));
   writer.set(arch + ".context_length", GgufValue::u32(262144));
+}
+
+void jamba_check_gguf(const ModelConfig& c) {
+  // llama.cpp's jamba graph has no in_proj or out_proj bias (mamba_proj_bias), so its files
+  // cannot hold one.
+  if (c.ssm.use_bias)
+    throw Error(
+        "a Jamba with mamba_proj_bias cannot be written as GGUF (llama.cpp's jamba has no ssm_in or "
+        "ssm_out bias)");
 }
 
 json jamba_example(int64_t d_model, int64_t n_layer, int64_t vocab) {
@@ -293,7 +287,7 @@ Family make_jamba_family() {
   f.blocks = jamba_blocks;
   f.gguf_extra = jamba_gguf_extra;
   f.write_gguf_extra = jamba_write_gguf_extra;
-  f.gguf_arch = [](const ModelConfig&) { return std::string("jamba"); };
+  f.check_gguf = jamba_check_gguf;
   f.hf_extra = jamba_hf_extra;
   f.example = jamba_example;
   return f;
