@@ -383,8 +383,10 @@ TEST(Scheduler, HybridConcurrentAndCachedRequestsEqualGenerate) {
 TEST(Scheduler, RepeatedPromptsOfMamba2AndHybridsAreServedFromTheCache) {
   const Mode seeded{"Seeded", 0.9f, true};
   expect_repeated_prompts_served_from_the_cache(text_model(Architecture::Mamba2), seeded);
-  for (ModelFamily family : {ModelFamily::GraniteHybrid, ModelFamily::NemotronH}) {
-    SCOPED_TRACE(family == ModelFamily::GraniteHybrid ? "granite" : "nemotron");
+  for (ModelFamily family : {ModelFamily::GraniteHybrid, ModelFamily::NemotronH, ModelFamily::Jamba}) {
+    SCOPED_TRACE(family == ModelFamily::GraniteHybrid ? "granite"
+                 : family == ModelFamily::NemotronH   ? "nemotron"
+                                                      : "jamba");
     expect_repeated_prompts_served_from_the_cache(hybrid_text_model(family), seeded);
   }
 }

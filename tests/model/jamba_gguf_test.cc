@@ -18,6 +18,8 @@
 #include "model/families/jamba.h"
 #include "model/family.h"
 #include "model/gguf_checkpoint.h"
+#include "model/gguf_tensor_names.h"
+#include "ops/quant.h"
 
 namespace mb {
 namespace {
@@ -170,6 +172,39 @@ INSTANTIATE_TEST_SUITE_P(Files, JambaGgufTypes,
                          ::testing::Values(GgufFileType::F32, GgufFileType::F16, GgufFileType::BF16,
                                            GgufFileType::Q8_0, GgufFileType::Q4_0),
                          jamba_type_name);
+
+// Q4_K_M (llama-quantize's mix of Q4_K and Q6_K): every tensor holds exactly the f32 file's
+// values quantized to the type chosen for it, and the model from it keeps prefill == decode.
+TEST(JambaGguf, AQ4KMFileHoldsTheF32FilesValuesQuantizedAndStaysExact) {
+  json hf = jamba_family().example(256, 2, 300);
+  hf.update({{"num_experts", 4}, {"num_experts_per_tok", 2}, {"intermediate_size", 256}});
+  MakeModelOptions o;
+  o.config = parse_model_config(hf, "jamba q4_k_m");
+  o.seed = 62;
+  const std::string dir = test::write_model(o, "jamba_gguf_q4km");
+  const GgufFile f32(jamba_gguf_of(dir, GgufFileType::F32, "f32"));
+  const std::string q4km_path = jamba_gguf_of(dir, GgufFileType::Q4_K_M, "q4km");
+  const GgufFile q4km(q4km_path);
+  ASSERT_EQ(q4km.tensors().size(), f32.tensors().size());
+  int quantized = 0;
+  for (const GgufTensorInfo& t : q4km.tensors()) {
+    const GgufTensorInfo* source = f32.find_tensor(t.name);
+    ASSERT_NE(source, nullptr) << t.name;
+    const DType dtype = *gguf_engine_dtype(t.type);
+    if (!dtype_is_quantized(dtype)) continue;
+    ++quantized;
+    const int64_t row = t.ne[0], rows = t.element_count() / row;
+    const size_t row_bytes = dtype_row_bytes(dtype, row);
+    std::vector<uint8_t> want(static_cast<size_t>(rows) * row_bytes);
+    const auto* values = reinterpret_cast<const float*>(source->data);
+    for (int64_t r = 0; r < rows; ++r)
+      quantize_row(dtype, values + r * row, row, want.data() + r * row_bytes);
+    ASSERT_EQ(t.byte_size, want.size()) << t.name;
+    EXPECT_EQ(std::memcmp(t.data, want.data(), want.size()), 0) << t.name;
+  }
+  EXPECT_GE(quantized, 10);
+  test::expect_prefill_equals_steps_for_every_length(*Model::load(q4km_path), 24);
+}
 
 // The f32 file of a MoE Jamba with one metadata key replaced (or removed, for a null value).
 std::string jamba_with_metadata(const std::string& tag, const std::string& key,
