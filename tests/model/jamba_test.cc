@@ -13,6 +13,7 @@
 #include "common/model_fixture.h"
 #include "common/test_util.h"
 #include "core/error.h"
+#include "engine/state_file.h"
 #include "io/safetensors.h"
 #include "model/families/jamba.h"
 #include "model/family.h"
@@ -161,6 +162,22 @@ TEST(JambaExperts, ChosenExpertsAreWeightedByTheirSoftmaxOverAllExpertsWithoutRe
   const std::vector<float> got = run(moe_dir), want = run(dense_dir), renormalised = run(renormalised_dir);
   EXPECT_LE(test::max_abs_diff(got, want), 1e-5 * test::max_abs(want));
   EXPECT_GT(test::max_abs_diff(got, renormalised), 1e-2 * test::max_abs(want));
+}
+
+// num_experts_per_tok changes no tensor, only the math: a state saved by one Jamba is refused by
+// the same weights run with another top-k (the fingerprint hashes every declared Math key).
+TEST(JambaState, AStateOfOneTopKIsRefusedByAnother) {
+  MakeModelOptions two;
+  two.config = jamba_parsed(jamba_json(32, 2, {{"num_experts", 4}, {"num_experts_per_tok", 2}}));
+  two.seed = 43;
+  MakeModelOptions three = two;
+  three.config = jamba_parsed(jamba_json(32, 2, {{"num_experts", 4}, {"num_experts_per_tok", 3}}));
+  const auto a = Model::load(test::write_model(two, "jamba_state_top2"));
+  const auto b = Model::load(test::write_model(three, "jamba_state_top3"));
+  const std::string path = test::make_temp_dir("jamba_state") + "/a.state";
+  save_state(path, *a, test::state_after(*a, test::random_tokens(5, 131, 9)));
+  EXPECT_EQ(load_state(path, *a).position, 5);
+  EXPECT_NE(test::error_of([&] { load_state(path, *b); }).find("different model"), std::string::npos);
 }
 
 // ---------------------------------------------------------------------------------------------
