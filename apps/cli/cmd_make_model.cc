@@ -258,8 +258,9 @@ void run_make_model(const MakeModelArgs& a, const HybridArgs& hybrid, const CLI:
     throw Error("--arch must be one of " + names);
   }
   if (declared != nullptr) c = declared_family_config(*declared, a, c);
-  // FalconMamba is Mamba-1 plus the mixer norm, at FalconMambaConfig's default epsilon.
-  c.ssm.mixer_rms_norm = a.arch == "falcon-mamba";
+  // FalconMamba is Mamba-1 plus the mixer norm, at FalconMambaConfig's default epsilon (a declared
+  // family's config says its own: Jamba's mixers have the norm too).
+  if (declared == nullptr) c.ssm.mixer_rms_norm = a.arch == "falcon-mamba";
   if (a.arch == "mamba2" || hybrid_arch) {
     // Mamba-2 defaults are mamba_ssm's: d_state 128, headdim 64, ngroups 1, chunk_size 256.
     c.arch = Architecture::Mamba2;

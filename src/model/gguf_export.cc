@@ -175,12 +175,20 @@ void check_shape(const StoredTensor& tensor, const std::vector<int64_t>& shape) 
                 shape_string(shape));
 }
 
+Content stacked_experts(const TensorSet& tensors, const TensorSpec& spec, const std::string& expert_name,
+                        int64_t rows);
+
 // Half `half` of a SplitHalves spec's tensor: from the fused tensor of a folder (each leading
 // index's rows [half * R, (half + 1) * R)), or the half a GGUF checkpoint holds.
 Content split_half(const TensorSet& tensors, const TensorSpec& spec, int half) {
   const size_t split = spec.shape.size() >= 2 ? spec.shape.size() - 2 : 0;
   std::vector<int64_t> half_shape = spec.shape;
   half_shape[split] /= 2;
+  // Experts a folder stores per expert in two halves (Jamba's gate_proj and up_proj): stacked.
+  if (!spec.expert_second_name.empty() && tensors.find(spec.name) == nullptr &&
+      tensors.find(gguf_half_name(spec.name, half)) == nullptr)
+    return stacked_experts(tensors, spec, half == 0 ? spec.expert_name : spec.expert_second_name,
+                           half_shape[split]);
   if (tensors.find(spec.name) == nullptr) {
     const StoredTensor& tensor = find_tensor(tensors, gguf_half_name(spec.name, half));
     check_shape(tensor, half_shape);
@@ -199,12 +207,14 @@ Content split_half(const TensorSet& tensors, const TensorSpec& spec, int half) {
 
 // Experts a folder stores one tensor per expert (Nemotron-H's experts.{e}.up_proj), stacked into
 // the [experts, rows, cols] tensor llama.cpp's converter writes (in f32 if their dtypes differ).
-Content stacked_experts(const TensorSet& tensors, const TensorSpec& spec) {
+// `expert_name` and `rows`: one half of each expert (expert_second_name's form), or the whole.
+Content stacked_experts(const TensorSet& tensors, const TensorSpec& spec, const std::string& expert_name,
+                        int64_t rows) {
   const int64_t experts = spec.shape[0];
-  const std::vector<int64_t> shape(spec.shape.begin() + 1, spec.shape.end());
+  const std::vector<int64_t> shape = {rows, spec.shape[2]};
   std::vector<const StoredTensor*> parts;
   for (int64_t e = 0; e < experts; ++e) {
-    parts.push_back(&find_tensor(tensors, expert_tensor_name(spec.expert_name, e)));
+    parts.push_back(&find_tensor(tensors, expert_tensor_name(expert_name, e)));
     check_shape(*parts.back(), shape);
   }
   const DType dtype = std::all_of(parts.begin(), parts.end(),
@@ -230,7 +240,7 @@ Content gguf_content(const TensorSet& tensors, const TensorSpec& spec, int half,
                      const ModelConfig& c) {
   if (spec.gguf_form == GgufForm::SplitHalves) return split_half(tensors, spec, half);
   if (spec.role == TensorRole::Experts && !spec.expert_name.empty() && tensors.find(source) == nullptr)
-    return stacked_experts(tensors, spec);
+    return stacked_experts(tensors, spec, spec.expert_name, spec.shape[1]);
   const StoredTensor& tensor = find_tensor(tensors, source);
   check_shape(tensor, spec.shape);
   Content content{std::vector<uint8_t>(tensor.data, tensor.data + tensor.byte_size), *tensor.dtype};

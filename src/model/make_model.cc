@@ -79,13 +79,18 @@ void generate(const std::vector<TensorSpec>& specs, SeededRandom& rng, std::vect
       continue;
     }
     const int64_t experts = spec.shape[0], rows = spec.shape[1], cols = spec.shape[2];
+    // Each expert's slice, or its two halves of rows under two names (expert_second_name).
+    const bool halves = !spec.expert_second_name.empty();
+    const int64_t part_rows = halves ? rows / 2 : rows;
     for (int64_t e = 0; e < experts; ++e) {
-      TensorSpec one = spec;
-      one.name = expert_tensor_name(spec.expert_name, e);
-      one.shape = {rows, cols};
-      one.role = TensorRole::Matrix;
-      const auto first = values.begin() + e * rows * cols;
-      out.push_back({std::move(one), std::vector<float>(first, first + rows * cols)});
+      for (int64_t part = 0; part < (halves ? 2 : 1); ++part) {
+        TensorSpec one = spec;
+        one.name = expert_tensor_name(part == 0 ? spec.expert_name : spec.expert_second_name, e);
+        one.shape = {part_rows, cols};
+        one.role = TensorRole::Matrix;
+        const auto first = values.begin() + (e * rows + part * part_rows) * cols;
+        out.push_back({std::move(one), std::vector<float>(first, first + part_rows * cols)});
+      }
     }
   }
 }

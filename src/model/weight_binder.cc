@@ -75,6 +75,19 @@ bool WeightBinder::has_halves(const std::string& name) const {
 
 DType WeightBinder::join_halves(const std::string& name, const std::vector<int64_t>& shape,
                                 std::vector<uint8_t>& bytes) {
+  return join_halves(name, gguf_half_name(name, 0), gguf_half_name(name, 1), shape, bytes);
+}
+
+WeightMatrix WeightBinder::pack_joined(const std::vector<uint8_t>& bytes, DType dtype, int64_t rows,
+                                       int64_t cols) {
+  const DType target = storable_dtype(matrix_dtype_.value_or(dtype), cols);
+  packed_matrices_.push_back(pack_weights(bytes.data(), dtype, rows, cols, target));
+  packed_matrix_bytes_ += packed_matrices_.back().size();
+  return {packed_matrices_.back().data(), target, rows, cols};
+}
+
+DType WeightBinder::join_halves(const std::string& name, const std::string& first, const std::string& second,
+                                const std::vector<int64_t>& shape, std::vector<uint8_t>& bytes) {
   // The halves split the second-to-last dim (the only one of a vector); leading dims (experts)
   // are whole.
   const size_t split = shape.size() >= 2 ? shape.size() - 2 : 0;
@@ -83,8 +96,7 @@ DType WeightBinder::join_halves(const std::string& name, const std::vector<int64
   if (half_shape[split] * 2 != shape[split])
     throw Error("tensor '" + name + "' has an odd extent " + std::to_string(shape[split]) +
                 " to split in halves");
-  const StoredTensor* halves[2] = {&require(gguf_half_name(name, 0), half_shape),
-                                   &require(gguf_half_name(name, 1), half_shape)};
+  const StoredTensor* halves[2] = {&require(first, half_shape), &require(second, half_shape)};
   const DType dtype = *halves[0]->dtype == *halves[1]->dtype ? *halves[0]->dtype : DType::F32;
   int64_t outer = 1;
   for (size_t i = 0; i < split; ++i) outer *= shape[i];
@@ -135,9 +147,22 @@ WeightMatrix WeightBinder::matrix(const std::string& name, int64_t rows, int64_t
 }
 
 std::vector<WeightMatrix> WeightBinder::experts(const std::string& name, const std::string& expert_name,
-                                                int64_t experts, int64_t rows, int64_t cols) {
+                                                int64_t experts, int64_t rows, int64_t cols,
+                                                const std::string& expert_second_name) {
   std::vector<WeightMatrix> out;
-  if (!expert_name.empty() && (has(expert_tensor_name(expert_name, 0)) || !has(name))) {
+  const bool per_expert =
+      !expert_name.empty() && (has(expert_tensor_name(expert_name, 0)) || (!has(name) && !has_halves(name)));
+  if (per_expert && !expert_second_name.empty()) {
+    for (int64_t e = 0; e < experts; ++e) {
+      std::vector<uint8_t> joined;
+      const std::string first = expert_tensor_name(expert_name, e);
+      const DType dtype =
+          join_halves(first, first, expert_tensor_name(expert_second_name, e), {rows, cols}, joined);
+      out.push_back(pack_joined(joined, dtype, rows, cols));
+    }
+    return out;
+  }
+  if (per_expert) {
     for (int64_t e = 0; e < experts; ++e)
       out.push_back(matrix(expert_tensor_name(expert_name, e), rows, cols));
     return out;

@@ -40,8 +40,10 @@ class WeightBinder {
   // `experts` matrices of [rows, cols], each packed on its own: one 2-D tensor per expert, named
   // expert_name with "{e}" for its index, where expert_name is given and the checkpoint holds
   // expert 0's; else the stacked 3-D tensor `name` [experts, rows, cols] (or its two halves).
+  // With `expert_second_name`, each expert's per-expert tensor is two halves of rows / 2 (the
+  // first under expert_name), joined as a GGUF file's halves are.
   std::vector<WeightMatrix> experts(const std::string& name, const std::string& expert_name, int64_t experts,
-                                    int64_t rows, int64_t cols);
+                                    int64_t rows, int64_t cols, const std::string& expert_second_name = "");
   // The stored [rows, cols] tensor, whose row count may be any of `allowed_rows`.
   const StoredTensor& tensor_rows_in(const std::string& name, const std::vector<int64_t>& allowed_rows,
                                      int64_t cols);
@@ -81,6 +83,11 @@ class WeightBinder {
   bool has_halves(const std::string& name) const;
   // The two halves of `name`, joined into `bytes`; returns their dtype (F32 when they differ).
   DType join_halves(const std::string& name, const std::vector<int64_t>& shape, std::vector<uint8_t>& bytes);
+  // The same for halves stored under `first` and `second`, reported as `name`.
+  DType join_halves(const std::string& name, const std::string& first, const std::string& second,
+                    const std::vector<int64_t>& shape, std::vector<uint8_t>& bytes);
+  // Packs `rows` x `cols` bytes of `dtype`.
+  WeightMatrix pack_joined(const std::vector<uint8_t>& bytes, DType dtype, int64_t rows, int64_t cols);
 
   const TensorSet& tensors_;
   std::optional<DType> matrix_dtype_;

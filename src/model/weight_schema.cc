@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "model/blocks/attention_block.h"
+#include "model/blocks/jamba_ffn_block.h"
 #include "model/blocks/mamba1_block.h"
 #include "model/blocks/mamba2_block.h"
 #include "model/blocks/mamba3_block.h"
@@ -63,7 +64,8 @@ Weight bind_one(WeightBinder& binder, const TensorSpec& spec) {
                                     : binder.matrix(name, shape[0], shape[1]);
       break;
     case TensorRole::Experts:
-      w.host_experts = binder.experts(name, spec.expert_name, shape[0], shape[1], shape[2]);
+      w.host_experts =
+          binder.experts(name, spec.expert_name, shape[0], shape[1], shape[2], spec.expert_second_name);
       break;
     case TensorRole::Vector:
       w.host_values = binder.f32(name, shape);
@@ -110,9 +112,9 @@ ModelTensors model_tensor_specs(const ModelConfig& c, bool hf_names, int64_t inp
   const int64_t d = c.d_model;
   // Embedding rows with RMS 2/sqrt(d) give logits of a few units against a unit-RMS final state.
   const TensorInit vocabulary{TensorInit::Uniform, 2.0 * std::sqrt(3.0 / static_cast<double>(d))};
-  // Granite-4.0-H and Bamba name their own tensors as the Llama family does (Bamba's final norm is
-  // final_layernorm); the other families as Mamba.
-  const bool bamba = c.family == ModelFamily::Bamba;
+  // Granite-4.0-H, Bamba and Jamba name their own tensors as the Llama family does (Bamba's and
+  // Jamba's final norm is final_layernorm); the other families as Mamba.
+  const bool bamba = c.family == ModelFamily::Bamba || c.family == ModelFamily::Jamba;
   const bool granite = c.family == ModelFamily::GraniteHybrid || bamba;
   const char* hf_embedding = granite ? "model.embed_tokens.weight" : "backbone.embeddings.weight";
   const char* original_embedding = "backbone.embedding.weight";
@@ -158,6 +160,8 @@ std::vector<TensorSpec> block_tensor_specs(const ModelConfig& config, const Bloc
       return MlpBlock::schema(config, block);
     case BlockKind::Moe:
       return MoeBlock::schema(config, block);
+    case BlockKind::JambaFfn:
+      return JambaFfnBlock::schema(config, block);
     case BlockKind::Custom:
       break;
   }

@@ -80,6 +80,9 @@ struct TensorSpec {
   bool keep_f32 = false;
   // Experts stored one tensor per expert: the name with "{e}" for the expert's index.
   std::string expert_name{};
+  // Per-expert tensors stored in two halves (Jamba's experts.{e}.gate_proj and .up_proj, rows
+  // [0, R/2) and [R/2, R) of the [R, cols] matrix): expert_name names the first, this the second.
+  std::string expert_second_name{};
   // A second accepted checkpoint form: another name (the state-spaces embedding) or shape
   // (Mamba-2's per-channel D); empty when none.
   std::string alt_name{};

@@ -18,6 +18,8 @@
 #include "engine/scheduler.h"
 #include "engine/state_file.h"
 #include "io/mapped_file.h"
+#include "model/families/jamba.h"
+#include "model/family.h"
 
 namespace mb {
 namespace {
@@ -46,14 +48,17 @@ const TextModel& text_model(Architecture arch = Architecture::Mamba1) {
   return it->second;
 }
 
-// A hybrid of the same width with its byte-level tokenizer: Granite-4.0-H or Nemotron-H.
+// A hybrid of the same width with its byte-level tokenizer: Granite-4.0-H, Nemotron-H or Jamba.
 const TextModel& hybrid_text_model(ModelFamily family) {
   static std::map<ModelFamily, TextModel> models;
   auto it = models.find(family);
   if (it == models.end()) {
     MakeModelOptions o;
     o.config = family == ModelFamily::GraniteHybrid ? test::granite_config("M*M", 64, 512)
-                                                    : test::nemotron_config("M*-M", 64, 512);
+                : family == ModelFamily::Jamba
+                    // Mamba-1 mixers with attention at layer 1 and experts on layers 1 and 3.
+                    ? parse_model_config(jamba_family().example(64, 4, 512), "jamba example")
+                    : test::nemotron_config("M*-M", 64, 512);
     if (family == ModelFamily::Bamba) o.config = test::bamba_config("M*M", 64, 512);
     o.seed = 18;
     const std::string dir = test::make_temp_dir("scheduler_hybrid");
@@ -368,8 +373,10 @@ TEST(Scheduler, Mamba2ConcurrentAndCachedRequestsEqualGenerate) {
 // The hybrids' states hold KV parts that grow with the position; resumed requests still equal the
 // cold ones bit for bit.
 TEST(Scheduler, HybridConcurrentAndCachedRequestsEqualGenerate) {
-  for (ModelFamily family : {ModelFamily::GraniteHybrid, ModelFamily::NemotronH}) {
-    SCOPED_TRACE(family == ModelFamily::GraniteHybrid ? "granite" : "nemotron");
+  for (ModelFamily family : {ModelFamily::GraniteHybrid, ModelFamily::NemotronH, ModelFamily::Jamba}) {
+    SCOPED_TRACE(family == ModelFamily::GraniteHybrid ? "granite"
+                 : family == ModelFamily::NemotronH   ? "nemotron"
+                                                      : "jamba");
     expect_concurrent_and_cached_requests_equal_generate(hybrid_text_model(family));
   }
 }
@@ -383,8 +390,10 @@ TEST(Scheduler, BambaConcurrentAndCachedRequestsEqualGenerate) {
 TEST(Scheduler, RepeatedPromptsOfMamba2AndHybridsAreServedFromTheCache) {
   const Mode seeded{"Seeded", 0.9f, true};
   expect_repeated_prompts_served_from_the_cache(text_model(Architecture::Mamba2), seeded);
-  for (ModelFamily family : {ModelFamily::GraniteHybrid, ModelFamily::NemotronH}) {
-    SCOPED_TRACE(family == ModelFamily::GraniteHybrid ? "granite" : "nemotron");
+  for (ModelFamily family : {ModelFamily::GraniteHybrid, ModelFamily::NemotronH, ModelFamily::Jamba}) {
+    SCOPED_TRACE(family == ModelFamily::GraniteHybrid ? "granite"
+                 : family == ModelFamily::NemotronH   ? "nemotron"
+                                                      : "jamba");
     expect_repeated_prompts_served_from_the_cache(hybrid_text_model(family), seeded);
   }
 }

@@ -53,9 +53,11 @@ std::vector<TensorSpec> AttentionBlock::schema(const ModelConfig& c, const Block
   const double out_bound =
       std::sqrt(3.0 / static_cast<double>(qw)) / std::sqrt(static_cast<double>(c.n_layer));
   TensorSpec norm{.name = block.norm(), .shape = {d}, .gguf = block.gguf(block.names.gguf_norm)};
-  // llama.cpp's converter reorders the rows of each q and k head as for RoPE (GgufForm).
-  const auto interleaved = [](TensorSpec s) {
-    s.gguf_form = GgufForm::HeadPairsInterleaved;
+  // llama.cpp's converter reorders the rows of each q and k head as for RoPE (GgufForm), except
+  // Jamba's (JambaModel has no permutation: it has no RoPE).
+  const bool permuted = c.family != ModelFamily::Jamba;
+  const auto interleaved = [permuted](TensorSpec s) {
+    if (permuted) s.gguf_form = GgufForm::HeadPairsInterleaved;
     return s;
   };
   return {norm,

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "model/blocks/attention_block.h"
 #include "model/blocks/block.h"
+#include "model/blocks/jamba_ffn_block.h"
 #include "model/blocks/mamba1_block.h"
 #include "model/blocks/mamba2_block.h"
 #include "model/blocks/mamba3_block.h"
@@ -26,6 +27,8 @@ std::unique_ptr<Block> make_block(const ModelConfig& config, const BlockSpec& sp
       return std::make_unique<MlpBlock>(config, spec, binder);
     case BlockKind::Moe:
       return std::make_unique<MoeBlock>(config, spec, binder);
+    case BlockKind::JambaFfn:
+      return std::make_unique<JambaFfnBlock>(config, spec, binder);
     case BlockKind::Custom:
       break;
   }

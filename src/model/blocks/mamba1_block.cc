@@ -53,6 +53,15 @@ std::vector<TensorSpec> Mamba1Block::schema(const ModelConfig& c, const BlockSpe
   dt_proj.gguf = block.gguf("ssm_dt.weight");
   dt_bias = ms::dt_bias(block, D);
   dt_bias.name = block.tensor("dt_proj.bias");  // Mamba-1 keeps dt's bias with dt_proj
+  // Jamba's learned mixer-norm weights (llama.cpp: ssm_dt_norm, ssm_b_norm, ssm_c_norm).
+  const bool norm_weights = c.ssm.mixer_rms_norm && c.ssm.mixer_norm_weights;
+  const auto mixer_norm = [&](const char* name, int64_t width, const char* gguf) {
+    return TensorSpec{.name = block.tensor(name),
+                      .shape = {width},
+                      .init = {TensorInit::AroundOne, 0.5},
+                      .wanted = norm_weights,
+                      .gguf = block.gguf(gguf)};
+  };
   std::vector<TensorSpec> specs = {
       ms::norm(block, d),
       ms::in_proj(block, 2 * D, d),
@@ -66,6 +75,9 @@ std::vector<TensorSpec> Mamba1Block::schema(const ModelConfig& c, const BlockSpe
       ms::d_skip(block, {D}, GgufForm::Same),
       ms::out_proj(block, d, D, c.n_layer),
       ms::out_proj_bias(block, d, c.ssm.use_bias),
+      mixer_norm("dt_layernorm.weight", R, "ssm_dt_norm.weight"),
+      mixer_norm("b_layernorm.weight", N, "ssm_b_norm.weight"),
+      mixer_norm("c_layernorm.weight", N, "ssm_c_norm.weight"),
   };
   return specs;
 }
@@ -79,6 +91,7 @@ Mamba1Block::Mamba1Block(const ModelConfig& c, const BlockSpec& spec, WeightBind
       d_conv_(c.ssm.d_conv),
       norm_eps_(c.norm_eps),
       mixer_norm_(c.ssm.mixer_rms_norm),
+      mixer_norm_weights_(c.ssm.mixer_rms_norm && c.ssm.mixer_norm_weights),
       mixer_norm_eps_(static_cast<float>(c.ssm.mixer_rms_eps)) {
   weights_ = bind_weights(binder, schema(c, spec));
   // A = -exp(A_log), kept premultiplied by log2(e) (in double, one rounding) and re-laid out
@@ -98,8 +111,9 @@ Mamba1Block::Mamba1Block(const ModelConfig& c, const BlockSpec& spec, WeightBind
   weights_.push_back(derived_weight(binder, std::move(a_base2)));
   // FalconMamba's mixer norm has no weight; the shared RMSNorm op multiplies by ones (x * 1.0f
   // is exact).
-  weights_.push_back(mixer_norm_ ? derived_weight(binder, std::vector<float>(std::max(dt_rank_, N), 1.0f))
-                                 : Weight{});
+  weights_.push_back(mixer_norm_ && !mixer_norm_weights_
+                         ? derived_weight(binder, std::vector<float>(std::max(dt_rank_, N), 1.0f))
+                         : Weight{});
 }
 
 std::vector<StatePart> Mamba1Block::state_parts() const {
@@ -148,9 +162,13 @@ void Mamba1Block::forward(LayerContext& ctx) const {
 
   be.matmul(s, {u, m, matrix(kXProj), {}, xdbl, false, false, {}, phase(kXProjPhase)});  // -> [m, R + 2N]
   if (mixer_norm_) {
-    // FalconMamba normalizes dt_low, B and C each over its own width, in place, per row.
+    // FalconMamba and Jamba normalize dt_low, B and C each over its own width, in place, per row:
+    // FalconMamba's norm has no weight (ones), Jamba's has one per part.
     const View ones = values(kMixerNormOnes);
-    const NormSegment segments[] = {{0, R, ones}, {R, N, ones}, {R + N, N, ones}};
+    const bool w = mixer_norm_weights_;
+    const NormSegment segments[] = {{0, R, w ? values(kDtNorm) : ones},
+                                    {R, N, w ? values(kBNorm) : ones},
+                                    {R + N, N, w ? values(kCNorm) : ones}};
     be.rms_norm(s, {xdbl, m, segments, mixer_norm_eps_, xdbl, phase(kNormPhase)});
   }
 

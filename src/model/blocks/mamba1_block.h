@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The Mamba-1 mixer (the selective-scan block of mamba_ssm / HF MambaForCausalLM), with
 // FalconMamba's weightless RMSNorm on x_proj's three outputs (HF FalconMambaForCausalLM) when
-// the config asks for it.
+// the config asks for it, or Jamba's weighted one (dt_layernorm, b_layernorm, c_layernorm of HF
+// JambaMambaMixer).
 //
 // Per round: in_proj with the layer's RMSNorm in front, the causal conv + SiLU of x with carried
 // history, x_proj into [dt_low | B | C] (FalconMamba: each normalized), the selective scan with
@@ -33,6 +34,9 @@ class Mamba1Block final : public Block {
     kD,            // [d_inner]
     kOutProj,      // [d_model, d_inner]
     kOutProjBias,  // [d_model] or absent
+    kDtNorm,       // [dt_rank] (Jamba) or absent
+    kBNorm,        // [d_state] (Jamba) or absent
+    kCNorm,        // [d_state] (Jamba) or absent
     kTensors,
     // Derived at load:
     kABase2 = kTensors,  // [d_state, d_inner] = A * log2(e), state-major
@@ -50,7 +54,7 @@ class Mamba1Block final : public Block {
  private:
   int64_t d_model_, d_inner_, d_state_, dt_rank_, d_conv_;
   float norm_eps_;
-  bool mixer_norm_;
+  bool mixer_norm_, mixer_norm_weights_;
   float mixer_norm_eps_;
 };
 

@@ -28,6 +28,8 @@ struct MambaMixerConfig {
   // FalconMamba: dt_low, B and C are each RMS-normalized (no weight) before use.
   bool mixer_rms_norm = false;
   double mixer_rms_eps = 1e-6;
+  // Jamba: the same norms with learned weights (dt_layernorm, b_layernorm, c_layernorm).
+  bool mixer_norm_weights = false;
 
   // Mamba-2 and Mamba-3 SISO (spec §1): heads of headdim channels, B and C in ngroups groups.
   int64_t headdim = 64;

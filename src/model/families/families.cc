@@ -13,13 +13,19 @@ const Family& mamba3_family();
 const Family& granite_hybrid_family();
 const Family& nemotron_h_family();
 const Family& bamba_family();
+const Family& jamba_family();
 
 const std::vector<const Family*>& all_families() {
   // Built once on first use from constant declarations; the list itself never changes.
   static const std::vector<const Family*> list = {
-      &mamba1_family(), &falcon_mamba_family(),   &mamba2_family(),
-      &mamba3_family(), &granite_hybrid_family(), &nemotron_h_family(),
+      &mamba1_family(),
+      &falcon_mamba_family(),
+      &mamba2_family(),
+      &mamba3_family(),
+      &granite_hybrid_family(),
+      &nemotron_h_family(),
       &bamba_family(),
+      &jamba_family(),
   };
   return list;
 }
