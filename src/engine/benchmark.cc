@@ -45,6 +45,10 @@ const char* block_kind_name(BlockKind kind) {
       return "mlp";
     case BlockKind::Moe:
       return "moe";
+    case BlockKind::FalconH1Mixer:
+      return "falcon-h1 attention+mamba2";
+    case BlockKind::FalconH1Mlp:
+      return "falcon-h1 mlp";
     case BlockKind::Custom:
       break;
   }

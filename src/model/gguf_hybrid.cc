@@ -380,6 +380,8 @@ std::string gguf_architecture(const ModelConfig& c) {
       return kGgufGraniteHybrid;
     case ModelFamily::NemotronH:
       return c.hybrid.moe.n_experts > 0 ? kGgufNemotronHMoe : kGgufNemotronH;
+    case ModelFamily::FalconH1:
+      return "falcon-h1";
     case ModelFamily::Mamba:
       break;
   }

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "model/blocks/attention_block.h"
+#include "model/blocks/falcon_h1_block.h"
 #include "model/blocks/mamba1_block.h"
 #include "model/blocks/mamba2_block.h"
 #include "model/blocks/mamba3_block.h"
@@ -112,13 +113,14 @@ ModelTensors model_tensor_specs(const ModelConfig& c, bool hf_names, int64_t inp
   const TensorInit vocabulary{TensorInit::Uniform, 2.0 * std::sqrt(3.0 / static_cast<double>(d))};
   // Granite-4.0-H names its own tensors as the Llama family does; the other families as Mamba.
   const bool granite = c.family == ModelFamily::GraniteHybrid;
-  const char* hf_embedding = granite ? "model.embed_tokens.weight" : "backbone.embeddings.weight";
+  const bool falcon_h1 = c.family == ModelFamily::FalconH1;  // Llama's names, final_layernorm
+  const char* hf_embedding = granite || falcon_h1 ? "model.embed_tokens.weight" : "backbone.embeddings.weight";
   const char* original_embedding = "backbone.embedding.weight";
   TensorSpec embedding{.name = hf_names ? hf_embedding : original_embedding,
                        .shape = {c.vocab_rows, d},
                        .role = TensorRole::Matrix,
                        .init = vocabulary,
-                       .alt_name = granite ? "" : (hf_names ? original_embedding : hf_embedding),
+                       .alt_name = granite || falcon_h1 ? "" : (hf_names ? original_embedding : hf_embedding),
                        .gguf = "token_embd.weight"};
   const double input_bound = input_dim > 0 ? std::sqrt(3.0 / static_cast<double>(input_dim)) : 0.0;
   TensorSpec input_proj{.name = "input_proj.weight",
@@ -128,7 +130,9 @@ ModelTensors model_tensor_specs(const ModelConfig& c, bool hf_names, int64_t inp
                         .wanted = input_dim > 0};
   TensorSpec input_bias{
       .name = "input_proj.bias", .shape = {d}, .init = {TensorInit::Uniform, 0.1}, .wanted = input_dim > 0};
-  TensorSpec norm_f{.name = granite ? "model.norm.weight" : "backbone.norm_f.weight",
+  TensorSpec norm_f{.name = falcon_h1 ? "model.final_layernorm.weight"
+                           : granite  ? "model.norm.weight"
+                                      : "backbone.norm_f.weight",
                     .shape = {d},
                     .gguf = "output_norm.weight"};
   TensorSpec lm_head{.name = "lm_head.weight",
@@ -154,6 +158,10 @@ std::vector<TensorSpec> block_tensor_specs(const ModelConfig& config, const Bloc
       return MlpBlock::schema(config, block);
     case BlockKind::Moe:
       return MoeBlock::schema(config, block);
+    case BlockKind::FalconH1Mixer:
+      return FalconH1MixerBlock::schema(config, block);
+    case BlockKind::FalconH1Mlp:
+      return FalconH1MlpBlock::schema(config, block);
     case BlockKind::Custom:
       break;
   }

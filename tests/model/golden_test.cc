@@ -94,5 +94,11 @@ INSTANTIATE_TEST_SUITE_P(LlamaCpp, Golden,
                            return name;
                          });
 
+// Falcon-H1: attention || Mamba-2 with every muP multiplier far from 1, two groups in the gated
+// norm (mamba_rms_norm, gate before norm: llama.cpp's only form), head_dim != hidden / heads.
+INSTANTIATE_TEST_SUITE_P(FalconH1, Golden, ::testing::Values("falcon-h1"), [](const auto&) {
+  return std::string("falcon_h1");
+});
+
 }  // namespace
 }  // namespace mb

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "model/blocks/attention_block.h"
 #include "model/blocks/block.h"
+#include "model/blocks/falcon_h1_block.h"
 #include "model/blocks/mamba1_block.h"
 #include "model/blocks/mamba2_block.h"
 #include "model/blocks/mamba3_block.h"
@@ -26,6 +27,10 @@ std::unique_ptr<Block> make_block(const ModelConfig& config, const BlockSpec& sp
       return std::make_unique<MlpBlock>(config, spec, binder);
     case BlockKind::Moe:
       return std::make_unique<MoeBlock>(config, spec, binder);
+    case BlockKind::FalconH1Mixer:
+      return std::make_unique<FalconH1MixerBlock>(config, spec, binder);
+    case BlockKind::FalconH1Mlp:
+      return std::make_unique<FalconH1MlpBlock>(config, spec, binder);
     case BlockKind::Custom:
       break;
   }
