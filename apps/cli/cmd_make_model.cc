@@ -6,12 +6,14 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "chat/chat_template.h"
 #include "commands.h"
 #include "core/error.h"
 #include "engine/gguf_convert.h"
 #include "io/file_io.h"
+#include "model/family.h"
 #include "model/make_model.h"
 #include "ops/causal_conv.h"
 #include "ops/selective_scan.h"
@@ -189,7 +191,30 @@ struct MakeModelArgs {
   double rope_fraction = 0.5;
   bool outproj_norm = false;
   std::string chat_template_file;  // --chat-template: empty for none
+  std::vector<std::string> set;    // --set KEY=VALUE, a declared family's config keys
 };
+
+// A declared family's config (model/family.h): its example at the given sizes, then each --set
+// KEY=VALUE over it (VALUE as JSON, or else as a string), read by the loader's own parser, so the
+// flags are the family's declared keys and their checks the loader's.
+ModelConfig declared_family_config(const Family& family, const MakeModelArgs& a, const ModelConfig& sizes) {
+  nlohmann::json hf = family.example(sizes.d_model, sizes.n_layer, sizes.vocab_size);
+  if (a.untied) hf["tie_word_embeddings"] = false;
+  for (const std::string& item : a.set) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) throw Error("--set " + item + ": expected KEY=VALUE");
+    const std::string key = item.substr(0, eq), text = item.substr(eq + 1);
+    bool known = hf.contains(key);
+    for (const ConfigKey& k : family.keys) {
+      known = known || k.hf == key;
+      for (const std::string& alias : k.aliases) known = known || alias == key;
+    }
+    if (!known) throw Error("--set " + key + ": not a config key of " + family.name);
+    nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+    hf[key] = value.is_discarded() ? nlohmann::json(text) : value;
+  }
+  return parse_model_config(hf, "make-model --arch " + family.name);
+}
 
 // --chat-template's file, parsed first so that make-model never writes a template that `serve`
 // would refuse; the error names the file.
@@ -234,9 +259,18 @@ void run_make_model(const MakeModelArgs& a, const HybridArgs& hybrid, const CLI:
   c.ssm.use_bias = a.use_bias;
   c.ssm.use_conv_bias = !a.no_conv_bias;
   const bool hybrid_arch = a.arch == "granite-hybrid" || a.arch == "nemotron-h";
+  const Family* declared = family_by_name(a.arch);
   if (a.arch != "mamba1" && a.arch != "mamba2" && a.arch != "falcon-mamba" && a.arch != "mamba3" &&
-      !hybrid_arch)
-    throw Error("--arch must be mamba1, mamba2, falcon-mamba, mamba3, granite-hybrid or nemotron-h");
+      !hybrid_arch && declared == nullptr) {
+    std::string names = "mamba1, mamba2, falcon-mamba, mamba3, granite-hybrid, nemotron-h";
+    for (const Family* f : all_families()) names += ", " + f->name;
+    throw Error("--arch must be one of " + names);
+  }
+  if (declared != nullptr) {
+    c = declared_family_config(*declared, a, c);
+  } else if (!a.set.empty()) {
+    throw Error("--set applies to the declared families' keys; --arch " + a.arch + " takes the size flags");
+  }
   // FalconMamba is Mamba-1 plus the mixer norm, at FalconMambaConfig's default epsilon.
   c.ssm.mixer_rms_norm = a.arch == "falcon-mamba";
   if (a.arch == "mamba2" || hybrid_arch) {
@@ -270,7 +304,7 @@ void run_make_model(const MakeModelArgs& a, const HybridArgs& hybrid, const CLI:
                 " weight values; make-model writes at most " + std::to_string(kMaxMakeModelValues) +
                 " (16 GiB as f32)");
   if (a.form != "hf" && a.form != "original") throw Error("--layout must be hf or original");
-  if (hybrid_arch && a.form == "original")
+  if ((hybrid_arch || declared != nullptr) && a.form == "original")
     throw Error("--layout original: the hybrid models only exist in the Hugging Face layout (use hf)");
   if (a.arch == "mamba3" && a.form == "hf" && form_option.count() > 0)
     throw Error("--layout hf: Mamba-3 checkpoints only exist in the state-spaces layout (use original)");
@@ -360,6 +394,9 @@ void add_make_model(CLI::App& app) {
                   "A Jinja chat template file, written into tokenizer_config.json (serve and chat use it; "
                   "--format gguf carries it as tokenizer.chat_template)");
   add_hybrid_options(cmd, *hybrid);
+  cmd->add_option("--set", args->set,
+                  "KEY=VALUE (repeatable): a config.json key of a declared family's --arch, VALUE as JSON "
+                  "(4, 1e-6, true, \"rope\", [1,2]) or else a string");
   cmd->callback([args, hybrid, form_option, sizes] { run_make_model(*args, *hybrid, *form_option, *sizes); });
 }
 

@@ -9,13 +9,10 @@
 #include "core/json_text.h"
 #include "io/file_io.h"
 #include "model/config_reader.h"
-#include "model/families/falcon_h1.h"
+#include "model/family.h"
 #include "model/weight_schema.h"
 
 namespace mb {
-
-void interim_parse_family_keys(const Family& family, const ConfigReader& reader, ModelConfig& config);
-nlohmann::json interim_family_config_to_hf_json(const Family& family, const ModelConfig& config);
 
 using nlohmann::json;
 
@@ -74,14 +71,17 @@ namespace {
 
 void parse_hf(const ConfigReader& reader, ModelConfig& config) {
   const std::string model_type = reader.string_or("model_type", "mamba");
+  if (const Family* family = family_by_model_type(model_type))
+    return parse_family_keys(*family, reader, config);
   if (model_type == "granitemoehybrid") return parse_granite_hybrid(reader, config);
   if (model_type == "nemotron_h") return parse_nemotron_h(reader, config);
-  if (model_type == "falcon_h1") return interim_parse_family_keys(falcon_h1_family(), reader, config);  // INTERIM
-  if (model_type != "mamba" && model_type != "falcon_mamba" && model_type != "mamba2")
-    throw Error(
-        reader.where() + ": model_type '" + model_type +
-        "' is not supported (expected \"mamba\", \"mamba2\", \"falcon_mamba\", \"granitemoehybrid\" or "
-        "\"nemotron_h\")");
+  if (model_type != "mamba" && model_type != "falcon_mamba" && model_type != "mamba2") {
+    std::string expected = "\"mamba\", \"mamba2\", \"falcon_mamba\", \"granitemoehybrid\", \"nemotron_h\"";
+    for (const Family* family : all_families())
+      for (const std::string& type : family->model_types) expected += ", \"" + type + "\"";
+    throw Error(reader.where() + ": model_type '" + model_type + "' is not supported (expected one of " +
+                expected + ")");
+  }
   const bool mamba2 = model_type == "mamba2";
   config.arch = mamba2 ? Architecture::Mamba2 : Architecture::Mamba1;
   config.d_model = reader.positive_int("hidden_size", kMaxDModel);
@@ -125,11 +125,13 @@ void parse_original(const ConfigReader& reader, ModelConfig& config) {
 }
 
 void validate(const ModelConfig& config, const std::string& where) {
-  validate_mamba_mixer(config.ssm, config.arch, config.d_model, where);
-  if (config.family == ModelFamily::FalconH1)  // INTERIM
-    falcon_h1_family().validate(config, where);
-  else if (config.family != ModelFamily::Mamba)
-    validate_hybrid(config, where);
+  if (const Family* family = find_family(config.family)) {
+    // A declared family checks what its blocks need (its Mamba mixers' section, if it has any).
+    if (family->validate) family->validate(config, where);
+  } else {
+    validate_mamba_mixer(config.ssm, config.arch, config.d_model, where);
+    if (config.family != ModelFamily::Mamba) validate_hybrid(config, where);
+  }
   if (!(config.norm_eps < 1.0f)) throw Error(where + ": the norm epsilon must be below 1");
 }
 
@@ -220,7 +222,7 @@ ModelConfig load_model_config(const std::string& dir) {
 }
 
 std::vector<BlockSpec> ModelConfig::blocks() const {
-  if (family == ModelFamily::FalconH1) return falcon_h1_family().blocks(*this);  // INTERIM
+  if (const Family* declared = find_family(family)) return declared->blocks(*this);
   if (family != ModelFamily::Mamba) return hybrid_blocks(*this);
   const BlockKind mixer = arch == Architecture::Mamba1   ? BlockKind::Mamba1Mixer
                           : arch == Architecture::Mamba2 ? BlockKind::Mamba2Mixer
@@ -231,7 +233,7 @@ std::vector<BlockSpec> ModelConfig::blocks() const {
 }
 
 json model_config_to_hf_json(const ModelConfig& c) {
-  if (c.family == ModelFamily::FalconH1) return interim_family_config_to_hf_json(falcon_h1_family(), c);  // INTERIM
+  if (const Family* family = find_family(c.family)) return family_config_to_hf_json(*family, c);
   if (c.family != ModelFamily::Mamba) return hybrid_config_to_hf_json(c);
   const bool mamba2 = c.arch == Architecture::Mamba2;
   std::string model_type = mamba2 ? "mamba2" : "mamba",

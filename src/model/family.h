@@ -69,7 +69,26 @@ struct ConfigKey {
   // A key whose value the engine cannot honour except `fallback` (e.g. rope_scaling): present with
   // another value, it is refused naming the key (the message says the reason).
   std::string only_default_reason;
+
+  // Copies with one field changed, for compact tables: int_key(...).aka({"n_layer"}).
+  ConfigKey aka(std::vector<std::string> names) const;
+  ConfigKey in_gguf(std::string name) const;
+  ConfigKey with_effect(KeyEffect e) const;
+  ConfigKey only_default(std::string reason) const;
 };
+
+// Builders for the usual keys (fallback nullopt: required). `field` returns the ModelConfig member.
+using FieldOf = std::function<KeyField(ModelConfig&)>;
+ConfigKey int_key(std::string hf, std::string gguf, FieldOf field, std::optional<int64_t> fallback,
+                  int64_t min = 1, int64_t max = 1 << 20, KeyEffect effect = KeyEffect::Math);
+ConfigKey number_key(std::string hf, std::string gguf, FieldOf field, std::optional<double> fallback,
+                     double min, double max, KeyEffect effect = KeyEffect::Math);
+ConfigKey bool_key(std::string hf, std::string gguf, FieldOf field, std::optional<bool> fallback,
+                   KeyEffect effect = KeyEffect::Math);
+ConfigKey string_key(std::string hf, std::string gguf, FieldOf field, std::optional<std::string> fallback,
+                     std::vector<std::string> choices, KeyEffect effect = KeyEffect::Math);
+ConfigKey numbers_key(std::string hf, std::string gguf, FieldOf field,
+                      std::optional<std::vector<double>> fallback, KeyEffect effect = KeyEffect::Math);
 
 struct Family {
   std::string name;                      // make-model's --arch and messages: "falcon-h1"
@@ -92,8 +111,12 @@ struct Family {
   // and their inverse when writing. May be null.
   std::function<void(const GgufFile&, const std::string& arch, nlohmann::json& hf)> gguf_extra;
   std::function<void(GgufWriter&, const ModelConfig&, const std::string& arch)> write_gguf_extra;
-  // The GGUF architecture a config is written as (several for one family: nemotron_h_moe).
+  // The GGUF architecture a config is written as (several for one family: nemotron_h_moe). May be
+  // null: gguf_archs[0].
   std::function<std::string(const ModelConfig&)> gguf_arch;
+  // Throws mb::Error naming the setting when `config` cannot be written as GGUF (llama.cpp's
+  // layout has no place for it). May be null.
+  std::function<void(const ModelConfig&)> check_gguf;
   // HF keys the table does not write (layer_types, architectures, ...), added by make-model's
   // writer. May be null.
   std::function<void(const ModelConfig&, nlohmann::json& hf)> hf_extra;
@@ -108,8 +131,9 @@ const std::vector<const Family*>& all_families();
 const Family* family_by_model_type(const std::string& model_type);
 const Family* family_by_gguf_arch(const std::string& arch);
 const Family* family_by_name(const std::string& name);
-// The family a parsed config belongs to (by ModelConfig::family).
-const Family& family_of(const ModelConfig& config);
+// The declared family of a parsed config (by ModelConfig::family); null for a family still parsed
+// by hand (none, once every family is declared).
+const Family* find_family(ModelFamily id);
 
 // Reads every declared key of `family` into `config` (defaults where absent), then parse_extra.
 void parse_family_keys(const Family& family, const ConfigReader& reader, ModelConfig& config);

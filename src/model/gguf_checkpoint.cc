@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "model/blocks/mamba_schema.h"
+#include "model/family.h"
 #include "model/gguf_hybrid.h"
 #include "model/gguf_tensor_names.h"
 
@@ -201,14 +202,20 @@ GgufCheckpoint open_gguf_checkpoint(const GgufFile& file) {
   const std::string where = "'" + file.path() + "'";
   const std::string arch = file.string_value("general.architecture");
   const bool hybrid = arch == kGgufGraniteHybrid || arch == kGgufNemotronH || arch == kGgufNemotronHMoe;
-  if (arch != "mamba" && arch != "mamba2" && !hybrid)
-    throw Error(where + ": architecture '" + arch +
-                "' is not supported (expected mamba, mamba2, granitehybrid, nemotron_h or nemotron_h_moe)");
+  const Family* family = family_by_gguf_arch(arch);
+  if (arch != "mamba" && arch != "mamba2" && !hybrid && family == nullptr) {
+    std::string expected = "mamba, mamba2, granitehybrid, nemotron_h, nemotron_h_moe";
+    for (const Family* f : all_families())
+      for (const std::string& a : f->gguf_archs) expected += ", " + a;
+    throw Error(where + ": architecture '" + arch + "' is not supported (expected one of " + expected + ")");
+  }
   const int64_t vocab_rows = embedding_rows(file);
   GgufCheckpoint checkpoint;
-  checkpoint.config = parse_model_config(
-      hybrid ? gguf_hybrid_config_json(file, arch, vocab_rows) : hf_config_json(file, arch, vocab_rows),
-      where);
+  checkpoint.config =
+      parse_model_config(family != nullptr ? gguf_family_config_json(*family, file, arch, vocab_rows)
+                         : hybrid          ? gguf_hybrid_config_json(file, arch, vocab_rows)
+                                           : hf_config_json(file, arch, vocab_rows),
+                         where);
   if (hybrid) apply_gguf_hybrid_overrides(file, arch, checkpoint.config);
   const ModelConfig& c = checkpoint.config;
   const std::vector<TensorSpec> specs = gguf_tensor_specs(c);

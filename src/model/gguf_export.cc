@@ -29,6 +29,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "model/family.h"
 #include "model/gguf_checkpoint.h"
 #include "model/gguf_hybrid.h"
 #include "model/gguf_tensor_names.h"
@@ -145,10 +146,14 @@ std::vector<uint8_t> encode(const std::vector<float>& values, uint32_t type, int
 }
 
 void check_exportable(const ModelConfig& c, const TensorSet& tensors) {
-  if (c.arch == Architecture::Mamba3)
-    throw Error("Mamba-3 models cannot be written as GGUF (llama.cpp has no mamba3)");
   if (tensors.find(model_tensor_specs(c, true, 0).head[kInputProj].name) != nullptr)
     throw Error("models with an input projection cannot be written as GGUF (llama.cpp has no such tensor)");
+  if (const Family* family = find_family(c.family)) {
+    if (family->check_gguf) family->check_gguf(c);
+    return;
+  }
+  if (c.arch == Architecture::Mamba3)
+    throw Error("Mamba-3 models cannot be written as GGUF (llama.cpp has no mamba3)");
   if (c.arch == Architecture::Mamba2) {
     if (!c.ssm.gated_norm) throw Error("Mamba-2 models without the gated norm cannot be written as GGUF");
     if (c.ssm.dt_limit_min != 0.0 || std::isfinite(c.ssm.dt_limit_max))
@@ -329,10 +334,16 @@ void write_gguf_checkpoint(const std::string& path, const ModelConfig& c, const 
   GgufWriter writer;
   writer.set("general.architecture", GgufValue::string(gguf_architecture(c)));
   if (!options.name.empty()) writer.set("general.name", GgufValue::string(options.name));
-  if (c.family == ModelFamily::Mamba)
+  if (const Family* family = find_family(c.family)) {
+    // GGUF has one vocabulary size, the embedding's rows (read back as vocab_size).
+    ModelConfig rows = shaped;
+    rows.vocab_size = shaped.vocab_rows;
+    set_gguf_family_metadata(*family, writer, rows);
+  } else if (c.family == ModelFamily::Mamba) {
     set_mamba_metadata(writer, c);
-  else
+  } else {
     set_gguf_hybrid_metadata(writer, c, shaped.vocab_rows);
+  }
   writer.set("general.file_type", GgufValue::u32(file_type_id(options.type)));
   if (quantized(options.type)) writer.set("general.quantization_version", GgufValue::u32(2));
   for (const auto& [key, value] : options.extra_metadata) writer.set(key, value);

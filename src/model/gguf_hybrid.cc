@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "model/config_reader.h"
+#include "model/family.h"
 #include "model/weight_schema.h"
 
 namespace mb {
@@ -375,6 +376,8 @@ void apply_gguf_hybrid_overrides(const GgufFile& file, const std::string& arch, 
 }
 
 std::string gguf_architecture(const ModelConfig& c) {
+  if (const Family* family = find_family(c.family))
+    return family->gguf_arch ? family->gguf_arch(c) : family->gguf_archs.at(0);
   switch (c.family) {
     case ModelFamily::GraniteHybrid:
       return kGgufGraniteHybrid;

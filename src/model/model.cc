@@ -10,6 +10,7 @@
 #include "io/safetensors.h"
 #include "model/blocks/block.h"
 #include "model/blocks/mamba_schema.h"
+#include "model/family.h"
 #include "model/gguf_checkpoint.h"
 #include "model/weight_binder.h"
 #include "model/weight_schema.h"
@@ -94,6 +95,8 @@ uint64_t checkpoint_fingerprint(const ModelConfig& c, const TensorSet& tensors) 
   // files) they had before FalconMamba existed.
   if (c.ssm.mixer_rms_norm) hash = fnv1a(hash, &c.ssm.mixer_rms_eps, sizeof c.ssm.mixer_rms_eps);
   hash = hash_optional_settings(hash, c, tensors);
+  // A declared family's keys: every one that changes the math (model/family.h).
+  if (const Family* family = find_family(c.family)) hash = hash_family_keys(*family, c, hash);
   if (c.family != ModelFamily::Mamba) {
     const HybridConfig& h = c.hybrid;
     const int64_t hybrid_sizes[] = {

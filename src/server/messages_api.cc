@@ -4,33 +4,17 @@
 #include <utility>
 
 #include "core/json_text.h"
+#include "server/agent_json.h"
 
 namespace mb::server {
 
-using ojson = nlohmann::ordered_json;
+using agent_json::excerpt_of;
+using agent_json::member;
+using agent_json::ojson;
+using agent_json::string_member;
+using agent_json::wrong_value;
 
 namespace {
-
-std::string excerpt_of(const ojson& value) {
-  return json_excerpt(nlohmann::json::parse(value.dump(-1, ' ', false, ojson::error_handler_t::replace)));
-}
-
-ApiError wrong_value(const std::string& where, const char* expected, const ojson& value) {
-  return invalid_request(where + " must be " + expected + ", got " + excerpt_of(value));
-}
-
-const ojson* member(const ojson& object, const char* name) {
-  const auto it = object.find(name);
-  if (it == object.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-const std::string& string_member(const ojson& object, const char* name, const std::string& where) {
-  const ojson* value = member(object, name);
-  if (!value) throw invalid_request(where + "." + name + " is required");
-  if (!value->is_string()) throw wrong_value(where + "." + name, "a string", *value);
-  return value->get_ref<const std::string&>();
-}
 
 ApiError unsupported_block(const std::string& at, const std::string& type) {
   return invalid_request(at + " is a '" + type +

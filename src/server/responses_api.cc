@@ -4,50 +4,33 @@
 #include <utility>
 
 #include "core/json_text.h"
+#include "server/agent_json.h"
 
 namespace mb::server {
 
-using ojson = nlohmann::ordered_json;
+using agent_json::excerpt_of;
+using agent_json::member;
+using agent_json::ojson;
+using agent_json::string_member;
+using agent_json::wrong_value;
 
 namespace {
-
-std::string excerpt(const ojson& value) {
-  return json_excerpt(nlohmann::json::parse(value.dump(-1, ' ', false, ojson::error_handler_t::replace)));
-}
-
-ApiError wrong(const std::string& where, const char* expected, const ojson& value) {
-  return invalid_request(where + " must be " + expected + ", got " + excerpt(value));
-}
-
-// The field's value, or null when absent or null (OpenAI treats an explicit null as not given).
-const ojson* get(const ojson& object, const char* name) {
-  const auto it = object.find(name);
-  if (it == object.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-const std::string& string_at(const ojson& object, const char* name, const std::string& where) {
-  const ojson* value = get(object, name);
-  if (!value) throw invalid_request(where + "." + name + " is required");
-  if (!value->is_string()) throw wrong(where + "." + name, "a string", *value);
-  return value->get_ref<const std::string&>();
-}
 
 // A message content: a string, or a list of text parts (input_text, output_text, text); one text
 // part becomes a string, so that a reply re-sent as an output_text part renders as it was stored.
 ojson message_content(const ojson& content, const std::string& where) {
   if (content.is_string()) return content;
-  if (!content.is_array()) throw wrong(where, "a string or a list of content parts", content);
+  if (!content.is_array()) throw wrong_value(where, "a string or a list of content parts", content);
   ojson parts = ojson::array();
   for (size_t i = 0; i < content.size(); ++i) {
     const ojson& part = content[i];
     const std::string at = where + "[" + std::to_string(i) + "]";
-    if (!part.is_object()) throw wrong(at, "a content part object", part);
-    const std::string& type = string_at(part, "type", at);
+    if (!part.is_object()) throw wrong_value(at, "a content part object", part);
+    const std::string& type = string_member(part, "type", at);
     if (type == "input_text" || type == "output_text" || type == "text") {
-      parts.push_back(ojson{{"type", "text"}, {"text", string_at(part, "text", at)}});
+      parts.push_back(ojson{{"type", "text"}, {"text", string_member(part, "text", at)}});
     } else if (type == "refusal") {
-      parts.push_back(ojson{{"type", "text"}, {"text", string_at(part, "refusal", at)}});
+      parts.push_back(ojson{{"type", "text"}, {"text", string_member(part, "refusal", at)}});
     } else {
       throw invalid_request(at + " has type '" + type +
                                 "', which this server does not take (the models it serves read text only)",
@@ -64,23 +47,24 @@ ojson role_message(const std::string& role, ojson content) {
 }
 
 void append_item(const ojson& item, const std::string& at, ojson& messages) {
-  if (!item.is_object()) throw wrong(at, "an input item object", item);
-  const ojson* type_value = get(item, "type");
-  if (type_value && !type_value->is_string()) throw wrong(at + ".type", "a string", *type_value);
+  if (!item.is_object()) throw wrong_value(at, "an input item object", item);
+  const ojson* type_value = member(item, "type");
+  if (type_value && !type_value->is_string()) throw wrong_value(at + ".type", "a string", *type_value);
   const std::string type = type_value ? type_value->get<std::string>() : "message";
   if (type == "message") {
-    std::string role = string_at(item, "role", at);
+    std::string role = string_member(item, "role", at);
     if (role == "developer") role = "system";  // chat templates know system, not developer
     if (role != "user" && role != "assistant" && role != "system")
       throw invalid_request(at + ".role must be user, assistant, system or developer, got '" + role + "'");
-    const ojson* content = get(item, "content");
+    const ojson* content = member(item, "content");
     if (!content) throw invalid_request(at + ".content is required");
     messages.push_back(role_message(role, message_content(*content, at + ".content")));
   } else if (type == "function_call") {
-    ojson call = {{"id", string_at(item, "call_id", at)},
-                  {"type", "function"},
-                  {"function",
-                   {{"name", string_at(item, "name", at)}, {"arguments", string_at(item, "arguments", at)}}}};
+    ojson call = {
+        {"id", string_member(item, "call_id", at)},
+        {"type", "function"},
+        {"function",
+         {{"name", string_member(item, "name", at)}, {"arguments", string_member(item, "arguments", at)}}}};
     // A reply's calls, and the text before them, are one assistant message in chat's form.
     if (messages.empty() || messages.back()["role"] != "assistant") {
       messages.push_back(role_message("assistant", nullptr));
@@ -89,9 +73,9 @@ void append_item(const ojson& item, const std::string& at, ojson& messages) {
     if (!assistant.contains("tool_calls")) assistant["tool_calls"] = ojson::array();
     assistant["tool_calls"].push_back(std::move(call));
   } else if (type == "function_call_output") {
-    const ojson* output = get(item, "output");
+    const ojson* output = member(item, "output");
     if (!output) throw invalid_request(at + ".output is required");
-    ojson message = {{"role", "tool"}, {"tool_call_id", string_at(item, "call_id", at)}};
+    ojson message = {{"role", "tool"}, {"tool_call_id", string_member(item, "call_id", at)}};
     message["content"] = message_content(*output, at + ".output");
     messages.push_back(std::move(message));
   } else if (type == "reasoning") {
@@ -105,23 +89,24 @@ void append_item(const ojson& item, const std::string& at, ojson& messages) {
 
 // Responses' flat function tools ({type, name, description, parameters}) in chat's form.
 ojson chat_tools(const ojson& tools) {
-  if (!tools.is_array()) throw wrong("tools", "a list of tools", tools);
+  if (!tools.is_array()) throw wrong_value("tools", "a list of tools", tools);
   ojson result = ojson::array();
   for (size_t i = 0; i < tools.size(); ++i) {
     const ojson& tool = tools[i];
     const std::string at = "tools[" + std::to_string(i) + "]";
-    if (!tool.is_object()) throw wrong(at, "a tool object", tool);
-    const std::string& type = string_at(tool, "type", at);
+    if (!tool.is_object()) throw wrong_value(at, "a tool object", tool);
+    const std::string& type = string_member(tool, "type", at);
     if (type != "function")
       throw invalid_request(at + " is a '" + type + "' tool: this server runs function tools only",
                             "unsupported_tool");
-    ojson function = {{"name", string_at(tool, "name", at)}};
-    if (const ojson* description = get(tool, "description")) {
-      if (!description->is_string()) throw wrong(at + ".description", "a string", *description);
+    ojson function = {{"name", string_member(tool, "name", at)}};
+    if (const ojson* description = member(tool, "description")) {
+      if (!description->is_string()) throw wrong_value(at + ".description", "a string", *description);
       function["description"] = *description;
     }
-    if (const ojson* parameters = get(tool, "parameters")) {
-      if (!parameters->is_object()) throw wrong(at + ".parameters", "a JSON schema object", *parameters);
+    if (const ojson* parameters = member(tool, "parameters")) {
+      if (!parameters->is_object())
+        throw wrong_value(at + ".parameters", "a JSON schema object", *parameters);
       function["parameters"] = *parameters;
     }
     result.push_back(ojson{{"type", "function"}, {"function", std::move(function)}});
@@ -136,34 +121,35 @@ ojson chat_tool_choice(const ojson& choice) {
     throw invalid_request("tool_choice must be auto, none, required or a function, got '" + mode + "'");
   }
   if (choice.is_object() && choice.contains("type") && choice["type"] == "function")
-    return ojson{{"type", "function"}, {"function", {{"name", string_at(choice, "name", "tool_choice")}}}};
-  throw wrong("tool_choice", "auto, none, required or {\"type\": \"function\", \"name\": ...}", choice);
+    return ojson{{"type", "function"},
+                 {"function", {{"name", string_member(choice, "name", "tool_choice")}}}};
+  throw wrong_value("tool_choice", "auto, none, required or {\"type\": \"function\", \"name\": ...}", choice);
 }
 
 // text.format in chat's response_format.
 std::optional<ojson> chat_response_format(const ojson& text) {
-  if (!text.is_object()) throw wrong("text", "an object", text);
-  const ojson* format = get(text, "format");
+  if (!text.is_object()) throw wrong_value("text", "an object", text);
+  const ojson* format = member(text, "format");
   if (!format) return std::nullopt;
-  if (!format->is_object()) throw wrong("text.format", "an object", *format);
-  const std::string& type = string_at(*format, "type", "text.format");
+  if (!format->is_object()) throw wrong_value("text.format", "an object", *format);
+  const std::string& type = string_member(*format, "type", "text.format");
   if (type == "text") return std::nullopt;
   if (type == "json_object") return ojson{{"type", "json_object"}};
   if (type != "json_schema")
     throw invalid_request("text.format.type must be text, json_object or json_schema");
-  const ojson* name = get(*format, "name");
-  if (name && !name->is_string()) throw wrong("text.format.name", "a string", *name);
+  const ojson* name = member(*format, "name");
+  if (name && !name->is_string()) throw wrong_value("text.format.name", "a string", *name);
   ojson schema = {{"name", name ? *name : ojson("response")}};
-  if (const ojson* s = get(*format, "schema")) schema["schema"] = *s;
-  if (const ojson* strict = get(*format, "strict")) schema["strict"] = *strict;
+  if (const ojson* s = member(*format, "schema")) schema["schema"] = *s;
+  if (const ojson* strict = member(*format, "strict")) schema["strict"] = *strict;
   return ojson{{"type", "json_schema"}, {"json_schema", std::move(schema)}};
 }
 
 void refuse_unsupported_fields(const ojson& body) {
-  if (const ojson* background = get(body, "background"); background && *background == true)
+  if (const ojson* background = member(body, "background"); background && *background == true)
     throw invalid_request("background is not supported (responses are answered while the client waits)");
   for (const char* name : {"conversation", "prompt"})
-    if (get(body, name))
+    if (member(body, name))
       throw invalid_request(std::string(name) + " is not supported (this server keeps no stored " + name +
                             "s; send the input, or previous_response_id)");
 }
@@ -171,7 +157,7 @@ void refuse_unsupported_fields(const ojson& body) {
 }  // namespace
 
 void append_response_items(const ojson& items, ojson& messages, size_t max_items) {
-  if (!items.is_array()) throw wrong("input", "a string or a list of items", items);
+  if (!items.is_array()) throw wrong_value("input", "a string or a list of items", items);
   if (items.size() > max_items)
     throw invalid_request("input has " + std::to_string(items.size()) + " items, more than the " +
                           std::to_string(max_items) + " a request may carry");
@@ -188,8 +174,8 @@ ResponsesRequest translate_responses_request(std::string_view body_text, Respons
   echo = ojson::object();
 
   std::string previous;
-  if (const ojson* value = get(body, "previous_response_id")) {
-    if (!value->is_string()) throw wrong("previous_response_id", "a string", *value);
+  if (const ojson* value = member(body, "previous_response_id")) {
+    if (!value->is_string()) throw wrong_value("previous_response_id", "a string", *value);
     previous = value->get<std::string>();
     std::optional<ojson> kept = store ? store->get(previous) : std::nullopt;
     if (!kept)
@@ -199,7 +185,7 @@ ResponsesRequest translate_responses_request(std::string_view body_text, Respons
   } else {
     out.conversation = ojson::array();
   }
-  const ojson* input = get(body, "input");
+  const ojson* input = member(body, "input");
   if (!input) throw invalid_request("input is required");
   if (input->is_string())
     out.conversation.push_back(role_message("user", *input));
@@ -208,29 +194,30 @@ ResponsesRequest translate_responses_request(std::string_view body_text, Respons
 
   ojson messages = ojson::array();
   std::optional<std::string> instructions;
-  if (const ojson* value = get(body, "instructions")) {
-    if (!value->is_string()) throw wrong("instructions", "a string", *value);
+  if (const ojson* value = member(body, "instructions")) {
+    if (!value->is_string()) throw wrong_value("instructions", "a string", *value);
     instructions = value->get<std::string>();
     messages.push_back(role_message("system", *value));
   }
   for (const ojson& message : out.conversation) messages.push_back(message);
 
   ojson chat = ojson::object();
-  if (const ojson* model = get(body, "model")) chat["model"] = *model;
+  if (const ojson* model = member(body, "model")) chat["model"] = *model;
   chat["messages"] = std::move(messages);
-  if (const ojson* tools = get(body, "tools"); tools && !tools->empty()) chat["tools"] = chat_tools(*tools);
-  if (const ojson* choice = get(body, "tool_choice")) chat["tool_choice"] = chat_tool_choice(*choice);
-  if (const ojson* parallel = get(body, "parallel_tool_calls")) chat["parallel_tool_calls"] = *parallel;
-  if (const ojson* text = get(body, "text"))
+  if (const ojson* tools = member(body, "tools"); tools && !tools->empty())
+    chat["tools"] = chat_tools(*tools);
+  if (const ojson* choice = member(body, "tool_choice")) chat["tool_choice"] = chat_tool_choice(*choice);
+  if (const ojson* parallel = member(body, "parallel_tool_calls")) chat["parallel_tool_calls"] = *parallel;
+  if (const ojson* text = member(body, "text"))
     if (auto format = chat_response_format(*text)) chat["response_format"] = std::move(*format);
-  if (const ojson* max = get(body, "max_output_tokens")) chat["max_tokens"] = *max;
+  if (const ojson* max = member(body, "max_output_tokens")) chat["max_tokens"] = *max;
   for (const char* name : {"temperature", "top_p", "top_k", "min_p", "seed", "ignore_eos", "stream"})
-    if (const ojson* value = get(body, name)) chat[name] = *value;
-  if (const ojson* kwargs = get(body, "chat_template_kwargs")) chat["chat_template_kwargs"] = *kwargs;
+    if (const ojson* value = member(body, name)) chat[name] = *value;
+  if (const ojson* kwargs = member(body, "chat_template_kwargs")) chat["chat_template_kwargs"] = *kwargs;
   out.chat_body = chat.dump(-1, ' ', false, ojson::error_handler_t::replace);
 
-  if (const ojson* value = get(body, "store")) {
-    if (!value->is_boolean()) throw wrong("store", "true or false", *value);
+  if (const ojson* value = member(body, "store")) {
+    if (!value->is_boolean()) throw wrong_value("store", "true or false", *value);
     out.store = value->get<bool>();
   }
   echo["instructions"] = instructions ? ojson(*instructions) : ojson(nullptr);

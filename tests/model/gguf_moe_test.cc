@@ -23,18 +23,18 @@
 namespace mb {
 namespace {
 
-std::string write_gguf(const std::string& dir, GgufFileType type, const std::string& name = "model") {
+std::string moe_write_gguf(const std::string& dir, GgufFileType type, const std::string& name = "model") {
   const std::string path = dir + "/" + name + ".gguf";
   write_gguf_checkpoint(path, load_model_config(dir), TensorSet::open_dir(dir), {type, "test", {}});
   return path;
 }
 
-std::vector<float> logits(const Model& model, const std::vector<int32_t>& tokens) {
+std::vector<float> moe_logits(const Model& model, const std::vector<int32_t>& tokens) {
   SequenceState state = model.new_state();
   return test::prefill(model, ComputeContext{1, best_isa()}, tokens, state, {OutputKind::LogitsAll});
 }
 
-void expect_same_tensors(const std::string& a_path, const std::string& b_path) {
+void moe_expect_same_tensors(const std::string& a_path, const std::string& b_path) {
   const GgufFile a(a_path), b(b_path);
   ASSERT_EQ(a.tensors().size(), b.tensors().size());
   for (size_t i = 0; i < a.tensors().size(); ++i) {
@@ -87,14 +87,14 @@ ModelConfig nemotron_latent() {
 // ---------------------------------------------------------------------------------------------
 // Every file type.
 
-struct TypeCase {
+struct MoeTypeCase {
   std::string name;
   ModelConfig config;
   GgufFileType type;
 };
 
-std::vector<TypeCase> type_cases() {
-  std::vector<TypeCase> cases;
+std::vector<MoeTypeCase> moe_type_cases() {
+  std::vector<MoeTypeCase> cases;
   for (const auto& [arch, config] : {std::pair{"granite", granite_moe()},
                                      {"nemotron", nemotron_moe()},
                                      {"nemotron_latent", nemotron_latent()}})
@@ -107,10 +107,10 @@ std::vector<TypeCase> type_cases() {
   return cases;
 }
 
-class MoeGgufTypes : public ::testing::TestWithParam<TypeCase> {};
+class MoeGgufTypes : public ::testing::TestWithParam<MoeTypeCase> {};
 
 TEST_P(MoeGgufTypes, TheFileHoldsTheFoldersConfigAndWeights) {
-  const TypeCase& p = GetParam();
+  const MoeTypeCase& p = GetParam();
   // Float files are compared with a folder stored in their dtype, quantized ones with an f32
   // folder loaded in theirs: the same bytes either way (the router in f32 in both).
   const std::optional<DType> load_dtype = p.type == GgufFileType::Q8_0   ? std::optional(DType::Q8_0)
@@ -124,7 +124,7 @@ TEST_P(MoeGgufTypes, TheFileHoldsTheFoldersConfigAndWeights) {
   o.seed = 37;
   const std::string dir = test::write_model(o, "gguf_moe_" + p.name);
   test::zero_a_log(dir);
-  const std::string path = write_gguf(dir, p.type);
+  const std::string path = moe_write_gguf(dir, p.type);
   LoadOptions load;
   load.weight_dtype = load_dtype;
   const auto folder = Model::load(dir, load);
@@ -146,15 +146,15 @@ TEST_P(MoeGgufTypes, TheFileHoldsTheFoldersConfigAndWeights) {
     EXPECT_EQ(gguf->matrix_dtype(), *load_dtype);
   }
   const auto tokens = test::random_tokens(13, p.config.vocab_size, 5);
-  EXPECT_TRUE(test::same_bits(logits(*gguf, tokens), logits(*folder, tokens)));
+  EXPECT_TRUE(test::same_bits(moe_logits(*gguf, tokens), moe_logits(*folder, tokens)));
   // Split and stacked experts are written back as they were read.
   const std::string again = dir + "/again.gguf";
   const GgufCheckpoint checkpoint = open_gguf_checkpoint(path);
   write_gguf_checkpoint(again, checkpoint.config, *checkpoint.tensors, {p.type, "test", {}});
-  expect_same_tensors(path, again);
+  moe_expect_same_tensors(path, again);
 }
 
-INSTANTIATE_TEST_SUITE_P(Files, MoeGgufTypes, ::testing::ValuesIn(type_cases()),
+INSTANTIATE_TEST_SUITE_P(Files, MoeGgufTypes, ::testing::ValuesIn(moe_type_cases()),
                          [](const auto& info) { return info.param.name; });
 
 // ---------------------------------------------------------------------------------------------
@@ -164,7 +164,7 @@ TEST(MoeGguf, GraniteExpertsAreSplitIntoGateAndUpAsTheConverterWritesThem) {
   MakeModelOptions o;
   o.config = granite_moe();
   const std::string dir = test::write_model(o, "gguf_moe_granite_names");
-  const GgufFile file(write_gguf(dir, GgufFileType::Q8_0));
+  const GgufFile file(moe_write_gguf(dir, GgufFileType::Q8_0));
   EXPECT_EQ(file.string_value("general.architecture"), "granitehybrid");
   EXPECT_EQ(file.unsigned_value("granitehybrid.expert_count"), 5u);
   EXPECT_EQ(file.unsigned_value("granitehybrid.expert_used_count"), 2u);
@@ -190,7 +190,7 @@ TEST(MoeGguf, GraniteExpertsAreSplitIntoGateAndUpAsTheConverterWritesThem) {
     EXPECT_EQ(file.find_tensor(absent), nullptr) << absent;
   // Expert e's 32 gate rows, then its 32 up rows, of input_linear [5, 64, 64]: ffn_gate_exps holds
   // every expert's gate rows, ffn_up_exps their up rows (f32 file, so the bytes compare).
-  const GgufFile f32(write_gguf(dir, GgufFileType::F32, "f32"));
+  const GgufFile f32(moe_write_gguf(dir, GgufFileType::F32, "f32"));
   const TensorSet folder = TensorSet::open_dir(dir);
   const StoredTensor& fused = *folder.find("model.layers.2.block_sparse_moe.input_linear.weight");
   const size_t half = 32 * 64 * sizeof(float);
@@ -204,7 +204,7 @@ TEST(MoeGguf, NemotronExpertsAreStackedIntoNemotronHMoeTensors) {
   MakeModelOptions o;
   o.config = nemotron_moe();
   const std::string dir = test::write_model(o, "gguf_moe_nemotron_names");
-  const GgufFile file(write_gguf(dir, GgufFileType::F32));
+  const GgufFile file(moe_write_gguf(dir, GgufFileType::F32));
   EXPECT_EQ(file.string_value("general.architecture"), "nemotron_h_moe");
   EXPECT_EQ(file.find("nemotron_h_moe.feed_forward_length")->integers,
             (std::vector<int64_t>{0, 32, 0, 32, 0}));
@@ -247,7 +247,7 @@ TEST(MoeGguf, NemotronLatentProjectionsAreWrittenUnderLlamaCppsNames) {
   MakeModelOptions o;
   o.config = nemotron_latent();
   const std::string dir = test::write_model(o, "gguf_moe_nemotron_latent_names");
-  const GgufFile file(write_gguf(dir, GgufFileType::F32));
+  const GgufFile file(moe_write_gguf(dir, GgufFileType::F32));
   EXPECT_EQ(file.unsigned_value("nemotron_h_moe.moe_latent_size"), 32u);
   const std::map<std::string, std::vector<int64_t>> want = {{"blk.3.ffn_latent_down.weight", {64, 32}},
                                                             {"blk.3.ffn_latent_up.weight", {32, 64}},
@@ -274,7 +274,7 @@ TEST(MoeGguf, WhatNemotronHMoeFilesCannotHoldIsNotWritten) {
     MakeModelOptions o;
     o.config = cases[i].first;
     const std::string dir = test::write_model(o, "gguf_moe_refused_" + std::to_string(i));
-    const std::string message = test::error_of([&] { write_gguf(dir, GgufFileType::F32); });
+    const std::string message = test::error_of([&] { moe_write_gguf(dir, GgufFileType::F32); });
     EXPECT_NE(message.find(cases[i].second), std::string::npos) << message;
   }
 }

@@ -28,8 +28,8 @@ enum MixerPhase : int {
   kSumPhase,
 };
 constexpr std::string_view kMixerPhaseNames[] = {
-    "rmsnorm",   "in_proj gemm", "conv+silu", "ssd scan",  "gated rmsnorm", "out_proj gemm",
-    "qkv gemm",  "rope",         "kv append", "attention", "o_proj gemm",   "branches+residual"};
+    "rmsnorm",  "in_proj gemm", "conv+silu", "ssd scan",  "gated rmsnorm", "out_proj gemm",
+    "qkv gemm", "rope",         "kv append", "attention", "o_proj gemm",   "branches+residual"};
 static_assert(std::size(kMixerPhaseNames) == kSumPhase + 1);
 
 // The mixer's scratch buffers, in the order of scratch_widths().
@@ -59,7 +59,8 @@ std::vector<TensorSpec> FalconH1MixerBlock::schema(const ModelConfig& c, const B
   std::vector<TensorSpec> specs = Mamba2Block::schema(c, branch(block, BlockKind::Mamba2Mixer, "mamba."));
   // out_proj's bias is projectors_bias; in_proj's mamba_proj_bias (ssm.use_bias).
   specs[Mamba2Block::kOutProjBias].wanted = c.falcon.projectors_bias;
-  std::vector<TensorSpec> attention = AttentionBlock::schema(c, branch(block, BlockKind::Attention, "self_attn."));
+  std::vector<TensorSpec> attention =
+      AttentionBlock::schema(c, branch(block, BlockKind::Attention, "self_attn."));
   // llama.cpp's converter takes Falcon-H1's q and k through Mamba2Model, which keeps their rows
   // (its RoPE is the NeoX form, which needs no reordering).
   for (TensorSpec& s : attention) s.gguf_form = GgufForm::Same;
@@ -121,7 +122,8 @@ std::vector<StatePart> FalconH1MixerBlock::state_parts() const {
 
 std::vector<int64_t> FalconH1MixerBlock::scratch_widths() const {
   const int64_t qw = attn_heads_ * head_dim_, kvw = kv_heads_ * head_dim_;
-  return {d_model_, d_model_, in_proj_rows_, conv_width_, d_inner_, d_model_, qw, kvw, kvw, qw, d_model_, d_model_};
+  return {d_model_, d_model_, in_proj_rows_, conv_width_, d_inner_, d_model_,
+          qw,       kvw,      kvw,           qw,          d_model_, d_model_};
 }
 
 std::span<const std::string_view> FalconH1MixerBlock::phase_names() const {
@@ -152,7 +154,8 @@ void FalconH1MixerBlock::forward(LayerContext& ctx) const {
   // hidden + (mamba * ssm_out + attention * attention_out): the branches' sum first, then the
   // residual, the reference's order (x * 1 is exact, so the last step is a plain addition).
   const View out_m = ctx.scratch[kOutM];
-  ctx.backend.scale(ctx.stream, {ctx.scratch[kOutA], ctx.m, d_model_, attention_out_, true, out_m, phase(kSumPhase)});
+  ctx.backend.scale(ctx.stream,
+                    {ctx.scratch[kOutA], ctx.m, d_model_, attention_out_, true, out_m, phase(kSumPhase)});
   ctx.backend.scale(ctx.stream, {out_m, ctx.m, d_model_, 1.0f, true, ctx.hidden, phase(kSumPhase)});
 }
 
@@ -166,7 +169,14 @@ void FalconH1MixerBlock::mamba_branch(const LayerContext& ctx) const {
     be.scale(s, {x, m, d_model_, ssm_in_, false, ctx.scratch[kXs], phase(kInProjPhase)});
     x = ctx.scratch[kXs];
   }
-  be.matmul(s, {x, m, matrix(Mamba2Block::kInProj), values(Mamba2Block::kInProjBias), proj, false, false, {},
+  be.matmul(s, {x,
+                m,
+                matrix(Mamba2Block::kInProj),
+                values(Mamba2Block::kInProjBias),
+                proj,
+                false,
+                false,
+                {},
                 phase(kInProjPhase)});  // [m, in_proj rows]: z | x | B | C | dt
   // HF's mup_vector: each segment of the product times its multiplier (not folded into in_proj,
   // so a quantized in_proj is the checkpoint's own matrix quantized).
@@ -202,7 +212,14 @@ void FalconH1MixerBlock::mamba_branch(const LayerContext& ctx) const {
   gate(ctx);
 
   const View out_m = ctx.scratch[kOutM];
-  be.matmul(s, {y, m, matrix(Mamba2Block::kOutProj), values(Mamba2Block::kOutProjBias), out_m, false, false, {},
+  be.matmul(s, {y,
+                m,
+                matrix(Mamba2Block::kOutProj),
+                values(Mamba2Block::kOutProjBias),
+                out_m,
+                false,
+                false,
+                {},
                 phase(kOutProjPhase)});  // [m, d]
   if (ssm_out_ != 1.0f) be.scale(s, {out_m, m, d_model_, ssm_out_, false, out_m, phase(kOutProjPhase)});
 }
@@ -215,7 +232,8 @@ void FalconH1MixerBlock::gate(const LayerContext& ctx) const {
   const int64_t group = d_inner_ / n_groups_;
   const View weight = rms_norm_ ? values(Mamba2Block::kGateNorm) : View{};
   if (!rms_norm_ || !norm_before_gate_) {
-    be.gated_rms_norm(ctx.stream, {y, z, ctx.m, d_inner_, group, weight, norm_eps_, y, phase(kGateNormPhase)});
+    be.gated_rms_norm(ctx.stream,
+                      {y, z, ctx.m, d_inner_, group, weight, norm_eps_, y, phase(kGateNormPhase)});
     return;
   }
   // The groups' norms, kMaxNormSegments at a time, then the gate alone.
@@ -254,7 +272,14 @@ void FalconH1MixerBlock::attention_branch(const LayerContext& ctx) const {
   be.append_rows(s, {v, kvw, parts[3].offset, ctx.parts, phase(kAppendPhase)});
   be.attention(s, {attn_heads_, kv_heads_, head_dim_, attn_scale_, q, parts[2].offset, parts[3].offset, y,
                    ctx.parts, phase(kAttentionPhase)});
-  be.matmul(s, {y, m, matrix(attn(A::kO)), values(attn(A::kOBias)), ctx.scratch[kOutA], false, false, {},
+  be.matmul(s, {y,
+                m,
+                matrix(attn(A::kO)),
+                values(attn(A::kOBias)),
+                ctx.scratch[kOutA],
+                false,
+                false,
+                {},
                 phase(kOProjPhase)});  // [m, d]
 }
 
@@ -277,7 +302,8 @@ TensorSpec falcon_matrix(const BlockSpec& block, const char* name, int64_t rows,
           .gguf = block.gguf(std::string(gguf) + ".weight")};
 }
 
-TensorSpec falcon_bias(const BlockSpec& block, const char* name, int64_t rows, bool wanted, const char* gguf) {
+TensorSpec falcon_bias(const BlockSpec& block, const char* name, int64_t rows, bool wanted,
+                       const char* gguf) {
   return {.name = block.tensor(std::string(name) + ".bias"),
           .shape = {rows},
           .init = {TensorInit::Uniform, 0.1},
@@ -291,7 +317,8 @@ std::vector<TensorSpec> FalconH1MlpBlock::schema(const ModelConfig& c, const Blo
   const int64_t d = c.d_model, w = c.hybrid.mlp.width;
   const bool b = c.hybrid.mlp.bias;
   const double in_bound = std::sqrt(3.0 / static_cast<double>(d));
-  const double down_bound = std::sqrt(3.0 / static_cast<double>(w)) / std::sqrt(static_cast<double>(c.n_layer));
+  const double down_bound =
+      std::sqrt(3.0 / static_cast<double>(w)) / std::sqrt(static_cast<double>(c.n_layer));
   // llama.cpp names the pre-FF norm "blk.N.ffn_norm" without ".weight" (gguf-py maps the full HF
   // name, FFN_PRE_NORM, and its loader asks for that name).
   TensorSpec norm{.name = block.norm(), .shape = {d}, .gguf = block.gguf(block.names.gguf_norm)};
@@ -339,7 +366,9 @@ void FalconH1MlpBlock::forward(LayerContext& ctx) const {
   be.rms_norm(s, {ctx.hidden, m, std::span(&norm, 1), norm_eps_, xn, phase(kMlpNormPhase)});
   // gate | up in one [m, 2 W] buffer, the form glu reads.
   be.matmul(s, {xn, m, matrix(kGate), values(kGateBias), gate_up, false, false, {}, phase(kGateUpPhase)});
-  be.matmul(s, {xn, m, matrix(kUp), values(kUpBias), gate_up.column(width_), false, false, {}, phase(kGateUpPhase)});
+  be.matmul(
+      s,
+      {xn, m, matrix(kUp), values(kUpBias), gate_up.column(width_), false, false, {}, phase(kGateUpPhase)});
   if (gate_multiplier_ != 1.0f)
     be.scale(s, {gate_up, m, width_, gate_multiplier_, false, gate_up, phase(kActivationPhase)});
   be.glu(s, {gate_up, m, width_, Activation::SwiGlu, gate_up, phase(kActivationPhase)});  // -> [m, W]

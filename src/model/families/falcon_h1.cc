@@ -30,110 +30,97 @@ using nlohmann::json;
 
 constexpr double kMaxMultiplier = 1e6;
 
-ConfigKey int_key(std::string hf, std::string gguf, std::optional<KeyValue> fallback, KeyEffect effect,
-                  std::function<KeyField(ModelConfig&)> field, double min = 1, double max = 1 << 20) {
-  ConfigKey k;
-  k.hf = std::move(hf);
-  k.gguf = std::move(gguf);
-  k.type = KeyType::Int;
-  k.fallback = std::move(fallback);
-  k.min = min;
-  k.max = max;
-  k.effect = effect;
-  k.field = std::move(field);
-  return k;
-}
-
-ConfigKey number_key(std::string hf, std::string gguf, double fallback, std::function<KeyField(ModelConfig&)> field,
-                     double min = -kMaxMultiplier, double max = kMaxMultiplier) {
-  ConfigKey k = int_key(std::move(hf), std::move(gguf), KeyValue(fallback), KeyEffect::Math, std::move(field), min,
-                        max);
-  k.type = KeyType::Number;
-  return k;
-}
-
-ConfigKey bool_key(std::string hf, bool fallback, KeyEffect effect, std::function<KeyField(ModelConfig&)> field) {
-  ConfigKey k = int_key(std::move(hf), "", KeyValue(fallback), effect, std::move(field));
-  k.type = KeyType::Bool;
-  return k;
-}
-
-ConfigKey numbers_key(std::string hf, std::vector<double> fallback, std::function<KeyField(ModelConfig&)> field) {
-  ConfigKey k = number_key(std::move(hf), "", 0.0, std::move(field));
-  k.type = KeyType::Numbers;
-  k.fallback = KeyValue(std::move(fallback));
-  return k;
-}
-
-// Every key transformers' FalconH1Config has that changes what the model computes, its defaults
-// where a key is absent. GGUF names as llama.cpp's converter writes them; the multipliers under
-// names of our own (llama.cpp folds them into the weights and writes none).
+// Every key transformers' FalconH1Config has that changes what the model computes, with its
+// defaults where a key is absent. GGUF names as llama.cpp's converter writes them; the
+// multipliers under names of our own (llama.cpp folds them into the weights and writes none, so a
+// file of its making reads them as 1).
 std::vector<ConfigKey> falcon_h1_keys() {
   using E = KeyEffect;
-  std::vector<ConfigKey> keys = {
-      int_key("hidden_size", "embedding_length", std::nullopt, E::Math, [](ModelConfig& c) { return &c.d_model; }),
-      int_key("num_hidden_layers", "block_count", std::nullopt, E::State, [](ModelConfig& c) { return &c.n_layer; }),
-      int_key("vocab_size", "vocab_size", std::nullopt, E::Math, [](ModelConfig& c) { return &c.vocab_size; }),
-      number_key("rms_norm_eps", "attention.layer_norm_rms_epsilon", 1e-5, [](ModelConfig& c) { return &c.norm_eps; },
-                 1e-30, 1.0),
-      bool_key("tie_word_embeddings", false, E::Math, [](ModelConfig& c) { return &c.tie_embeddings; }),
-      int_key("num_attention_heads", "attention.head_count", std::nullopt, E::Math,
-              [](ModelConfig& c) { return &c.hybrid.attention.n_heads; }, 1, 1 << 12),
-      int_key("num_key_value_heads", "attention.head_count_kv", std::nullopt, E::State,
-              [](ModelConfig& c) { return &c.hybrid.attention.n_kv_heads; }, 1, 1 << 12),
-      // 0: hidden_size / num_attention_heads (parse_falcon_h1_extra), as transformers reads it.
-      int_key("head_dim", "attention.key_length", KeyValue(int64_t{0}), E::State,
-              [](ModelConfig& c) { return &c.hybrid.attention.head_dim; }, 0, 1 << 12),
-      int_key("intermediate_size", "feed_forward_length", std::nullopt, E::Math,
-              [](ModelConfig& c) { return &c.hybrid.mlp.width; }),
-      number_key("rope_theta", "rope.freq_base", 1e11, [](ModelConfig& c) { return &c.hybrid.attention.rope_theta; },
-                 1e-30, 1e300),
-      bool_key("attention_bias", false, E::Math, [](ModelConfig& c) { return &c.hybrid.attention.bias; }),
-      bool_key("mlp_bias", false, E::Math, [](ModelConfig& c) { return &c.hybrid.mlp.bias; }),
-      int_key("mamba_d_ssm", "ssm.inner_size", KeyValue(int64_t{1024}), E::State,
-              [](ModelConfig& c) { return &c.ssm.d_inner; }),
-      int_key("mamba_d_state", "ssm.state_size", KeyValue(int64_t{256}), E::State,
-              [](ModelConfig& c) { return &c.ssm.d_state; }, 1, 256),
-      int_key("mamba_d_conv", "ssm.conv_kernel", KeyValue(int64_t{4}), E::State,
-              [](ModelConfig& c) { return &c.ssm.d_conv; }, 2, 16),
-      int_key("mamba_n_heads", "ssm.time_step_rank", KeyValue(int64_t{128}), E::State,
-              [](ModelConfig& c) { return &c.falcon.mamba_n_heads; }),
-      // llama.cpp writes no head size: its loader derives it as inner_size / time_step_rank, and so
-      // does gguf_extra.
-      int_key("mamba_d_head", "", KeyValue(int64_t{64}), E::State, [](ModelConfig& c) { return &c.ssm.headdim; }),
-      int_key("mamba_n_groups", "ssm.group_count", KeyValue(int64_t{1}), E::State,
-              [](ModelConfig& c) { return &c.ssm.ngroups; }),
-      // The SSD chunk changes no bit of the output (DEVELOPERS.md: exactness).
-      int_key("mamba_chunk_size", "", KeyValue(int64_t{256}), E::None,
-              [](ModelConfig& c) { return &c.ssm.chunk_size; }, 1, 1 << 16),
-      bool_key("mamba_conv_bias", true, E::Math, [](ModelConfig& c) { return &c.ssm.use_conv_bias; }),
-      bool_key("mamba_proj_bias", false, E::Math, [](ModelConfig& c) { return &c.ssm.use_bias; }),
-      bool_key("projectors_bias", false, E::Math, [](ModelConfig& c) { return &c.falcon.projectors_bias; }),
-      bool_key("mamba_rms_norm", false, E::Math, [](ModelConfig& c) { return &c.falcon.mamba_rms_norm; }),
-      bool_key("mamba_norm_before_gate", true, E::Math, [](ModelConfig& c) { return &c.falcon.norm_before_gate; }),
-      number_key("embedding_multiplier", "embedding_multiplier", 1.0,
-                 [](ModelConfig& c) { return &c.hybrid.embedding_multiplier; }),
-      number_key("lm_head_multiplier", "lm_head_multiplier", 1.0, [](ModelConfig& c) { return &c.falcon.lm_head; },
-                 1e-30, kMaxMultiplier),
-      number_key("attention_in_multiplier", "attention_in_multiplier", 1.0,
-                 [](ModelConfig& c) { return &c.falcon.attention_in; }),
-      number_key("attention_out_multiplier", "attention_out_multiplier", 1.0,
-                 [](ModelConfig& c) { return &c.falcon.attention_out; }),
-      number_key("key_multiplier", "key_multiplier", 1.0, [](ModelConfig& c) { return &c.falcon.key; }),
-      number_key("ssm_in_multiplier", "ssm_in_multiplier", 1.0, [](ModelConfig& c) { return &c.falcon.ssm_in; }),
-      number_key("ssm_out_multiplier", "ssm_out_multiplier", 1.0, [](ModelConfig& c) { return &c.falcon.ssm_out; }),
-      numbers_key("ssm_multipliers", {1, 1, 1, 1, 1}, [](ModelConfig& c) { return &c.falcon.ssm_multipliers; }),
-      numbers_key("mlp_multipliers", {1, 1}, [](ModelConfig& c) { return &c.falcon.mlp_multipliers; }),
+  const auto multiplier = [](const char* name, std::function<KeyField(ModelConfig&)> field) {
+    return number_key(name, name, std::move(field), 1.0, -kMaxMultiplier, kMaxMultiplier);
   };
-  ConfigKey act = bool_key("hidden_act", false, E::Math, [](ModelConfig& c) { return &c.falcon.hidden_act; });
-  act.type = KeyType::String;
-  act.fallback = KeyValue(std::string("silu"));
-  act.choices = {"silu"};
-  keys.push_back(std::move(act));
-  for (const char* name : {"ssm_multipliers", "mlp_multipliers"})
-    for (ConfigKey& k : keys)
-      if (k.hf == name) k.gguf = name;
-  return keys;
+  return {
+      int_key(
+          "hidden_size", "embedding_length", [](ModelConfig& c) { return &c.d_model; }, std::nullopt),
+      int_key(
+          "num_hidden_layers", "block_count", [](ModelConfig& c) { return &c.n_layer; }, std::nullopt, 1,
+          1 << 16, E::State),
+      int_key(
+          "vocab_size", "vocab_size", [](ModelConfig& c) { return &c.vocab_size; }, std::nullopt, 1, 1 << 24),
+      number_key(
+          "rms_norm_eps", "attention.layer_norm_rms_epsilon", [](ModelConfig& c) { return &c.norm_eps; },
+          1e-5, 1e-30, 0.5),
+      bool_key(
+          "tie_word_embeddings", "", [](ModelConfig& c) { return &c.tie_embeddings; }, false),
+      int_key(
+          "num_attention_heads", "attention.head_count",
+          [](ModelConfig& c) { return &c.hybrid.attention.n_heads; }, std::nullopt, 1, 1 << 12),
+      int_key(
+          "num_key_value_heads", "attention.head_count_kv",
+          [](ModelConfig& c) { return &c.hybrid.attention.n_kv_heads; }, std::nullopt, 1, 1 << 12, E::State),
+      // 0: hidden_size / num_attention_heads (parse_falcon_h1_extra), as transformers reads it.
+      int_key(
+          "head_dim", "attention.key_length", [](ModelConfig& c) { return &c.hybrid.attention.head_dim; }, 0,
+          0, 1 << 12, E::State),
+      int_key(
+          "intermediate_size", "feed_forward_length", [](ModelConfig& c) { return &c.hybrid.mlp.width; },
+          std::nullopt),
+      number_key(
+          "rope_theta", "rope.freq_base", [](ModelConfig& c) { return &c.hybrid.attention.rope_theta; }, 1e11,
+          1e-30, 1e300),
+      bool_key(
+          "attention_bias", "", [](ModelConfig& c) { return &c.hybrid.attention.bias; }, false),
+      bool_key(
+          "mlp_bias", "", [](ModelConfig& c) { return &c.hybrid.mlp.bias; }, false),
+      string_key("hidden_act", "", [](ModelConfig& c) { return &c.falcon.hidden_act; }, "silu", {"silu"}),
+      int_key(
+          "mamba_d_ssm", "ssm.inner_size", [](ModelConfig& c) { return &c.ssm.d_inner; }, 1024, 1, 1 << 20,
+          E::State),
+      int_key(
+          "mamba_d_state", "ssm.state_size", [](ModelConfig& c) { return &c.ssm.d_state; }, 256, 1, 256,
+          E::State),
+      int_key(
+          "mamba_d_conv", "ssm.conv_kernel", [](ModelConfig& c) { return &c.ssm.d_conv; }, 4, 2, 16,
+          E::State),
+      int_key(
+          "mamba_n_heads", "ssm.time_step_rank", [](ModelConfig& c) { return &c.falcon.mamba_n_heads; }, 128,
+          1, 1 << 16, E::State),
+      // llama.cpp writes no head size: its loader divides inner_size by time_step_rank, and so
+      // does gguf_extra.
+      int_key(
+          "mamba_d_head", "", [](ModelConfig& c) { return &c.ssm.headdim; }, 64, 1, 1 << 16, E::State),
+      int_key(
+          "mamba_n_groups", "ssm.group_count", [](ModelConfig& c) { return &c.ssm.ngroups; }, 1, 1, 1 << 16,
+          E::State),
+      // The SSD chunk changes no bit of what runs (DEVELOPERS.md: exactness).
+      int_key(
+          "mamba_chunk_size", "", [](ModelConfig& c) { return &c.ssm.chunk_size; }, 256, 1, 1 << 16, E::None),
+      bool_key(
+          "mamba_conv_bias", "", [](ModelConfig& c) { return &c.ssm.use_conv_bias; }, true),
+      bool_key(
+          "mamba_proj_bias", "", [](ModelConfig& c) { return &c.ssm.use_bias; }, false),
+      bool_key(
+          "projectors_bias", "", [](ModelConfig& c) { return &c.falcon.projectors_bias; }, false),
+      bool_key(
+          "mamba_rms_norm", "", [](ModelConfig& c) { return &c.falcon.mamba_rms_norm; }, false),
+      bool_key(
+          "mamba_norm_before_gate", "", [](ModelConfig& c) { return &c.falcon.norm_before_gate; }, true),
+      multiplier("embedding_multiplier", [](ModelConfig& c) { return &c.hybrid.embedding_multiplier; }),
+      number_key(
+          "lm_head_multiplier", "lm_head_multiplier", [](ModelConfig& c) { return &c.falcon.lm_head; }, 1.0,
+          1e-30, kMaxMultiplier),
+      multiplier("attention_in_multiplier", [](ModelConfig& c) { return &c.falcon.attention_in; }),
+      multiplier("attention_out_multiplier", [](ModelConfig& c) { return &c.falcon.attention_out; }),
+      multiplier("key_multiplier", [](ModelConfig& c) { return &c.falcon.key; }),
+      multiplier("ssm_in_multiplier", [](ModelConfig& c) { return &c.falcon.ssm_in; }),
+      multiplier("ssm_out_multiplier", [](ModelConfig& c) { return &c.falcon.ssm_out; }),
+      numbers_key(
+          "ssm_multipliers", "ssm_multipliers", [](ModelConfig& c) { return &c.falcon.ssm_multipliers; },
+          std::vector<double>(5, 1.0)),
+      numbers_key(
+          "mlp_multipliers", "mlp_multipliers", [](ModelConfig& c) { return &c.falcon.mlp_multipliers; },
+          std::vector<double>(2, 1.0)),
+  };
 }
 
 // transformers' rope_parameters (v5) or rope_scaling (older): only the default, unscaled RoPE.
@@ -143,7 +130,8 @@ void parse_falcon_h1_rope(const ConfigReader& reader, ModelConfig& c) {
                 " is not supported (only unscaled RoPE: null or absent)");
   if (!reader.has("rope_parameters")) return;
   const json& r = reader.at("rope_parameters");
-  if (!r.is_object()) throw Error(reader.where() + ": 'rope_parameters' must be an object, got " + json_excerpt(r));
+  if (!r.is_object())
+    throw Error(reader.where() + ": 'rope_parameters' must be an object, got " + json_excerpt(r));
   for (const auto& [key, value] : r.items()) {
     if (key == "rope_type" && value == "default") continue;
     if (key == "rope_theta" && value.is_number() && value.get<double>() > 0.0) {
@@ -200,19 +188,17 @@ std::vector<BlockSpec> falcon_h1_blocks(const ModelConfig& c) {
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const std::string prefix = "model.layers." + std::to_string(l) + ".";
     list.push_back({BlockKind::FalconH1Mixer, l, {prefix, "", "input_layernorm.weight", "attn_norm.weight"}});
-    list.push_back({BlockKind::FalconH1Mlp, l, {prefix, "feed_forward.", "pre_ff_layernorm.weight", "ffn_norm"}});
+    list.push_back(
+        {BlockKind::FalconH1Mlp, l, {prefix, "feed_forward.", "pre_ff_layernorm.weight", "ffn_norm"}});
   }
   return list;
 }
 
-// What transformers needs beyond the declared keys, and the token ids make-model's fixtures use.
-void falcon_h1_hf_extra(const ModelConfig& c, json& hf) {
-  hf["model_type"] = "falcon_h1";
+// What transformers' loader needs beyond the declared keys.
+void falcon_h1_hf_extra(const ModelConfig&, json& hf) {
   hf["architectures"] = {"FalconH1ForCausalLM"};
   hf["mamba_expand"] = 2;  // unused with mamba_d_ssm set
   hf["rope_scaling"] = nullptr;
-  hf["torch_dtype"] = "float32";
-  if (!hf.contains("eos_token_id")) hf["eos_token_id"] = c.eos_token_ids.empty() ? 0 : c.eos_token_ids.front();
 }
 
 // A small Falcon-H1 with every multiplier away from 1, two groups, a head size of its own and
@@ -249,19 +235,21 @@ json falcon_h1_example(int64_t d_model, int64_t n_layer, int64_t vocab) {
           {"mlp_multipliers", {0.8838834764831844, 0.5859375}}};
 }
 
-// llama.cpp's metadata says what its converter does not write as keys: the Mamba head size (its
-// loader divides inner_size by time_step_rank), the biases and the gated norm (by their tensors),
-// a tied head (no output.weight). llama.cpp always gates before the norm; our own files say
-// otherwise with falcon-h1.ssm.norm_before_gate.
+// What llama.cpp's converter does not write as keys: the Mamba head size (its loader divides
+// inner_size by time_step_rank), the biases and the gated norm (told by their tensors; a tied head,
+// the vocabulary and EOS the engine reads for every family). llama.cpp always gates before the
+// norm; our own files say otherwise with falcon-h1.ssm.norm_before_gate.
 void falcon_h1_gguf_extra(const GgufFile& file, const std::string& arch, json& hf) {
   const std::string inner_key = arch + ".ssm.inner_size", heads_key = arch + ".ssm.time_step_rank";
   const uint64_t inner = file.unsigned_value(inner_key), heads = file.unsigned_value(heads_key);
   if (heads == 0 || inner % heads != 0)
-    throw Error("'" + file.path() + "': '" + heads_key + "' = " + std::to_string(heads) +
-                " must divide '" + inner_key + "' = " + std::to_string(inner));
+    throw Error("'" + file.path() + "': '" + heads_key + "' = " + std::to_string(heads) + " must divide '" +
+                inner_key + "' = " + std::to_string(inner));
   hf["mamba_d_head"] = inner / heads;
-  const std::string key_length = arch + ".attention.key_length", value_length = arch + ".attention.value_length";
-  const std::optional<uint64_t> k = file.unsigned_if_present(key_length), v = file.unsigned_if_present(value_length);
+  const std::string key_length = arch + ".attention.key_length",
+                    value_length = arch + ".attention.value_length";
+  const std::optional<uint64_t> k = file.unsigned_if_present(key_length),
+                                v = file.unsigned_if_present(value_length);
   if (k && v && *k != *v)
     throw Error("'" + file.path() + "': '" + value_length + "' = " + std::to_string(*v) + " must equal '" +
                 key_length + "' = " + std::to_string(*k) + " (Falcon-H1 has one head size)");
@@ -273,11 +261,11 @@ void falcon_h1_gguf_extra(const GgufFile& file, const std::string& arch, json& h
   hf["mamba_conv_bias"] = has("blk.0.ssm_conv1d.bias");
   hf["mamba_rms_norm"] = has("blk.0.ssm_norm.weight");
   hf["mamba_norm_before_gate"] = file.bool_if_present(arch + ".ssm.norm_before_gate").value_or(false);
-  hf["tie_word_embeddings"] = !has("output.weight");
 }
 
 void falcon_h1_write_gguf_extra(GgufWriter& writer, const ModelConfig& c, const std::string& arch) {
-  writer.set(arch + ".attention.value_length", GgufValue::u32(static_cast<uint32_t>(c.hybrid.attention.head_dim)));
+  writer.set(arch + ".attention.value_length",
+             GgufValue::u32(static_cast<uint32_t>(c.hybrid.attention.head_dim)));
   if (c.falcon.mamba_rms_norm)
     writer.set(arch + ".ssm.norm_before_gate", GgufValue::boolean(c.falcon.norm_before_gate));
 }

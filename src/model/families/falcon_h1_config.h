@@ -23,10 +23,10 @@ struct FalconH1Config {
   // The in_proj output's five segments: z, x, B, C, dt (HF's mup_vector).
   std::vector<double> ssm_multipliers = {1.0, 1.0, 1.0, 1.0, 1.0};
   std::vector<double> mlp_multipliers = {1.0, 1.0};  // the gate product, the down product
-  bool mamba_rms_norm = false;    // the grouped gated RMSNorm after the scan; else y * silu(z)
-  bool norm_before_gate = true;   // with it: norm(y) * w * silu(z); else norm(y * silu(z)) * w
-  bool projectors_bias = false;   // out_proj's bias (in_proj's is mamba_proj_bias)
-  int64_t mamba_n_heads = 0;      // d_inner / headdim, checked against them
+  bool mamba_rms_norm = false;   // the grouped gated RMSNorm after the scan; else y * silu(z)
+  bool norm_before_gate = true;  // with it: norm(y) * w * silu(z); else norm(y * silu(z)) * w
+  bool projectors_bias = false;  // out_proj's bias (in_proj's is mamba_proj_bias)
+  int64_t mamba_n_heads = 0;     // d_inner / headdim, checked against them
   std::string hidden_act = "silu";
 };
 

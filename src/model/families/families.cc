@@ -1,0 +1,17 @@
+// SPDX-License-Identifier: MIT
+// The one list of declared checkpoint families (model/family.h): a new family is its own file in
+// this folder plus its two lines here.
+#include "model/family.h"
+
+namespace mb {
+
+// Each family's declaration, defined in its own file.
+const Family& falcon_h1_family();
+
+const std::vector<const Family*>& all_families() {
+  // Built once on first use from constant declarations; the list itself never changes.
+  static const std::vector<const Family*> list = {&falcon_h1_family()};
+  return list;
+}
+
+}  // namespace mb
