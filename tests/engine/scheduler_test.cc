@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <nlohmann/json.hpp>
 
 #include "common/hybrid_configs.h"
 #include "common/mamba2_reference.h"
@@ -18,6 +19,7 @@
 #include "engine/scheduler.h"
 #include "engine/state_file.h"
 #include "io/mapped_file.h"
+#include "model/families/falcon_h1.h"
 
 namespace mb {
 namespace {
@@ -46,14 +48,16 @@ const TextModel& text_model(Architecture arch = Architecture::Mamba1) {
   return it->second;
 }
 
-// A hybrid of the same width with its byte-level tokenizer: Granite-4.0-H or Nemotron-H.
+// A hybrid of the same width with its byte-level tokenizer: Granite-4.0-H, Nemotron-H or Falcon-H1.
 const TextModel& hybrid_text_model(ModelFamily family) {
   static std::map<ModelFamily, TextModel> models;
   auto it = models.find(family);
   if (it == models.end()) {
     MakeModelOptions o;
     o.config = family == ModelFamily::GraniteHybrid ? test::granite_config("M*M", 64, 512)
-                                                    : test::nemotron_config("M*-M", 64, 512);
+               : family == ModelFamily::FalconH1
+                   ? parse_model_config(falcon_h1_family().example(64, 2, 512), "falcon-h1 example")
+                   : test::nemotron_config("M*-M", 64, 512);
     o.seed = 18;
     const std::string dir = test::make_temp_dir("scheduler_hybrid");
     make_model(dir, o);
@@ -367,8 +371,8 @@ TEST(Scheduler, Mamba2ConcurrentAndCachedRequestsEqualGenerate) {
 // The hybrids' states hold KV parts that grow with the position; resumed requests still equal the
 // cold ones bit for bit.
 TEST(Scheduler, HybridConcurrentAndCachedRequestsEqualGenerate) {
-  for (ModelFamily family : {ModelFamily::GraniteHybrid, ModelFamily::NemotronH}) {
-    SCOPED_TRACE(family == ModelFamily::GraniteHybrid ? "granite" : "nemotron");
+  for (ModelFamily family : {ModelFamily::GraniteHybrid, ModelFamily::NemotronH, ModelFamily::FalconH1}) {
+    SCOPED_TRACE(static_cast<int>(family));
     expect_concurrent_and_cached_requests_equal_generate(hybrid_text_model(family));
   }
 }
@@ -376,8 +380,8 @@ TEST(Scheduler, HybridConcurrentAndCachedRequestsEqualGenerate) {
 TEST(Scheduler, RepeatedPromptsOfMamba2AndHybridsAreServedFromTheCache) {
   const Mode seeded{"Seeded", 0.9f, true};
   expect_repeated_prompts_served_from_the_cache(text_model(Architecture::Mamba2), seeded);
-  for (ModelFamily family : {ModelFamily::GraniteHybrid, ModelFamily::NemotronH}) {
-    SCOPED_TRACE(family == ModelFamily::GraniteHybrid ? "granite" : "nemotron");
+  for (ModelFamily family : {ModelFamily::GraniteHybrid, ModelFamily::NemotronH, ModelFamily::FalconH1}) {
+    SCOPED_TRACE(static_cast<int>(family));
     expect_repeated_prompts_served_from_the_cache(hybrid_text_model(family), seeded);
   }
 }
