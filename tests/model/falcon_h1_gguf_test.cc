@@ -201,6 +201,48 @@ INSTANTIATE_TEST_SUITE_P(
                       FalconTypeCase{"q4_0", GgufFileType::Q4_0, DType::F32, DType::Q4_0}),
     [](const auto& info) { return info.param.name; });
 
+// Q4_K_M: every matrix whose rows are whole Q4_K blocks (256 wide) is the f32 file's values
+// quantized to the type llama-quantize's recipe gives it, and the exactness contract holds on it.
+TEST(FalconH1Gguf, Q4KMFileHoldsTheF32FilesValuesQuantizedAndStaysExact) {
+  nlohmann::json hf = falcon_h1_family().example(256, 2, 300);
+  hf["intermediate_size"] = 256;
+  hf["head_dim"] = 64;
+  hf["mamba_d_ssm"] = 256;
+  hf["mamba_n_heads"] = 4;
+  hf["mamba_d_head"] = 64;
+  MakeModelOptions o;
+  o.config = parse_model_config(hf, "falcon-h1 q4_k_m test");
+  o.seed = 34;
+  const std::string dir = test::write_model(o, "falcon_h1_q4km");
+  write_gguf_checkpoint(dir + "/f32.gguf", load_model_config(dir), TensorSet::open_dir(dir),
+                        {GgufFileType::F32, "", {}});
+  write_gguf_checkpoint(dir + "/q4km.gguf", load_model_config(dir), TensorSet::open_dir(dir),
+                        {GgufFileType::Q4_K_M, "", {}});
+  const GgufFile f32(dir + "/f32.gguf"), q4km(dir + "/q4km.gguf");
+  ASSERT_EQ(f32.tensors().size(), q4km.tensors().size());
+  int q4_k = 0, q6_k = 0;
+  for (size_t i = 0; i < f32.tensors().size(); ++i) {
+    const GgufTensorInfo &a = f32.tensors()[i], &b = q4km.tensors()[i];
+    ASSERT_EQ(a.name, b.name);
+    ASSERT_EQ(a.ne, b.ne);
+    q4_k += b.type == kGgmlQ4_K;
+    q6_k += b.type == kGgmlQ6_K;
+    const DType type = *gguf_engine_dtype(b.type);
+    const int64_t row = a.ne[0], rows = a.element_count() / row;
+    const size_t row_bytes = dtype_row_bytes(type, row);
+    std::vector<uint8_t> want(static_cast<size_t>(rows) * row_bytes);
+    for (int64_t r = 0; r < rows; ++r)
+      quantize_row(type, reinterpret_cast<const float*>(a.data) + r * row, row, want.data() + r * row_bytes);
+    ASSERT_EQ(want.size(), b.byte_size) << b.name;
+    EXPECT_EQ(std::memcmp(want.data(), b.data, b.byte_size), 0) << b.name;
+  }
+  EXPECT_GT(q4_k, 8);
+  EXPECT_GT(q6_k, 0);
+  const auto model = Model::load(dir + "/q4km.gguf");
+  test::expect_prefill_equals_steps_for_every_length(*model, 20);
+  test::expect_threads_rounds_and_isas_change_no_bit(*model, test::random_tokens(30, 300, 4), {0, 1, 7});
+}
+
 TEST(FalconH1Gguf, MalformedMetadataIsRefusedNamingTheKey) {
   const std::string dir = test::make_temp_dir("falcon_h1_gguf_bad");
   write_gguf_checkpoint(dir + "/ours.gguf", load_model_config(kFalconGolden),

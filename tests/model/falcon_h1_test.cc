@@ -14,6 +14,8 @@
 #include "common/model_fixture.h"
 #include "common/test_util.h"
 #include "core/error.h"
+#include "engine/state_file.h"
+#include "io/file_io.h"
 #include "io/safetensors.h"
 #include "model/families/falcon_h1.h"
 #include "model/make_model.h"
@@ -111,6 +113,35 @@ TEST(FalconH1Config, RefusesWhatItCannotRunNamingTheKey) {
         }
       },
       Error);
+}
+
+// The fingerprint that guards state and slot files covers every multiplier and gate option: a
+// state saved by the model is refused by one that differs in any of them.
+TEST(FalconH1Config, AStateOfAModelWithOtherMultipliersIsRefused) {
+  MakeModelOptions options;
+  options.config = falcon_h1_cfg();
+  options.seed = 9;
+  const std::string dir = test::write_model(options, "falcon_h1_fingerprint");
+  const auto model = Model::load(dir);
+  const auto tokens = test::random_tokens(6, model->config().vocab_size, 3);
+  save_state(dir + "/a.state", *model, test::state_after(*model, tokens));
+  EXPECT_EQ(load_state(dir + "/a.state", *model).position, 6);
+  const json original = json::parse(read_text_file(dir + "/config.json"));
+  const std::vector<std::pair<std::string, json>> changes = {
+      {"key_multiplier", 0.5},
+      {"ssm_multipliers", {0.3535533905932738, 0.5, 0.6, 1.4, 0.7}},
+      {"mlp_multipliers", {0.8838834764831844, 0.5}},
+      {"lm_head_multiplier", 0.25},
+      {"mamba_norm_before_gate", true},
+      {"rope_theta", 1e6}};
+  for (const auto& [key, value] : changes) {
+    json changed = original;
+    changed[key] = value;
+    write_file_atomically(dir + "/config.json", changed.dump());
+    const auto other = Model::load(dir);
+    EXPECT_NE(other->fingerprint(), model->fingerprint()) << key;
+    EXPECT_THROW(load_state(dir + "/a.state", *other), Error) << key;
+  }
 }
 
 // ---- The double-precision reference ----
