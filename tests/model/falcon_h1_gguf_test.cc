@@ -158,6 +158,7 @@ struct FalconTypeCase {
   GgufFileType type;
   DType folder_dtype;
   std::optional<DType> load_dtype;
+  bool tied = false;
 };
 
 class FalconH1GgufTypes : public ::testing::TestWithParam<FalconTypeCase> {};
@@ -173,6 +174,8 @@ TEST_P(FalconH1GgufTypes, TheFileHoldsTheFoldersConfigAndWeights) {
   hf["mlp_bias"] = true;
   hf["projectors_bias"] = true;
   hf["mamba_norm_before_gate"] = true;
+  // Tied: the file's token_embd is the folder's embedding unscaled, both multipliers kept as keys.
+  hf["tie_word_embeddings"] = p.tied;
   o.config = parse_model_config(hf, "falcon-h1 gguf test");
   o.dtype = p.folder_dtype;
   o.seed = 33;
@@ -187,6 +190,7 @@ TEST_P(FalconH1GgufTypes, TheFileHoldsTheFoldersConfigAndWeights) {
   EXPECT_TRUE(gguf->config().falcon.norm_before_gate);
   EXPECT_TRUE(gguf->config().falcon.projectors_bias);
   EXPECT_TRUE(gguf->config().hybrid.attention.bias);
+  EXPECT_EQ(gguf->config().tie_embeddings, p.tied);
   if (p.load_dtype) EXPECT_EQ(gguf->matrix_dtype(), *p.load_dtype);
   const auto tokens = test::random_tokens(11, 131, 5);
   EXPECT_TRUE(test::same_bits(falcon_gguf_logits(*gguf, tokens), falcon_gguf_logits(*folder, tokens)));
@@ -198,7 +202,9 @@ INSTANTIATE_TEST_SUITE_P(
                       FalconTypeCase{"f16", GgufFileType::F16, DType::F16, std::nullopt},
                       FalconTypeCase{"bf16", GgufFileType::BF16, DType::BF16, std::nullopt},
                       FalconTypeCase{"q8_0", GgufFileType::Q8_0, DType::F32, DType::Q8_0},
-                      FalconTypeCase{"q4_0", GgufFileType::Q4_0, DType::F32, DType::Q4_0}),
+                      FalconTypeCase{"q4_0", GgufFileType::Q4_0, DType::F32, DType::Q4_0},
+                      FalconTypeCase{"f32_tied", GgufFileType::F32, DType::F32, std::nullopt, true},
+                      FalconTypeCase{"q8_0_tied", GgufFileType::Q8_0, DType::F32, DType::Q8_0, true}),
     [](const auto& info) { return info.param.name; });
 
 // Q4_K_M: every matrix whose rows are whole Q4_K blocks (256 wide) is the f32 file's values
