@@ -114,7 +114,8 @@ ModelTensors model_tensor_specs(const ModelConfig& c, bool hf_names, int64_t inp
   // Granite-4.0-H names its own tensors as the Llama family does; the other families as Mamba.
   const bool granite = c.family == ModelFamily::GraniteHybrid;
   const bool falcon_h1 = c.family == ModelFamily::FalconH1;  // Llama's names, final_layernorm
-  const char* hf_embedding = granite || falcon_h1 ? "model.embed_tokens.weight" : "backbone.embeddings.weight";
+  const char* hf_embedding =
+      granite || falcon_h1 ? "model.embed_tokens.weight" : "backbone.embeddings.weight";
   const char* original_embedding = "backbone.embedding.weight";
   TensorSpec embedding{.name = hf_names ? hf_embedding : original_embedding,
                        .shape = {c.vocab_rows, d},
@@ -131,7 +132,7 @@ ModelTensors model_tensor_specs(const ModelConfig& c, bool hf_names, int64_t inp
   TensorSpec input_bias{
       .name = "input_proj.bias", .shape = {d}, .init = {TensorInit::Uniform, 0.1}, .wanted = input_dim > 0};
   TensorSpec norm_f{.name = falcon_h1 ? "model.final_layernorm.weight"
-                           : granite  ? "model.norm.weight"
+                            : granite ? "model.norm.weight"
                                       : "backbone.norm_f.weight",
                     .shape = {d},
                     .gguf = "output_norm.weight"};

@@ -96,9 +96,8 @@ INSTANTIATE_TEST_SUITE_P(LlamaCpp, Golden,
 
 // Falcon-H1: attention || Mamba-2 with every muP multiplier far from 1, two groups in the gated
 // norm (mamba_rms_norm, gate before norm: llama.cpp's only form), head_dim != hidden / heads.
-INSTANTIATE_TEST_SUITE_P(FalconH1, Golden, ::testing::Values("falcon-h1"), [](const auto&) {
-  return std::string("falcon_h1");
-});
+INSTANTIATE_TEST_SUITE_P(FalconH1, Golden, ::testing::Values("falcon-h1"),
+                         [](const auto&) { return std::string("falcon_h1"); });
 
 }  // namespace
 }  // namespace mb
