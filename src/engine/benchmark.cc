@@ -47,6 +47,10 @@ const char* block_kind_name(BlockKind kind) {
       return "moe";
     case BlockKind::JambaFfn:
       return "jamba ffn";
+    case BlockKind::FalconH1Mixer:
+      return "falcon-h1 attention+mamba2";
+    case BlockKind::FalconH1Mlp:
+      return "falcon-h1 mlp";
     case BlockKind::Custom:
       break;
   }

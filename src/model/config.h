@@ -25,13 +25,24 @@
 #include "model/blocks/hybrid_config.h"
 #include "model/blocks/mamba_config.h"
 #include "model/families/jamba.h"
+#include "model/families/falcon_h1_config.h"
 
 namespace mb {
 
 // The kinds of blocks a model is built from (model/blocks/); Custom is a block made outside the
 // config and added with Model::append_block.
-// JambaFfn: Jamba's SwiGLU MLP or mixture of experts (blocks/jamba_ffn_block.h).
-enum class BlockKind { Mamba1Mixer, Mamba2Mixer, Mamba3Mixer, Attention, Mlp, Moe, JambaFfn, Custom };
+enum class BlockKind {
+  Mamba1Mixer,
+  Mamba2Mixer,
+  Mamba3Mixer,
+  Attention,
+  Mlp,
+  Moe,
+  JambaFfn,       // Jamba's SwiGLU MLP or mixture of experts (blocks/jamba_ffn_block.h)
+  FalconH1Mixer,  // Falcon-H1: attention and a Mamba-2 mixer in parallel on one norm
+  FalconH1Mlp,    // Falcon-H1: SwiGLU with its gate and down multipliers
+  Custom
+};
 
 // Where a block's tensors are in the checkpoint: a tensor `t` of the block is named
 // prefix + module + t, and its pre-norm prefix + norm ("backbone.layers.3." "mixer." for the
@@ -58,7 +69,7 @@ struct BlockSpec {
 
 // The checkpoint families: the pure Mamba models (the mixer in `arch`) and the hybrids, whose
 // Mamba layers are Mamba-2 (arch Mamba2) between attention and MLP layers.
-enum class ModelFamily { Mamba, GraniteHybrid, NemotronH, Bamba, Jamba };
+enum class ModelFamily { Mamba, GraniteHybrid, NemotronH, Bamba, Jamba, FalconH1 };
 
 struct ModelConfig {
   Architecture arch = Architecture::Mamba1;
@@ -79,6 +90,7 @@ struct ModelConfig {
   HybridConfig hybrid;
   // Jamba's layer pattern (model/families/jamba.h).
   JambaConfig jamba;
+  FalconH1Config falcon;  // Falcon-H1 (model/families/falcon_h1_config.h)
 
   // The blocks of the model, in order: for the pure Mamba families, every layer's mixer; for the
   // hybrids, what the layer pattern says.

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "model/blocks/attention_block.h"
 #include "model/blocks/jamba_ffn_block.h"
+#include "model/blocks/falcon_h1_block.h"
 #include "model/blocks/mamba1_block.h"
 #include "model/blocks/mamba2_block.h"
 #include "model/blocks/mamba3_block.h"
@@ -112,10 +113,11 @@ ModelTensors model_tensor_specs(const ModelConfig& c, bool hf_names, int64_t inp
   const int64_t d = c.d_model;
   // Embedding rows with RMS 2/sqrt(d) give logits of a few units against a unit-RMS final state.
   const TensorInit vocabulary{TensorInit::Uniform, 2.0 * std::sqrt(3.0 / static_cast<double>(d))};
-  // Granite-4.0-H, Bamba and Jamba name their own tensors as the Llama family does (Bamba's and
-  // Jamba's final norm is final_layernorm); the other families as Mamba.
-  const bool bamba = c.family == ModelFamily::Bamba || c.family == ModelFamily::Jamba;
-  const bool granite = c.family == ModelFamily::GraniteHybrid || bamba;
+  // Granite-4.0-H, Bamba, Jamba and Falcon-H1 name their own tensors as the Llama family does (their final
+  // norm is final_layernorm); the other families as Mamba.
+  const bool final_layernorm = c.family == ModelFamily::Bamba || c.family == ModelFamily::Jamba ||
+                     c.family == ModelFamily::FalconH1;
+  const bool granite = c.family == ModelFamily::GraniteHybrid || final_layernorm;
   const char* hf_embedding = granite ? "model.embed_tokens.weight" : "backbone.embeddings.weight";
   const char* original_embedding = "backbone.embedding.weight";
   TensorSpec embedding{.name = hf_names ? hf_embedding : original_embedding,
@@ -132,7 +134,7 @@ ModelTensors model_tensor_specs(const ModelConfig& c, bool hf_names, int64_t inp
                         .wanted = input_dim > 0};
   TensorSpec input_bias{
       .name = "input_proj.bias", .shape = {d}, .init = {TensorInit::Uniform, 0.1}, .wanted = input_dim > 0};
-  TensorSpec norm_f{.name = bamba     ? "model.final_layernorm.weight"
+  TensorSpec norm_f{.name = final_layernorm ? "model.final_layernorm.weight"
                             : granite ? "model.norm.weight"
                                       : "backbone.norm_f.weight",
                     .shape = {d},
@@ -162,6 +164,10 @@ std::vector<TensorSpec> block_tensor_specs(const ModelConfig& config, const Bloc
       return MoeBlock::schema(config, block);
     case BlockKind::JambaFfn:
       return JambaFfnBlock::schema(config, block);
+    case BlockKind::FalconH1Mixer:
+      return FalconH1MixerBlock::schema(config, block);
+    case BlockKind::FalconH1Mlp:
+      return FalconH1MlpBlock::schema(config, block);
     case BlockKind::Custom:
       break;
   }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <nlohmann/json.hpp>
 
 #include "common/hybrid_configs.h"
 #include "common/mamba2_reference.h"
@@ -20,6 +21,7 @@
 #include "io/mapped_file.h"
 #include "model/families/jamba.h"
 #include "model/family.h"
+#include "model/families/falcon_h1.h"
 
 namespace mb {
 namespace {
@@ -48,7 +50,8 @@ const TextModel& text_model(Architecture arch = Architecture::Mamba1) {
   return it->second;
 }
 
-// A hybrid of the same width with its byte-level tokenizer: Granite-4.0-H, Nemotron-H or Jamba.
+// A hybrid of the same width with its byte-level tokenizer: Granite-4.0-H, Nemotron-H, Jamba or
+// Falcon-H1 (Bamba: its own test).
 const TextModel& hybrid_text_model(ModelFamily family) {
   static std::map<ModelFamily, TextModel> models;
   auto it = models.find(family);
@@ -58,6 +61,8 @@ const TextModel& hybrid_text_model(ModelFamily family) {
                 : family == ModelFamily::Jamba
                     // Mamba-1 mixers with attention at layer 1 and experts on layers 1 and 3.
                     ? parse_model_config(jamba_family().example(64, 4, 512), "jamba example")
+                : family == ModelFamily::FalconH1
+                    ? parse_model_config(falcon_h1_family().example(64, 2, 512), "falcon-h1 example")
                     : test::nemotron_config("M*-M", 64, 512);
     if (family == ModelFamily::Bamba) o.config = test::bamba_config("M*M", 64, 512);
     o.seed = 18;
@@ -373,10 +378,9 @@ TEST(Scheduler, Mamba2ConcurrentAndCachedRequestsEqualGenerate) {
 // The hybrids' states hold KV parts that grow with the position; resumed requests still equal the
 // cold ones bit for bit.
 TEST(Scheduler, HybridConcurrentAndCachedRequestsEqualGenerate) {
-  for (ModelFamily family : {ModelFamily::GraniteHybrid, ModelFamily::NemotronH, ModelFamily::Jamba}) {
-    SCOPED_TRACE(family == ModelFamily::GraniteHybrid ? "granite"
-                 : family == ModelFamily::NemotronH   ? "nemotron"
-                                                      : "jamba");
+  for (ModelFamily family :
+       {ModelFamily::GraniteHybrid, ModelFamily::NemotronH, ModelFamily::Jamba, ModelFamily::FalconH1}) {
+    SCOPED_TRACE(static_cast<int>(family));
     expect_concurrent_and_cached_requests_equal_generate(hybrid_text_model(family));
   }
 }
@@ -390,10 +394,9 @@ TEST(Scheduler, BambaConcurrentAndCachedRequestsEqualGenerate) {
 TEST(Scheduler, RepeatedPromptsOfMamba2AndHybridsAreServedFromTheCache) {
   const Mode seeded{"Seeded", 0.9f, true};
   expect_repeated_prompts_served_from_the_cache(text_model(Architecture::Mamba2), seeded);
-  for (ModelFamily family : {ModelFamily::GraniteHybrid, ModelFamily::NemotronH, ModelFamily::Jamba}) {
-    SCOPED_TRACE(family == ModelFamily::GraniteHybrid ? "granite"
-                 : family == ModelFamily::NemotronH   ? "nemotron"
-                                                      : "jamba");
+  for (ModelFamily family :
+       {ModelFamily::GraniteHybrid, ModelFamily::NemotronH, ModelFamily::Jamba, ModelFamily::FalconH1}) {
+    SCOPED_TRACE(static_cast<int>(family));
     expect_repeated_prompts_served_from_the_cache(hybrid_text_model(family), seeded);
   }
 }

@@ -98,6 +98,10 @@ INSTANTIATE_TEST_SUITE_P(LlamaCpp, Golden,
 // llama.cpp pairs the partially rotated channels differently).
 INSTANTIATE_TEST_SUITE_P(Float64Reference, Golden, ::testing::Values("bamba"),
                          [](const auto& info) { return info.param; });
+// Falcon-H1: attention || Mamba-2 with every muP multiplier far from 1, two groups in the gated
+// norm (mamba_rms_norm, gate before norm: llama.cpp's only form), head_dim != hidden / heads.
+INSTANTIATE_TEST_SUITE_P(FalconH1, Golden, ::testing::Values("falcon-h1"),
+                         [](const auto&) { return std::string("falcon_h1"); });
 
 }  // namespace
 }  // namespace mb

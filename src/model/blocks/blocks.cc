@@ -4,6 +4,7 @@
 #include "model/blocks/attention_block.h"
 #include "model/blocks/block.h"
 #include "model/blocks/jamba_ffn_block.h"
+#include "model/blocks/falcon_h1_block.h"
 #include "model/blocks/mamba1_block.h"
 #include "model/blocks/mamba2_block.h"
 #include "model/blocks/mamba3_block.h"
@@ -29,6 +30,10 @@ std::unique_ptr<Block> make_block(const ModelConfig& config, const BlockSpec& sp
       return std::make_unique<MoeBlock>(config, spec, binder);
     case BlockKind::JambaFfn:
       return std::make_unique<JambaFfnBlock>(config, spec, binder);
+    case BlockKind::FalconH1Mixer:
+      return std::make_unique<FalconH1MixerBlock>(config, spec, binder);
+    case BlockKind::FalconH1Mlp:
+      return std::make_unique<FalconH1MlpBlock>(config, spec, binder);
     case BlockKind::Custom:
       break;
   }

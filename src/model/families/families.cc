@@ -14,6 +14,7 @@ const Family& granite_hybrid_family();
 const Family& nemotron_h_family();
 const Family& bamba_family();
 const Family& jamba_family();
+const Family& falcon_h1_family();
 
 const std::vector<const Family*>& all_families() {
   // Built once on first use from constant declarations; the list itself never changes.
@@ -26,6 +27,7 @@ const std::vector<const Family*>& all_families() {
       &nemotron_h_family(),
       &bamba_family(),
       &jamba_family(),
+      &falcon_h1_family(),
   };
   return list;
 }
