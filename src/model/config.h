@@ -24,12 +24,25 @@
 #include "model/architecture.h"
 #include "model/blocks/hybrid_config.h"
 #include "model/blocks/mamba_config.h"
+#include "model/families/lfm2.h"
 
 namespace mb {
 
 // The kinds of blocks a model is built from (model/blocks/); Custom is a block made outside the
 // config and added with Model::append_block.
-enum class BlockKind { Mamba1Mixer, Mamba2Mixer, Mamba3Mixer, Attention, Mlp, Moe, Custom };
+enum class BlockKind {
+  Mamba1Mixer,
+  Mamba2Mixer,
+  Mamba3Mixer,
+  Attention,
+  Mlp,
+  Moe,
+  Custom,
+  ShortConv,      // LFM2's gated short convolution
+  Lfm2Attention,  // LFM2's attention: QK-norm, RoPE, out_proj
+  Lfm2Mlp,        // LFM2's SwiGLU (w1, w3, w2)
+  Lfm2Moe,        // LFM2-MoE's experts
+};
 
 // Where a block's tensors are in the checkpoint: a tensor `t` of the block is named
 // prefix + module + t, and its pre-norm prefix + norm ("backbone.layers.3." "mixer." for the
@@ -56,7 +69,7 @@ struct BlockSpec {
 
 // The checkpoint families: the pure Mamba models (the mixer in `arch`) and the hybrids, whose
 // Mamba layers are Mamba-2 (arch Mamba2) between attention and MLP layers.
-enum class ModelFamily { Mamba, GraniteHybrid, NemotronH };
+enum class ModelFamily { Mamba, GraniteHybrid, NemotronH, Lfm2, Lfm2Moe };
 
 struct ModelConfig {
   Architecture arch = Architecture::Mamba1;
@@ -75,6 +88,7 @@ struct ModelConfig {
   // The hybrids (model/blocks/hybrid_config.h): which block each layer holds and their sections.
   ModelFamily family = ModelFamily::Mamba;
   HybridConfig hybrid;
+  Lfm2Config lfm2;  // LFM2 and LFM2-MoE (model/families/lfm2.h)
 
   // The blocks of the model, in order: for the pure Mamba families, every layer's mixer; for the
   // hybrids, what the layer pattern says.

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "model/blocks/attention_block.h"
 #include "model/blocks/block.h"
+#include "model/blocks/lfm2_blocks.h"
 #include "model/blocks/mamba1_block.h"
 #include "model/blocks/mamba2_block.h"
 #include "model/blocks/mamba3_block.h"
@@ -26,6 +27,14 @@ std::unique_ptr<Block> make_block(const ModelConfig& config, const BlockSpec& sp
       return std::make_unique<MlpBlock>(config, spec, binder);
     case BlockKind::Moe:
       return std::make_unique<MoeBlock>(config, spec, binder);
+    case BlockKind::ShortConv:
+      return std::make_unique<ShortConvBlock>(config, spec, binder);
+    case BlockKind::Lfm2Attention:
+      return std::make_unique<Lfm2AttentionBlock>(config, spec, binder);
+    case BlockKind::Lfm2Mlp:
+      return std::make_unique<Lfm2MlpBlock>(config, spec, binder);
+    case BlockKind::Lfm2Moe:
+      return std::make_unique<Lfm2MoeBlock>(config, spec, binder);
     case BlockKind::Custom:
       break;
   }

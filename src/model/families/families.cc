@@ -6,10 +6,12 @@
 namespace mb {
 
 // Each family's declaration, defined in its own file.
+const Family& lfm2_family();      // lfm2.cc
+const Family& lfm2_moe_family();  // lfm2.cc
 
 const std::vector<const Family*>& all_families() {
   // Built once on first use from constant declarations; the list itself never changes.
-  static const std::vector<const Family*> list = {};
+  static const std::vector<const Family*> list = {&lfm2_family(), &lfm2_moe_family()};
   return list;
 }
 
