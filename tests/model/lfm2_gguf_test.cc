@@ -14,6 +14,8 @@
 #include "io/gguf.h"
 #include "io/npy.h"
 #include "model/gguf_checkpoint.h"
+#include "model/gguf_tensor_names.h"
+#include "ops/quant.h"
 
 namespace mb {
 namespace {
@@ -197,6 +199,57 @@ TEST(Lfm2Gguf, TheTensorsAndKeysAreNamedAsLlamaCppsConverterWritesThem) {
   const GgufTensorInfo* gq = file.find_tensor("blk.1.attn_q.weight");
   ASSERT_NE(gq, nullptr);
   EXPECT_EQ(std::memcmp(gq->data, q.data, gq->byte_size), 0);
+}
+
+// Q4_K_M: rows of 256 (whole Q4_K blocks) wherever a matrix's rows have d_model or an FFN width.
+TEST(Lfm2Gguf, Q4KMFilesHoldTheF32FilesValuesQuantizedAndKeepTheExactnessContract) {
+  for (const bool moe : {false, true}) {
+    SCOPED_TRACE(moe ? "lfm2moe" : "lfm2");
+    MakeModelOptions o;
+    o.config = lfm2_for_gguf(moe);
+    ModelConfig& c = o.config;
+    c.d_model = 256;
+    c.vocab_size = 300;
+    c.hybrid.pattern = "C*C";
+    c.n_layer = 3;
+    c.hybrid.attention = {4, 2, 64, 0.125, false, 1e6};
+    c.hybrid.mlp.width = c.lfm2.block_ff_dim = 256;
+    if (moe) {
+      c.lfm2.n_dense_layers = 1;
+      c.hybrid.moe.width = 256;
+    }
+    o.seed = 61;
+    const std::string dir = test::write_model(o, moe ? "gguf_lfm2moe_q4km" : "gguf_lfm2_q4km");
+    const std::string f32_path = lfm2_write_gguf(dir, GgufFileType::F32, "f32");
+    const std::string q4km_path = lfm2_write_gguf(dir, GgufFileType::Q4_K_M, "q4km");
+    const GgufFile f32(f32_path), q4km(q4km_path);
+    EXPECT_EQ(q4km.find_tensor("blk.0.shortconv.conv.weight")->type, kGgmlF32);
+    EXPECT_EQ(q4km.find_tensor("blk.0.shortconv.in_proj.weight")->type, kGgmlQ4_K);
+    EXPECT_EQ(q4km.find_tensor("token_embd.weight")->type, kGgmlQ6_K);  // tied: the LM head
+    ASSERT_EQ(f32.tensors().size(), q4km.tensors().size());
+    int quantized = 0;
+    for (size_t i = 0; i < f32.tensors().size(); ++i) {
+      const GgufTensorInfo &a = f32.tensors()[i], &b = q4km.tensors()[i];
+      ASSERT_EQ(a.name, b.name);
+      ASSERT_EQ(a.ne, b.ne);
+      const DType type = *gguf_engine_dtype(b.type);
+      const int64_t row = a.ne[0], rows = a.element_count() / row;
+      const size_t row_bytes = dtype_row_bytes(type, row);
+      std::vector<uint8_t> want(static_cast<size_t>(rows) * row_bytes);
+      for (int64_t r = 0; r < rows; ++r)
+        quantize_row(type, reinterpret_cast<const float*>(a.data) + r * row, row,
+                     want.data() + r * row_bytes);
+      ASSERT_EQ(want.size(), b.byte_size) << b.name;
+      EXPECT_EQ(std::memcmp(want.data(), b.data, b.byte_size), 0) << b.name;
+      quantized += dtype_is_quantized(type);
+    }
+    EXPECT_GT(quantized, 8);
+    const auto model = Model::load(q4km_path);
+    test::expect_prefill_equals_steps_for_every_length(*model, 20);
+    std::vector<std::vector<int32_t>> prompts;
+    for (size_t length : {1, 9, 20, 4}) prompts.push_back(test::random_tokens(length, 300, 70 + length));
+    test::expect_batch_equals_each_alone(*model, prompts, {OutputKind::LogitsAll}, {0, 5});
+  }
 }
 
 // A copy of `path` with metadata `key` replaced (or removed, for nullopt).
