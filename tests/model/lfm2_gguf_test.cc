@@ -288,6 +288,9 @@ TEST(Lfm2Gguf, MalformedMetadataIsRefusedNamingTheKey) {
       {"lfm2moe.attention.head_count_kv", i32s({0, 2, 0}), "lfm2moe.attention.head_count_kv"},
       {"lfm2moe.attention.head_count_kv", i32s({0, 2, -1, 0}), "lfm2moe.attention.head_count_kv"},
       {"lfm2moe.attention.head_count_kv", i32s({0, 2, 0, 0}), ""},
+      // The attention layer's tensors in what the metadata calls a conv layer.
+      {"lfm2moe.attention.head_count_kv", i32s({0, 0, 0, 0}),
+       "tensor 'blk.1.attn_q.weight' is not part of a lfm2moe model (layer 1 is a short-convolution layer"},
       {"lfm2moe.expert_gating_func", GgufValue::u32(1), "lfm2moe.expert_gating_func"},
       {"lfm2moe.shortconv.l_cache", GgufValue::u32(99), "conv_L_cache"},
       {"lfm2moe.expert_used_count", GgufValue::u32(9), "num_experts_per_tok"},

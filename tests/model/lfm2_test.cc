@@ -8,12 +8,14 @@
 // The golden logits of a 6-layer LFM2 are in golden_test.cc.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "common/model_fixture.h"
 #include "common/test_util.h"
 #include "core/error.h"
+#include "engine/state_file.h"
 #include "model/family.h"
 #include "model/model.h"
 
@@ -144,6 +146,29 @@ TEST_P(Lfm2Exactness, AStateHoldsTheConvHistoryAndTheKvCacheAndContinuesAfterAFo
 
 INSTANTIATE_TEST_SUITE_P(Lfm2, Lfm2Exactness, ::testing::ValuesIn(lfm2_shapes()),
                          [](const auto& info) { return info.param.name; });
+
+TEST(Lfm2State, AStateFileOfAnotherRopeThetaOrExpertScaleIsRefused) {
+  // Both keys change the math but not the tensors: the fingerprint must tell the models apart.
+  for (const bool moe : {false, true}) {
+    MakeModelOptions o;
+    o.config = moe ? lfm2_moe_test_config("C*C") : lfm2_test_config("C*C");
+    o.seed = 44;
+    const std::string dir = test::write_model(o, moe ? "lfm2_state_moe" : "lfm2_state");
+    const std::string other = dir + "_other";
+    std::filesystem::remove_all(other);
+    std::filesystem::copy(dir, other);
+    json config = json::parse(read_text_file(other + "/config.json"));
+    config[moe ? "routed_scaling_factor" : "rope_theta"] = moe ? 2.0 : 5e5;
+    test::write_bytes(other + "/config.json", config.dump());
+    const auto a = Model::load(dir);
+    const auto b = Model::load(other);
+    SequenceState state = a->new_state();
+    test::prefill(*a, ComputeContext{1, best_isa()}, {1, 2, 3}, state, {OutputKind::None, 0});
+    save_state(dir + "/s.state", *a, state);
+    EXPECT_NO_THROW(load_state(dir + "/s.state", *a));
+    EXPECT_THROW(load_state(dir + "/s.state", *b), Error) << (moe ? "routed_scaling_factor" : "rope_theta");
+  }
+}
 
 // ---- config ---------------------------------------------------------------------------------------
 
