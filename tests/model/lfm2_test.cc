@@ -16,8 +16,10 @@
 #include "common/test_util.h"
 #include "core/error.h"
 #include "engine/state_file.h"
+#include "io/safetensors.h"
 #include "model/family.h"
 #include "model/model.h"
+#include "ops/quant.h"
 
 namespace mb {
 namespace {
@@ -168,6 +170,53 @@ TEST(Lfm2State, AStateFileOfAnotherRopeThetaOrExpertScaleIsRefused) {
     EXPECT_NO_THROW(load_state(dir + "/s.state", *a));
     EXPECT_THROW(load_state(dir + "/s.state", *b), Error) << (moe ? "routed_scaling_factor" : "rope_theta");
   }
+}
+
+TEST(Lfm2MoeFolder, TheHubsPerExpertTensorsGiveTheStackedFormsBits) {
+  // The hub's LFM2-8B-A1B files: experts.{e}.w1 / w3 / w2, one tensor per expert and matrix.
+  MakeModelOptions o;
+  o.config = lfm2_moe_test_config("C*C");
+  o.seed = 45;
+  const std::string dir = test::write_model(o, "lfm2_moe_stacked");
+  const std::string hub = dir + "_per_expert";
+  std::filesystem::remove_all(hub);
+  std::filesystem::copy(dir, hub);
+  const int64_t E = o.config.hybrid.moe.n_experts, W = o.config.hybrid.moe.width, d = o.config.d_model;
+  SafetensorsWriter writer;
+  {
+    const TensorSet tensors = TensorSet::open_file(dir + "/model.safetensors");
+    for (const auto& [name, tensor] : tensors.tensors()) {
+      std::vector<float> values(static_cast<size_t>(tensor.element_count()));
+      dequantize_row(*tensor.dtype, tensor.data, tensor.element_count(), values.data());
+      const size_t at = name.find("experts.");
+      if (at == std::string::npos) {
+        writer.add_f32(name, tensor.shape, values, *tensor.dtype);
+        continue;
+      }
+      const std::string prefix = name.substr(0, at) + "experts.";
+      const bool up = name.ends_with("gate_up_proj");
+      for (int64_t e = 0; e < E; ++e) {
+        const float* expert = values.data() + e * 2 * W * d;
+        if (up) {
+          writer.add_f32(prefix + std::to_string(e) + ".w1.weight", {W, d}, {expert, expert + W * d},
+                         DType::F32);
+          writer.add_f32(prefix + std::to_string(e) + ".w3.weight", {W, d},
+                         {expert + W * d, expert + 2 * W * d}, DType::F32);
+        } else {
+          const float* down = values.data() + e * d * W;
+          writer.add_f32(prefix + std::to_string(e) + ".w2.weight", {d, W}, {down, down + d * W}, DType::F32);
+        }
+      }
+    }
+  }
+  writer.write(hub + "/model.safetensors");
+  const auto stacked = Model::load(dir);
+  const auto per_expert = Model::load(hub);
+  const auto tokens = test::random_tokens(17, o.config.vocab_size, 12);
+  SequenceState a = stacked->new_state(), b = per_expert->new_state();
+  const ComputeContext ctx{1, best_isa()};
+  EXPECT_TRUE(same_bits(test::prefill(*per_expert, ctx, tokens, b, {OutputKind::LogitsAll, 0}),
+                        test::prefill(*stacked, ctx, tokens, a, {OutputKind::LogitsAll, 0})));
 }
 
 // ---- config ---------------------------------------------------------------------------------------

@@ -316,7 +316,20 @@ std::vector<TensorSpec> Lfm2MoeBlock::schema(const ModelConfig& c, const BlockSp
 
 Lfm2MoeBlock::Lfm2MoeBlock(const ModelConfig& c, const BlockSpec& spec, WeightBinder& binder)
     : Block(BlockKind::Lfm2Moe, spec), params_(lfm2_moe_params(c)), norm_eps_(c.norm_eps) {
-  weights_ = bind_weights(binder, schema(c, spec));
+  std::vector<TensorSpec> specs = schema(c, spec);
+  // The hub's files keep one tensor per expert and matrix (experts.{e}.w1, w3, w2), where
+  // transformers' own saves and make-model stack them: w1 and w3 are joined into the expert's
+  // [gate; up] matrix, as the moe op takes it.
+  const std::string w1 = spec.tensor("experts.{e}.w1.weight"), w3 = spec.tensor("experts.{e}.w3.weight");
+  const bool per_expert = binder.has(expert_tensor_name(w1, 0));
+  if (per_expert) {
+    specs[kExpertsUp].wanted = false;
+    specs[kExpertsDown].expert_name = spec.tensor("experts.{e}.w2.weight");
+  }
+  weights_ = bind_weights(binder, specs);
+  if (per_expert)
+    weights_[kExpertsUp].host_experts =
+        binder.joined_experts(w1, w3, params_.n_experts, params_.width, params_.d_model);
 }
 
 std::vector<int64_t> Lfm2MoeBlock::scratch_widths() const {
