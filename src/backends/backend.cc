@@ -164,6 +164,8 @@ const char* op_kind_name(OpKind kind) {
       return "scale";
     case OpKind::Moe:
       return "moe";
+    case OpKind::ShortConv:
+      return "short_conv";
   }
   return "?";
 }

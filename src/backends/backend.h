@@ -233,6 +233,19 @@ struct CausalConvOp {
   PhaseId phase = 0;
 };
 
+// ops/short_conv.h over the round's parts (LFM2's gated short convolution); each part's history
+// of B * x ([K - 1, channels] at state_offset of its state) is read and updated.
+struct ShortConvOp {
+  View bcx{};  // [m, 3 channels]: B | C | x
+  int64_t channels = 0;
+  int kernel_size = 3;
+  View weight{};  // [K, channels] tap-major
+  int64_t state_offset = 0;
+  View y{};  // [m, channels]
+  std::span<const Part> parts{};
+  PhaseId phase = 0;
+};
+
 // dt = softplus(dt_low W^T + bias) computed for the scan (Mamba-1's dt_proj); a backend may run
 // it inside the scan or as a product into the scan's dt view first.
 struct ScanDtProj {
@@ -423,7 +436,8 @@ enum class OpKind {
   Rope,
   Glu,
   Scale,
-  Moe
+  Moe,
+  ShortConv
 };
 const char* op_kind_name(OpKind kind);
 
@@ -513,6 +527,7 @@ class Backend {
   virtual void glu(Stream& stream, const GluOp& op) const = 0;
   virtual void scale(Stream& stream, const ScaleOp& op) const = 0;
   virtual void moe(Stream& stream, const MoeOp& op) const = 0;
+  virtual void short_conv(Stream& stream, const ShortConvOp& op) const = 0;
 };
 
 }  // namespace mb

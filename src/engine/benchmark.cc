@@ -51,6 +51,14 @@ const char* block_kind_name(BlockKind kind) {
       return "falcon-h1 attention+mamba2";
     case BlockKind::FalconH1Mlp:
       return "falcon-h1 mlp";
+    case BlockKind::ShortConv:
+      return "short_conv";
+    case BlockKind::Lfm2Attention:
+      return "attention";
+    case BlockKind::Lfm2Mlp:
+      return "mlp";
+    case BlockKind::Lfm2Moe:
+      return "moe";
     case BlockKind::Custom:
       break;
   }
@@ -74,7 +82,8 @@ void block_shares(const Model& model, BenchResult& r) {
       if (id >= p.seconds.size() || counted[id]) continue;
       counted[id] = 1;
       seconds += p.seconds[id];
-      if (block->kind() == BlockKind::Attention && names[i] == "attention")
+      if ((block->kind() == BlockKind::Attention || block->kind() == BlockKind::Lfm2Attention) &&
+          names[i] == "attention")
         r.prefill_attention_core_share += p.seconds[id] / total;
     }
     auto& shares = r.prefill_block_shares;

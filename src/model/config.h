@@ -26,6 +26,7 @@
 #include "model/blocks/mamba_config.h"
 #include "model/families/jamba.h"
 #include "model/families/falcon_h1_config.h"
+#include "model/families/lfm2.h"
 
 namespace mb {
 
@@ -41,6 +42,10 @@ enum class BlockKind {
   JambaFfn,       // Jamba's SwiGLU MLP or mixture of experts (blocks/jamba_ffn_block.h)
   FalconH1Mixer,  // Falcon-H1: attention and a Mamba-2 mixer in parallel on one norm
   FalconH1Mlp,    // Falcon-H1: SwiGLU with its gate and down multipliers
+  ShortConv,      // LFM2's gated short convolution
+  Lfm2Attention,  // LFM2's attention: QK-norm, RoPE, out_proj
+  Lfm2Mlp,        // LFM2's SwiGLU (w1, w3, w2)
+  Lfm2Moe,        // LFM2-MoE's experts
   Custom
 };
 
@@ -69,7 +74,7 @@ struct BlockSpec {
 
 // The checkpoint families: the pure Mamba models (the mixer in `arch`) and the hybrids, whose
 // Mamba layers are Mamba-2 (arch Mamba2) between attention and MLP layers.
-enum class ModelFamily { Mamba, GraniteHybrid, NemotronH, Bamba, Jamba, FalconH1 };
+enum class ModelFamily { Mamba, GraniteHybrid, NemotronH, Bamba, Jamba, FalconH1, Lfm2, Lfm2Moe };
 
 struct ModelConfig {
   Architecture arch = Architecture::Mamba1;
@@ -91,6 +96,7 @@ struct ModelConfig {
   // Jamba's layer pattern (model/families/jamba.h).
   JambaConfig jamba;
   FalconH1Config falcon;  // Falcon-H1 (model/families/falcon_h1_config.h)
+  Lfm2Config lfm2;  // LFM2 and LFM2-MoE (model/families/lfm2.h)
 
   // The blocks of the model, in order: for the pure Mamba families, every layer's mixer; for the
   // hybrids, what the layer pattern says.

@@ -94,6 +94,7 @@ std::pair<const TensorSpec*, int> find_spec(const std::vector<TensorSpec>& specs
            (k == kMambaLayer       ? "a Mamba-2"
             : k == kAttentionLayer ? "an attention"
             : k == kMoeLayer       ? "a mixture-of-experts"
+            : k == kShortConvLayer ? "a short-convolution"
                                    : "an MLP") +
            " layer by its metadata)";
   }

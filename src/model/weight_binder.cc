@@ -190,6 +190,37 @@ std::vector<WeightMatrix> WeightBinder::experts(const std::string& name, const s
   return out;
 }
 
+std::vector<WeightMatrix> WeightBinder::joined_experts(const std::string& first_name,
+                                                       const std::string& second_name, int64_t experts,
+                                                       int64_t half_rows, int64_t cols) {
+  std::vector<WeightMatrix> out;
+  std::vector<uint8_t> joined;
+  std::vector<float> row;
+  for (int64_t e = 0; e < experts; ++e) {
+    const StoredTensor* halves[2] = {&require(expert_tensor_name(first_name, e), {half_rows, cols}),
+                                     &require(expert_tensor_name(second_name, e), {half_rows, cols})};
+    const DType dtype = *halves[0]->dtype == *halves[1]->dtype ? *halves[0]->dtype : DType::F32;
+    const size_t half_bytes = static_cast<size_t>(half_rows) * dtype_row_bytes(dtype, cols);
+    joined.resize(2 * half_bytes);
+    for (int h = 0; h < 2; ++h) {
+      const StoredTensor& source = *halves[h];
+      if (*source.dtype == dtype) {
+        std::memcpy(joined.data() + h * half_bytes, source.data, half_bytes);
+        continue;
+      }
+      row.resize(static_cast<size_t>(half_rows * cols));
+      dequantize_row(*source.dtype, source.data, half_rows * cols, row.data());
+      std::memcpy(joined.data() + h * half_bytes, row.data(), half_bytes);
+    }
+    const DType target = storable_dtype(matrix_dtype_.value_or(dtype), cols);
+    packed_matrices_.push_back(pack_weights(joined.data(), dtype, 2 * half_rows, cols, target));
+    packed_matrix_bytes_ += packed_matrices_.back().size();
+    out.push_back({packed_matrices_.back().data(), target, 2 * half_rows, cols});
+    for (const StoredTensor* half : halves) finished(*half);
+  }
+  return out;
+}
+
 WeightMatrix WeightBinder::packed_rows(const StoredTensor& tensor, int64_t rows) {
   const DType target = storable_dtype(matrix_dtype_.value_or(*tensor.dtype), tensor.shape[1]);
   packed_matrices_.push_back(pack_weights(tensor.data, *tensor.dtype, rows, tensor.shape[1], target));

@@ -44,6 +44,11 @@ class WeightBinder {
   // first under expert_name), joined as a GGUF file's halves are.
   std::vector<WeightMatrix> experts(const std::string& name, const std::string& expert_name, int64_t experts,
                                     int64_t rows, int64_t cols, const std::string& expert_second_name = "");
+  // `experts` matrices of [2 half_rows, cols], each joined from two 2-D tensors per expert (rows of
+  // first_name, then of second_name; "{e}" the expert's index: LFM2-MoE's hub files keep each
+  // expert's gate w1 and up w3 apart) and packed on its own, in f32 where their dtypes differ.
+  std::vector<WeightMatrix> joined_experts(const std::string& first_name, const std::string& second_name,
+                                           int64_t experts, int64_t half_rows, int64_t cols);
   // The stored [rows, cols] tensor, whose row count may be any of `allowed_rows`.
   const StoredTensor& tensor_rows_in(const std::string& name, const std::vector<int64_t>& allowed_rows,
                                      int64_t cols);

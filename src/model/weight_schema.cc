@@ -7,6 +7,7 @@
 #include "model/blocks/attention_block.h"
 #include "model/blocks/jamba_ffn_block.h"
 #include "model/blocks/falcon_h1_block.h"
+#include "model/blocks/lfm2_blocks.h"
 #include "model/blocks/mamba1_block.h"
 #include "model/blocks/mamba2_block.h"
 #include "model/blocks/mamba3_block.h"
@@ -118,13 +119,16 @@ ModelTensors model_tensor_specs(const ModelConfig& c, bool hf_names, int64_t inp
   const bool final_layernorm = c.family == ModelFamily::Bamba || c.family == ModelFamily::Jamba ||
                      c.family == ModelFamily::FalconH1;
   const bool granite = c.family == ModelFamily::GraniteHybrid || final_layernorm;
-  const char* hf_embedding = granite ? "model.embed_tokens.weight" : "backbone.embeddings.weight";
+  // LFM2 names them as Llama does too, but its final norm is model.embedding_norm (GGUF
+  // token_embd_norm): applied after the last layer, never to the embeddings, despite both names.
+  const bool lfm2 = c.family == ModelFamily::Lfm2 || c.family == ModelFamily::Lfm2Moe;
+  const char* hf_embedding = granite || lfm2 ? "model.embed_tokens.weight" : "backbone.embeddings.weight";
   const char* original_embedding = "backbone.embedding.weight";
   TensorSpec embedding{.name = hf_names ? hf_embedding : original_embedding,
                        .shape = {c.vocab_rows, d},
                        .role = TensorRole::Matrix,
                        .init = vocabulary,
-                       .alt_name = granite ? "" : (hf_names ? original_embedding : hf_embedding),
+                       .alt_name = granite || lfm2 ? "" : (hf_names ? original_embedding : hf_embedding),
                        .gguf = "token_embd.weight"};
   const double input_bound = input_dim > 0 ? std::sqrt(3.0 / static_cast<double>(input_dim)) : 0.0;
   TensorSpec input_proj{.name = "input_proj.weight",
@@ -139,6 +143,10 @@ ModelTensors model_tensor_specs(const ModelConfig& c, bool hf_names, int64_t inp
                                       : "backbone.norm_f.weight",
                     .shape = {d},
                     .gguf = "output_norm.weight"};
+  if (lfm2) {
+    norm_f.name = "model.embedding_norm.weight";
+    norm_f.gguf = "token_embd_norm.weight";
+  }
   TensorSpec lm_head{.name = "lm_head.weight",
                      .shape = {c.vocab_rows, d},
                      .role = TensorRole::Matrix,
@@ -168,6 +176,14 @@ std::vector<TensorSpec> block_tensor_specs(const ModelConfig& config, const Bloc
       return FalconH1MixerBlock::schema(config, block);
     case BlockKind::FalconH1Mlp:
       return FalconH1MlpBlock::schema(config, block);
+    case BlockKind::ShortConv:
+      return ShortConvBlock::schema(config, block);
+    case BlockKind::Lfm2Attention:
+      return Lfm2AttentionBlock::schema(config, block);
+    case BlockKind::Lfm2Mlp:
+      return Lfm2MlpBlock::schema(config, block);
+    case BlockKind::Lfm2Moe:
+      return Lfm2MoeBlock::schema(config, block);
     case BlockKind::Custom:
       break;
   }

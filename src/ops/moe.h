@@ -12,9 +12,9 @@
 //                             s_e + correction_bias[e] (the bias steers the choice only); w_j = s_j
 //   SoftmaxAll   (Jamba):     p_e = exp(l_e - max) / sum_e exp(l_e - max) over every expert;
 //                             choose the top_k of p; w_j = p_j
-// then, with `normalize` (norm_topk_prob), w_j = w_j / (sum_i w_i + 1e-20), and w_j = w_j * scale
-// (routed_scaling_factor; 1 where the model has none). Sums over the chosen or all experts run in
-// 16-lane blocks from the first, then one fixed tree.
+// then, with `normalize` (norm_topk_prob), w_j = w_j / (sum_i w_i + norm_epsilon: 1e-20, LFM2's 1e-6), and
+// w_j = w_j * scale (routed_scaling_factor; 1 where the model has none). Sums over the chosen or all experts
+// run in 16-lane blocks from the first, then one fixed tree.
 //
 // The choice: the top_k largest scores in descending order (slot 0 the largest). Equal scores are
 // taken in ascending expert order (the lower index first, as a stable sort would), and a NaN score
@@ -63,6 +63,8 @@ struct MoeParams {
   bool normalize = false;  // divide the chosen weights by their sum (+ kMoeNormEpsilon)
   float scale = 1.0f;      // multiplies every weight (routed_scaling_factor)
   int64_t latent = 0;      // the experts' input and output width (moe_latent_size); 0: d_model
+  // Added to the chosen weights' sum before normalizing: HF's 1e-20, or LFM2-MoE's 1e-6.
+  float norm_epsilon = kMoeNormEpsilon;
   // Rows of each expert's up matrix: 2 width (gate | up) for SwiGlu, width for ReluSquared.
   int64_t up_rows() const { return activation == Activation::SwiGlu ? 2 * width : width; }
   // The width the experts read and write: latent, or d_model.

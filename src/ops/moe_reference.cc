@@ -98,7 +98,7 @@ void moe_reference(const MoeParams& p, const MoeWeights& w, const MoeArgs& a, fl
     if (p.normalize) {
       double sum = 0.0;
       for (double v : weight) sum += v;
-      for (double& v : weight) v /= sum + kMoeNormEpsilon;
+      for (double& v : weight) v /= sum + p.norm_epsilon;
     }
     for (double& v : weight) v *= p.scale;
 

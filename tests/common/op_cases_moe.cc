@@ -31,7 +31,8 @@ struct MoeShape {
   DType dtype = DType::F32;
   Ties ties = Ties::None;
   bool accumulate = false;
-  int64_t latent = 0;  // the experts' width (MoeParams::latent); 0: d
+  int64_t latent = 0;                    // the experts' width (MoeParams::latent); 0: d
+  float norm_epsilon = kMoeNormEpsilon;  // LFM2-MoE's 1e-6, or a large one that shows it is used
 };
 
 std::string describe(const MoeShape& s) {
@@ -41,7 +42,8 @@ std::string describe(const MoeShape& s) {
          activation_name(s.activation) + " " + moe_scoring_name(s.scoring) +
          (s.normalize ? " normalize" : "") + (s.scale != 1.0f ? " scaled" : "") + " " +
          std::string(dtype_name(s.dtype)) + ties[static_cast<int>(s.ties)] +
-         (s.accumulate ? " accumulate" : "") + (s.latent > 0 ? " latent=" + std::to_string(s.latent) : "");
+         (s.accumulate ? " accumulate" : "") + (s.latent > 0 ? " latent=" + std::to_string(s.latent) : "") +
+         (s.norm_epsilon != kMoeNormEpsilon ? " norm_eps=" + std::to_string(s.norm_epsilon) : "");
 }
 
 std::vector<float> router_values(const MoeShape& s) {
@@ -57,8 +59,8 @@ std::vector<float> router_values(const MoeShape& s) {
 }
 
 void moe_body(const MoeShape& s, OpRun& run) {
-  const MoeParams p{s.d,       s.experts,   s.top_k, s.width, s.activation,
-                    s.scoring, s.normalize, s.scale, s.latent};
+  const MoeParams p{s.d,       s.experts,   s.top_k, s.width,  s.activation,
+                    s.scoring, s.normalize, s.scale, s.latent, s.norm_epsilon};
   const int64_t k = s.top_k, up_rows = p.up_rows(), de = p.expert_dim();
   const Rows x_rows{2, s.m, s.d, s.d + 3};
   const Rows xe_rows{0, s.m, de, de + 1};
@@ -180,6 +182,10 @@ void add_moe_cases(std::vector<OpCase>& cases) {
       {9, 40, 7, 3, 20, ReluSquared, SigmoidBias, true, 2.5f, F32, Ties::None, true, 24},
       {5, 24, 5, 2, 12, ReluSquared, SigmoidBias, true, 2.5f, BF16, Ties::None, false, 33},
       {4, 40, 6, 2, 64, ReluSquared, SigmoidBias, true, 2.5f, Q8_0, Ties::None, false, 64},
+      // LFM2-MoE's form (SwiGLU experts, sigmoid with the expert bias, normalized with + 1e-6), and
+      // an epsilon large enough that leaving it out would fail.
+      {7, 24, 8, 2, 20, SwiGlu, SigmoidBias, true, 1.0f, F32, Ties::None, true, 0, 1e-6f},
+      {5, 24, 8, 3, 20, SwiGlu, SigmoidBias, true, 1.0f, BF16, Ties::None, false, 0, 0.5f},
   };
   for (const MoeShape& s : shapes)
     cases.push_back({"moe", describe(s), kFloatNmse, {{OpKind::Moe, s.dtype}}, false, [s](OpRun& run) {

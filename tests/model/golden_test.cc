@@ -87,6 +87,7 @@ TEST_P(Golden, PrefillAndDecodeStepsMatchTheOtherEngine) {
 INSTANTIATE_TEST_SUITE_P(LlamaCpp, Golden,
                          ::testing::Values("mamba1-hf", "mamba2-hf-g2", "granite-4.0-h-dense",
                                            "nemotron-h-dense", "jamba-dense"),
+                                           "nemotron-h-dense", "lfm2-dense"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name)

@@ -17,6 +17,7 @@
 #include "ops/quant.h"
 #include "ops/rms_norm.h"
 #include "ops/selective_scan.h"
+#include "ops/short_conv.h"
 
 namespace mb {
 namespace {
@@ -58,6 +59,7 @@ class CpuStream final : public Stream {
   ComputeContext ctx;
   // Per-sequence kernel arguments of the batched ops, reused across calls.
   std::vector<CausalConvArgs> conv;
+  std::vector<ShortConvArgs> short_conv;
   std::vector<SelectiveScanArgs> scan;
   std::vector<Mamba2ScanSequence> mamba2;
   std::vector<Mamba3ScanSequence> mamba3;
@@ -190,6 +192,20 @@ void CpuBackend::causal_conv(Stream& stream, const CausalConvOp& op) const {
   }
   ScopedPhase timer(s.ctx.profile, op.phase);
   causal_conv_silu(s.ctx, s.conv);
+}
+
+void CpuBackend::short_conv(Stream& stream, const ShortConvOp& op) const {
+  CpuStream& s = cpu(stream);
+  s.short_conv.resize(op.parts.size());
+  for (size_t i = 0; i < op.parts.size(); ++i) {
+    const Part& part = op.parts[i];
+    s.short_conv[i] = {
+        data(op.bcx.row(part.first_row)), op.bcx.ld, part.rows, op.channels, op.kernel_size, data(op.weight),
+        state_at(part, op.state_offset),  // [K - 1, channels]
+        data(op.y.row(part.first_row)),   op.y.ld};
+  }
+  ScopedPhase timer(s.ctx.profile, op.phase);
+  mb::short_conv(s.ctx, s.short_conv);
 }
 
 void CpuBackend::selective_scan(Stream& stream, const SelectiveScanOp& op) const {

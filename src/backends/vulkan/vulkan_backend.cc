@@ -345,6 +345,9 @@ std::string VulkanBackend::why_unsupported(const OpQuery& query) const {
              "with --device cpu";
     case OpKind::Moe:
       return "the Vulkan backend does not run mixture-of-experts layers yet; run this one with --device cpu";
+    case OpKind::ShortConv:
+      return "the Vulkan backend does not run LFM2's gated short convolutions yet; run this one with "
+             "--device cpu";
     case OpKind::RmsNorm:
     case OpKind::Argmax:
     case OpKind::AppendRows:
@@ -659,6 +662,10 @@ void VulkanBackend::scale(Stream&, const ScaleOp&) const {
 
 void VulkanBackend::moe(Stream&, const MoeOp&) const {
   throw Error(why_unsupported({OpKind::Moe}));
+}
+
+void VulkanBackend::short_conv(Stream&, const ShortConvOp&) const {
+  throw Error(why_unsupported({OpKind::ShortConv}));
 }
 
 void VulkanBackend::gated_rms_norm(Stream& stream, const GatedRmsNormOp& op) const {

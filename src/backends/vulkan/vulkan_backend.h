@@ -80,6 +80,7 @@ class VulkanBackend final : public Backend {
   void glu(Stream& stream, const GluOp& op) const override;
   void scale(Stream& stream, const ScaleOp& op) const override;
   void moe(Stream& stream, const MoeOp& op) const override;
+  void short_conv(Stream& stream, const ShortConvOp& op) const override;
 
   // The device context, for tests that read the validation layer's reports.
   Context& context() const;

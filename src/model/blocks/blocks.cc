@@ -5,6 +5,7 @@
 #include "model/blocks/block.h"
 #include "model/blocks/jamba_ffn_block.h"
 #include "model/blocks/falcon_h1_block.h"
+#include "model/blocks/lfm2_blocks.h"
 #include "model/blocks/mamba1_block.h"
 #include "model/blocks/mamba2_block.h"
 #include "model/blocks/mamba3_block.h"
@@ -34,6 +35,14 @@ std::unique_ptr<Block> make_block(const ModelConfig& config, const BlockSpec& sp
       return std::make_unique<FalconH1MixerBlock>(config, spec, binder);
     case BlockKind::FalconH1Mlp:
       return std::make_unique<FalconH1MlpBlock>(config, spec, binder);
+    case BlockKind::ShortConv:
+      return std::make_unique<ShortConvBlock>(config, spec, binder);
+    case BlockKind::Lfm2Attention:
+      return std::make_unique<Lfm2AttentionBlock>(config, spec, binder);
+    case BlockKind::Lfm2Mlp:
+      return std::make_unique<Lfm2MlpBlock>(config, spec, binder);
+    case BlockKind::Lfm2Moe:
+      return std::make_unique<Lfm2MoeBlock>(config, spec, binder);
     case BlockKind::Custom:
       break;
   }

@@ -15,6 +15,8 @@ const Family& nemotron_h_family();
 const Family& bamba_family();
 const Family& jamba_family();
 const Family& falcon_h1_family();
+const Family& lfm2_family();
+const Family& lfm2_moe_family();
 
 const std::vector<const Family*>& all_families() {
   // Built once on first use from constant declarations; the list itself never changes.
@@ -28,6 +30,8 @@ const std::vector<const Family*>& all_families() {
       &bamba_family(),
       &jamba_family(),
       &falcon_h1_family(),
+      &lfm2_family(),
+      &lfm2_moe_family(),
   };
   return list;
 }
