@@ -45,6 +45,8 @@ const char* block_kind_name(BlockKind kind) {
       return "mlp";
     case BlockKind::Moe:
       return "moe";
+    case BlockKind::Zamba2Shared:
+      return "zamba2 shared";
     case BlockKind::Custom:
       break;
   }

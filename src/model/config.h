@@ -24,12 +24,14 @@
 #include "model/architecture.h"
 #include "model/blocks/hybrid_config.h"
 #include "model/blocks/mamba_config.h"
+#include "model/families/zamba2.h"
 
 namespace mb {
 
 // The kinds of blocks a model is built from (model/blocks/); Custom is a block made outside the
 // config and added with Model::append_block.
-enum class BlockKind { Mamba1Mixer, Mamba2Mixer, Mamba3Mixer, Attention, Mlp, Moe, Custom };
+// Zamba2Shared: a use of one of Zamba2's shared transformer blocks (blocks/zamba2_block.h).
+enum class BlockKind { Mamba1Mixer, Mamba2Mixer, Mamba3Mixer, Attention, Mlp, Moe, Zamba2Shared, Custom };
 
 // Where a block's tensors are in the checkpoint: a tensor `t` of the block is named
 // prefix + module + t, and its pre-norm prefix + norm ("backbone.layers.3." "mixer." for the
@@ -56,7 +58,7 @@ struct BlockSpec {
 
 // The checkpoint families: the pure Mamba models (the mixer in `arch`) and the hybrids, whose
 // Mamba layers are Mamba-2 (arch Mamba2) between attention and MLP layers.
-enum class ModelFamily { Mamba, GraniteHybrid, NemotronH };
+enum class ModelFamily { Mamba, GraniteHybrid, NemotronH, Zamba2 };
 
 struct ModelConfig {
   Architecture arch = Architecture::Mamba1;
@@ -75,6 +77,7 @@ struct ModelConfig {
   // The hybrids (model/blocks/hybrid_config.h): which block each layer holds and their sections.
   ModelFamily family = ModelFamily::Mamba;
   HybridConfig hybrid;
+  Zamba2Config zamba2;  // family Zamba2 (model/families/zamba2.h)
 
   // The blocks of the model, in order: for the pure Mamba families, every layer's mixer; for the
   // hybrids, what the layer pattern says.

@@ -384,6 +384,7 @@ std::string gguf_architecture(const ModelConfig& c) {
     case ModelFamily::NemotronH:
       return c.hybrid.moe.n_experts > 0 ? kGgufNemotronHMoe : kGgufNemotronH;
     case ModelFamily::Mamba:
+    case ModelFamily::Zamba2:  // declared: answered above
       break;
   }
   return c.arch == Architecture::Mamba2 ? "mamba2" : "mamba";

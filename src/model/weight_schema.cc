@@ -10,6 +10,7 @@
 #include "model/blocks/mamba3_block.h"
 #include "model/blocks/mlp_block.h"
 #include "model/blocks/moe_block.h"
+#include "model/blocks/zamba2_block.h"
 #include "model/weight_binder.h"
 
 namespace mb {
@@ -112,13 +113,14 @@ ModelTensors model_tensor_specs(const ModelConfig& c, bool hf_names, int64_t inp
   const TensorInit vocabulary{TensorInit::Uniform, 2.0 * std::sqrt(3.0 / static_cast<double>(d))};
   // Granite-4.0-H names its own tensors as the Llama family does; the other families as Mamba.
   const bool granite = c.family == ModelFamily::GraniteHybrid;
-  const char* hf_embedding = granite ? "model.embed_tokens.weight" : "backbone.embeddings.weight";
+  const bool zamba2 = c.family == ModelFamily::Zamba2;
+  const char* hf_embedding = granite || zamba2 ? "model.embed_tokens.weight" : "backbone.embeddings.weight";
   const char* original_embedding = "backbone.embedding.weight";
   TensorSpec embedding{.name = hf_names ? hf_embedding : original_embedding,
                        .shape = {c.vocab_rows, d},
                        .role = TensorRole::Matrix,
                        .init = vocabulary,
-                       .alt_name = granite ? "" : (hf_names ? original_embedding : hf_embedding),
+                       .alt_name = granite || zamba2 ? "" : (hf_names ? original_embedding : hf_embedding),
                        .gguf = "token_embd.weight"};
   const double input_bound = input_dim > 0 ? std::sqrt(3.0 / static_cast<double>(input_dim)) : 0.0;
   TensorSpec input_proj{.name = "input_proj.weight",
@@ -128,9 +130,9 @@ ModelTensors model_tensor_specs(const ModelConfig& c, bool hf_names, int64_t inp
                         .wanted = input_dim > 0};
   TensorSpec input_bias{
       .name = "input_proj.bias", .shape = {d}, .init = {TensorInit::Uniform, 0.1}, .wanted = input_dim > 0};
-  TensorSpec norm_f{.name = granite ? "model.norm.weight" : "backbone.norm_f.weight",
-                    .shape = {d},
-                    .gguf = "output_norm.weight"};
+  const char* hf_norm_f = zamba2 ? "model.final_layernorm.weight" : "backbone.norm_f.weight";
+  TensorSpec norm_f{
+      .name = granite ? "model.norm.weight" : hf_norm_f, .shape = {d}, .gguf = "output_norm.weight"};
   TensorSpec lm_head{.name = "lm_head.weight",
                      .shape = {c.vocab_rows, d},
                      .role = TensorRole::Matrix,
@@ -154,6 +156,8 @@ std::vector<TensorSpec> block_tensor_specs(const ModelConfig& config, const Bloc
       return MlpBlock::schema(config, block);
     case BlockKind::Moe:
       return MoeBlock::schema(config, block);
+    case BlockKind::Zamba2Shared:
+      return Zamba2SharedBlock::schema(config, block);
     case BlockKind::Custom:
       break;
   }

@@ -13,6 +13,7 @@
 #include "common/mamba2_reference.h"
 #include "common/model_fixture.h"
 #include "common/test_util.h"
+#include "common/zamba2_config.h"
 #include "core/error.h"
 #include "engine/generate.h"
 #include "engine/scheduler.h"
@@ -46,7 +47,7 @@ const TextModel& text_model(Architecture arch = Architecture::Mamba1) {
   return it->second;
 }
 
-// A hybrid of the same width with its byte-level tokenizer: Granite-4.0-H or Nemotron-H.
+// A hybrid of the same width with its byte-level tokenizer: Granite-4.0-H, Nemotron-H or Zamba2.
 const TextModel& hybrid_text_model(ModelFamily family) {
   static std::map<ModelFamily, TextModel> models;
   auto it = models.find(family);
@@ -54,6 +55,7 @@ const TextModel& hybrid_text_model(ModelFamily family) {
     MakeModelOptions o;
     o.config = family == ModelFamily::GraniteHybrid ? test::granite_config("M*M", 64, 512)
                                                     : test::nemotron_config("M*-M", 64, 512);
+    if (family == ModelFamily::Zamba2) o.config = test::zamba2_config({}, 64, 5, 512);
     o.seed = 18;
     const std::string dir = test::make_temp_dir("scheduler_hybrid");
     make_model(dir, o);
@@ -367,8 +369,10 @@ TEST(Scheduler, Mamba2ConcurrentAndCachedRequestsEqualGenerate) {
 // The hybrids' states hold KV parts that grow with the position; resumed requests still equal the
 // cold ones bit for bit.
 TEST(Scheduler, HybridConcurrentAndCachedRequestsEqualGenerate) {
-  for (ModelFamily family : {ModelFamily::GraniteHybrid, ModelFamily::NemotronH}) {
-    SCOPED_TRACE(family == ModelFamily::GraniteHybrid ? "granite" : "nemotron");
+  for (ModelFamily family : {ModelFamily::GraniteHybrid, ModelFamily::NemotronH, ModelFamily::Zamba2}) {
+    SCOPED_TRACE(family == ModelFamily::GraniteHybrid ? "granite"
+                 : family == ModelFamily::NemotronH   ? "nemotron"
+                                                      : "zamba2");
     expect_concurrent_and_cached_requests_equal_generate(hybrid_text_model(family));
   }
 }
@@ -376,8 +380,10 @@ TEST(Scheduler, HybridConcurrentAndCachedRequestsEqualGenerate) {
 TEST(Scheduler, RepeatedPromptsOfMamba2AndHybridsAreServedFromTheCache) {
   const Mode seeded{"Seeded", 0.9f, true};
   expect_repeated_prompts_served_from_the_cache(text_model(Architecture::Mamba2), seeded);
-  for (ModelFamily family : {ModelFamily::GraniteHybrid, ModelFamily::NemotronH}) {
-    SCOPED_TRACE(family == ModelFamily::GraniteHybrid ? "granite" : "nemotron");
+  for (ModelFamily family : {ModelFamily::GraniteHybrid, ModelFamily::NemotronH, ModelFamily::Zamba2}) {
+    SCOPED_TRACE(family == ModelFamily::GraniteHybrid ? "granite"
+                 : family == ModelFamily::NemotronH   ? "nemotron"
+                                                      : "zamba2");
     expect_repeated_prompts_served_from_the_cache(hybrid_text_model(family), seeded);
   }
 }

@@ -8,6 +8,7 @@
 #include "model/blocks/mamba3_block.h"
 #include "model/blocks/mlp_block.h"
 #include "model/blocks/moe_block.h"
+#include "model/blocks/zamba2_block.h"
 #include "model/weight_binder.h"
 
 namespace mb {
@@ -26,6 +27,8 @@ std::unique_ptr<Block> make_block(const ModelConfig& config, const BlockSpec& sp
       return std::make_unique<MlpBlock>(config, spec, binder);
     case BlockKind::Moe:
       return std::make_unique<MoeBlock>(config, spec, binder);
+    case BlockKind::Zamba2Shared:
+      return std::make_unique<Zamba2SharedBlock>(config, spec, binder);
     case BlockKind::Custom:
       break;
   }

@@ -6,10 +6,11 @@
 namespace mb {
 
 // Each family's declaration, defined in its own file.
+const Family& zamba2_family();
 
 const std::vector<const Family*>& all_families() {
   // Built once on first use from constant declarations; the list itself never changes.
-  static const std::vector<const Family*> list = {};
+  static const std::vector<const Family*> list = {&zamba2_family()};
   return list;
 }
 
