@@ -15,6 +15,8 @@
 #include "core/error.h"
 #include "io/gguf.h"
 #include "model/gguf_checkpoint.h"
+#include "model/gguf_tensor_names.h"
+#include "ops/quant.h"
 
 namespace mb {
 namespace {
@@ -98,6 +100,43 @@ INSTANTIATE_TEST_SUITE_P(
                       Zamba2GgufCase{"q8_0", GgufFileType::Q8_0, DType::F32, DType::Q8_0},
                       Zamba2GgufCase{"q4_0", GgufFileType::Q4_0, DType::F32, DType::Q4_0}),
     [](const auto& info) { return info.param.name; });
+
+// Q4_K_M: rows of 256 (whole Q4_K blocks) wherever a matrix reads d_model, the MLP width or the
+// Mamba width; each tensor in the type gguf_export.cc's recipe gives it (the rank-8 adapters' up
+// products cannot be Q4_K) and holding exactly the f32 file's values quantized to that type; the
+// exactness contract on the model loaded from it.
+TEST(Zamba2Gguf, Q4KMFilesHoldTheF32FilesValuesQuantizedAndStayExact) {
+  MakeModelOptions o;
+  o.config = test::zamba2_config({{"layers_block_type", {"mamba", "hybrid", "hybrid"}},
+                                  {"intermediate_size", 256},
+                                  {"n_mamba_heads", 8}},
+                                 256, 3, 300);
+  o.seed = 44;
+  const std::string dir = test::write_model(o, "zamba2_gguf_q4km");
+  const std::string f32_path = zamba2_gguf(dir, GgufFileType::F32, "f32");
+  const std::string q4km_path = zamba2_gguf(dir, GgufFileType::Q4_K_M, "q4km");
+  const GgufFile f32(f32_path), q4km(q4km_path);
+  ASSERT_EQ(f32.tensors().size(), q4km.tensors().size());
+  int quantized = 0;
+  for (size_t i = 0; i < f32.tensors().size(); ++i) {
+    const GgufTensorInfo &a = f32.tensors()[i], &b = q4km.tensors()[i];
+    ASSERT_EQ(a.name, b.name);
+    ASSERT_EQ(a.ne, b.ne);
+    const DType type = *gguf_engine_dtype(b.type);
+    const int64_t row = a.ne[0], rows = a.element_count() / row;
+    const size_t row_bytes = dtype_row_bytes(type, row);
+    std::vector<uint8_t> want(static_cast<size_t>(rows) * row_bytes);
+    for (int64_t r = 0; r < rows; ++r)
+      quantize_row(type, reinterpret_cast<const float*>(a.data) + r * row, row, want.data() + r * row_bytes);
+    ASSERT_EQ(want.size(), b.byte_size) << b.name;
+    EXPECT_EQ(std::memcmp(want.data(), b.data, b.byte_size), 0) << b.name;
+    quantized += dtype_is_quantized(type);
+  }
+  EXPECT_GT(quantized, 10);
+  const auto model = Model::load(q4km_path);
+  test::expect_prefill_equals_steps_for_every_length(*model, 12);
+  test::expect_threads_rounds_and_isas_change_no_bit(*model, test::random_tokens(20, 300, 4), {0, 7});
+}
 
 TEST(Zamba2Gguf, SharedBlocksAreWrittenOnceUnderTheirFirstUse) {
   MakeModelOptions o;
