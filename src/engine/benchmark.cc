@@ -59,6 +59,8 @@ const char* block_kind_name(BlockKind kind) {
       return "mlp";
     case BlockKind::Lfm2Moe:
       return "moe";
+    case BlockKind::Zamba2Shared:
+      return "zamba2 shared";
     case BlockKind::Custom:
       break;
   }

@@ -27,6 +27,7 @@
 #include "model/families/jamba.h"
 #include "model/families/falcon_h1_config.h"
 #include "model/families/lfm2.h"
+#include "model/families/zamba2.h"
 
 namespace mb {
 
@@ -46,6 +47,7 @@ enum class BlockKind {
   Lfm2Attention,  // LFM2's attention: QK-norm, RoPE, out_proj
   Lfm2Mlp,        // LFM2's SwiGLU (w1, w3, w2)
   Lfm2Moe,        // LFM2-MoE's experts
+  Zamba2Shared,   // a use of one of Zamba2's shared transformer blocks (blocks/zamba2_block.h)
   Custom
 };
 
@@ -74,7 +76,7 @@ struct BlockSpec {
 
 // The checkpoint families: the pure Mamba models (the mixer in `arch`) and the hybrids, whose
 // Mamba layers are Mamba-2 (arch Mamba2) between attention and MLP layers.
-enum class ModelFamily { Mamba, GraniteHybrid, NemotronH, Bamba, Jamba, FalconH1, Lfm2, Lfm2Moe };
+enum class ModelFamily { Mamba, GraniteHybrid, NemotronH, Bamba, Jamba, FalconH1, Lfm2, Lfm2Moe, Zamba2 };
 
 struct ModelConfig {
   Architecture arch = Architecture::Mamba1;
@@ -97,6 +99,7 @@ struct ModelConfig {
   JambaConfig jamba;
   FalconH1Config falcon;  // Falcon-H1 (model/families/falcon_h1_config.h)
   Lfm2Config lfm2;  // LFM2 and LFM2-MoE (model/families/lfm2.h)
+  Zamba2Config zamba2;  // family Zamba2 (model/families/zamba2.h)
 
   // The blocks of the model, in order: for the pure Mamba families, every layer's mixer; for the
   // hybrids, what the layer pattern says.

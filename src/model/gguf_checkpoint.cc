@@ -88,7 +88,8 @@ std::pair<const TensorSpec*, int> find_spec(const std::vector<TensorSpec>& specs
     if (!spec.gguf_second.empty() && spec.gguf_second == info.name) return {&spec, 1};
   }
   std::string kind;
-  if (layer >= 0 && c.family != ModelFamily::Mamba) {
+  // Only the hand-parsed hybrids have a pattern string (a declared family's is its own).
+  if (layer >= 0 && c.family != ModelFamily::Mamba && static_cast<size_t>(layer) < c.hybrid.pattern.size()) {
     const char k = c.hybrid.pattern[static_cast<size_t>(layer)];
     kind = std::string(" (layer ") + std::to_string(layer) + " is " +
            (k == kMambaLayer       ? "a Mamba-2"

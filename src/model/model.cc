@@ -199,6 +199,7 @@ void Model::add_block(std::unique_ptr<Block> block) {
   const std::vector<int64_t> widths = block->scratch_widths();
   if (scratch_widths_.size() < widths.size()) scratch_widths_.resize(widths.size(), 0);
   for (size_t i = 0; i < widths.size(); ++i) scratch_widths_[i] = std::max(scratch_widths_[i], widths[i]);
+  reads_embedding_ = reads_embedding_ || block->reads_embedding();
   blocks_.push_back(std::move(block));
   state_shape_ = state_layout_.shape();
 }

@@ -120,6 +120,7 @@ struct Workspace {
   // The round's buffers: the residual stream, feature rows, normalized rows for the LM head,
   // the logits argmax reads, the outputs the host reads, and the blocks' scratch.
   View hidden, features, normed, logits, out;
+  View embedding;  // the round's embedded rows, kept for blocks that read them (LayerContext)
   std::vector<View> scratch;
   std::unique_ptr<Stream> stream;  // the model's backend's, made on first use
   // Bytes of the activation buffers held.
@@ -247,6 +248,7 @@ class Model {
   StateLayout state_layout_;  // built once from the blocks
   StateShape state_shape_;
   std::vector<int64_t> scratch_widths_;  // the most floats per row each scratch buffer needs
+  bool reads_embedding_ = false;         // a block reads LayerContext::embedding
   uint64_t fingerprint_ = 0;
   std::shared_ptr<const Backend> backend_;
   std::vector<std::unique_ptr<Storage>> uploaded_;  // the backend's copies of every weight

@@ -16,7 +16,15 @@ constexpr size_t kNormF = 3 + kFinalNorm, kHead = 3 + kLmHead;
 
 // The stream buffers of a round: the residual stream, the feature rows, the heads' rows, the
 // outputs the host reads, then the blocks' scratch.
-enum Slot : int { kHiddenSlot, kFeaturesSlot, kNormedSlot, kLogitsSlot, kOutSlot, kFirstScratchSlot };
+enum Slot : int {
+  kHiddenSlot,
+  kFeaturesSlot,
+  kNormedSlot,
+  kLogitsSlot,
+  kOutSlot,
+  kEmbeddingSlot,
+  kFirstScratchSlot
+};
 
 bool last_row_output(OutputKind kind) {
   return kind == OutputKind::LogitsLast || kind == OutputKind::ArgmaxLast || kind == OutputKind::HiddenLast;
@@ -137,6 +145,7 @@ void Model::reserve_buffers(const ForwardOptions& options, Workspace& ws, int64_
   Stream& stream = *ws.stream;
   const OutputKind kind = options.output;
   ws.hidden = stream.buffer(kHiddenSlot, m, d, Access::Device);  // [m, d] residual stream
+  if (reads_embedding_) ws.embedding = stream.buffer(kEmbeddingSlot, m, d, Access::Device);
   ws.scratch.resize(scratch_widths_.size());
   for (size_t i = 0; i < scratch_widths_.size(); ++i)
     ws.scratch[i] =
@@ -177,7 +186,18 @@ void Model::run_round(const ComputeContext& ctx, std::span<const SequenceInput> 
     embed_rows(batch, ws);
     LayerContext layer{*backend_, stream,     ws.parts,     m,
                        ws.hidden, ws.scratch, options.scan, options.ssd_chunk};
-    for (const auto& block : blocks_) block->forward(layer);
+    if (reads_embedding_) {  // a copy (x * 1 is exact) the blocks cannot overwrite
+      const int64_t d = config_.d_model;
+      backend_->scale(stream, {ws.hidden, m, d, 1.0f, false, ws.embedding, kEmbedPhase});
+      layer.embedding = ws.embedding;
+    }
+    for (const auto& block : blocks_) {
+      const View given = layer.mixer_input;
+      block->forward(layer);
+      // A mixer input is for the block after the one that set it: dropped once that block ran.
+      if (layer.mixer_input.storage == given.storage && layer.mixer_input.offset == given.offset)
+        layer.mixer_input = {};
+    }
     record_heads(options, ws, m, finishing);
     backend_->end_round(stream);
   } catch (...) {

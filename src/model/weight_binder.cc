@@ -124,6 +124,16 @@ DType WeightBinder::join_halves(const std::string& name, const std::string& firs
 }
 
 WeightMatrix WeightBinder::matrix(const std::string& name, int64_t rows, int64_t cols) {
+  // A tensor several blocks bind (Zamba2's shared transformer blocks) is packed once.
+  const auto bound = bound_matrices_.find(name);
+  if (bound != bound_matrices_.end() && bound->second.rows == rows && bound->second.cols == cols)
+    return bound->second;
+  const WeightMatrix w = pack_matrix(name, rows, cols);
+  bound_matrices_[name] = w;
+  return w;
+}
+
+WeightMatrix WeightBinder::pack_matrix(const std::string& name, int64_t rows, int64_t cols) {
   if (has_halves(name)) {
     std::vector<uint8_t> joined;
     const DType dtype = join_halves(name, {rows, cols}, joined);
@@ -260,6 +270,14 @@ const StoredTensor& WeightBinder::tensor_rows_in(const std::string& name,
 }
 
 const float* WeightBinder::f32(const std::string& name, const std::vector<int64_t>& shape) {
+  const auto bound = bound_vectors_.find(name);
+  if (bound != bound_vectors_.end() && bound->second.first == shape) return bound->second.second;
+  const float* values = copy_f32(name, shape);
+  bound_vectors_[name] = {shape, values};
+  return values;
+}
+
+const float* WeightBinder::copy_f32(const std::string& name, const std::vector<int64_t>& shape) {
   if (has_halves(name)) {
     std::vector<uint8_t> joined;
     const DType dtype = join_halves(name, shape, joined);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <deque>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -34,6 +35,7 @@ class WeightBinder {
   // Granite's fused [gate; up] matrices): matrix(), experts() and f32() then join them, the halves' rows one
   // after the other (per leading index, for a 3-D tensor), in their stored dtype when the two
   // share it, else in f32 (exactly their values). A joined matrix exists only while it is packed.
+  // A name bound a second time (a weight several blocks share) gives the first result again.
   WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols);
   // The same, packed in `dtype` whatever the requested matrix dtype (a MoE router, in f32).
   WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols, DType dtype);
@@ -57,7 +59,7 @@ class WeightBinder {
   // `tensor` itself, or, when the requested matrix dtype is quantized, a copy of it quantized row
   // by row into GGML blocks (the embedding: looked up by row, and packed as a tied LM head).
   const StoredTensor& quantized_rows(const StoredTensor& tensor);
-  // An f32 copy of a tensor whose shape must equal `shape`.
+  // An f32 copy of a tensor whose shape must equal `shape` (one copy however often it is bound).
   const float* f32(const std::string& name, const std::vector<int64_t>& shape);
   const float* f32_if_present(const std::string& name, const std::vector<int64_t>& shape);
   // A depthwise conv1d weight stored [channels, 1, K], re-laid out tap-major [K, channels] so the
@@ -71,7 +73,10 @@ class WeightBinder {
   size_t packed_matrix_bytes() const { return packed_matrix_bytes_; }
   // Frees the packed matrices (every WeightMatrix this binder returned dangles afterwards): for a
   // model whose forward runs on a device that holds its own copy.
-  void release_packed_matrices() { packed_matrices_.clear(); }
+  void release_packed_matrices() {
+    packed_matrices_.clear();
+    bound_matrices_.clear();
+  }
   // Bytes of packed matrices still held in host memory.
   size_t resident_packed_bytes() const;
   // Reports the bytes of the checkpoint's tensors as each is bound (packed, quantized, copied) to
@@ -80,6 +85,8 @@ class WeightBinder {
 
  private:
   const StoredTensor& require(const std::string& name, const std::vector<int64_t>& shape);
+  WeightMatrix pack_matrix(const std::string& name, int64_t rows, int64_t cols);
+  const float* copy_f32(const std::string& name, const std::vector<int64_t>& shape);
   // Drops the pages of a tensor that has been copied, and reports it.
   void finished(const StoredTensor& tensor);
   // Packs [rows, cols] of `tensor`'s dtype starting at `data` in `target`.
@@ -101,6 +108,8 @@ class WeightBinder {
   std::deque<std::vector<float>> owned_floats_;
   std::deque<StoredTensor> owned_tensors_;
   std::set<std::string> used_;
+  std::map<std::string, WeightMatrix> bound_matrices_;  // matrix(name, rows, cols) results
+  std::map<std::string, std::pair<std::vector<int64_t>, const float*>> bound_vectors_;  // f32() results
   size_t packed_matrix_bytes_ = 0;
   ProgressLine* progress_ = nullptr;
   std::set<std::string> reported_;  // the tensors already counted in progress_

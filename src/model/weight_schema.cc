@@ -13,6 +13,7 @@
 #include "model/blocks/mamba3_block.h"
 #include "model/blocks/mlp_block.h"
 #include "model/blocks/moe_block.h"
+#include "model/blocks/zamba2_block.h"
 #include "model/weight_binder.h"
 
 namespace mb {
@@ -114,10 +115,10 @@ ModelTensors model_tensor_specs(const ModelConfig& c, bool hf_names, int64_t inp
   const int64_t d = c.d_model;
   // Embedding rows with RMS 2/sqrt(d) give logits of a few units against a unit-RMS final state.
   const TensorInit vocabulary{TensorInit::Uniform, 2.0 * std::sqrt(3.0 / static_cast<double>(d))};
-  // Granite-4.0-H, Bamba, Jamba and Falcon-H1 name their own tensors as the Llama family does (their final
+  // Granite-4.0-H, Bamba, Jamba, Falcon-H1 and Zamba2 name their own tensors as the Llama family does (their final
   // norm is final_layernorm); the other families as Mamba.
   const bool final_layernorm = c.family == ModelFamily::Bamba || c.family == ModelFamily::Jamba ||
-                     c.family == ModelFamily::FalconH1;
+                     c.family == ModelFamily::FalconH1 || c.family == ModelFamily::Zamba2;
   const bool granite = c.family == ModelFamily::GraniteHybrid || final_layernorm;
   // LFM2 names them as Llama does too, but its final norm is model.embedding_norm (GGUF
   // token_embd_norm): applied after the last layer, never to the embeddings, despite both names.
@@ -184,6 +185,8 @@ std::vector<TensorSpec> block_tensor_specs(const ModelConfig& config, const Bloc
       return Lfm2MlpBlock::schema(config, block);
     case BlockKind::Lfm2Moe:
       return Lfm2MoeBlock::schema(config, block);
+    case BlockKind::Zamba2Shared:
+      return Zamba2SharedBlock::schema(config, block);
     case BlockKind::Custom:
       break;
   }

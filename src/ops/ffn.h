@@ -4,6 +4,8 @@
 // glu: the activation between an MLP's two products, per row:
 //   SwiGlu:      x = gate [width] | up [width] (one fused product),  y = silu(gate) * up
 //   ReluSquared: x = [width],                                         y = max(x, 0)^2
+//   GeluErf:     x = gate [width] | up [width] (Zamba2's MLP),         y = gelu(gate) * up, with
+//                the exact (erf) GELU, 0.5 g (1 + erf(g / sqrt 2)), as torch's default
 // scale_rows: y = x * scale, or y + x * scale with accumulate (two roundings, as the reference
 // models compute a scaled residual branch `residual + branch * multiplier`; never an fma).
 // Each element is one fixed sequence of f32 operations (silu is the engine's, ops/activations.h),
@@ -16,11 +18,15 @@
 
 namespace mb {
 
-enum class Activation { SwiGlu, ReluSquared };
+enum class Activation { SwiGlu, ReluSquared, GeluErf };
 const char* activation_name(Activation activation);
+// Whether x holds gate | up (2 x width per row) rather than width.
+inline bool gated_activation(Activation activation) {
+  return activation != Activation::ReluSquared;
+}
 
 struct GluArgs {
-  const float* x = nullptr;  // [rows, ldx]: 2 x width (SwiGlu) or width floats per row
+  const float* x = nullptr;  // [rows, ldx]: 2 x width (gated) or width floats per row
   int64_t ldx = 0;
   int64_t rows = 0;
   int64_t width = 0;

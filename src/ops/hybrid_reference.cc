@@ -4,6 +4,7 @@
 // simple loops that follow the math of each header, never optimized; tests compare the kernels
 // against them.
 #include <cmath>
+#include <numbers>
 #include <vector>
 
 #include "ops/attention.h"
@@ -69,6 +70,9 @@ void glu_reference(const GluArgs& a) {
       if (a.activation == Activation::SwiGlu) {
         const double g = x[c];
         out = g / (1.0 + std::exp(-g)) * x[a.width + c];
+      } else if (a.activation == Activation::GeluErf) {
+        const double g = x[c];
+        out = 0.5 * g * std::erfc(-g / std::numbers::sqrt2) * x[a.width + c];
       } else {
         const double v = x[c] > 0.0f ? x[c] : 0.0;
         out = v * v;

@@ -2,7 +2,7 @@
 // Cases of the hybrid models' ops: attention (grouped-query heads, head sizes below, at and
 // between vector widths, parts at positions that cross a block of growing-state positions, many
 // parts at once), rope (head sizes 8 to 128, one KV head, positions far from 0, bases 1e4 to 1e7,
-// many parts), glu (SwiGLU and ReLU^2, in place and not) and scale (a multiplier, and a scaled
+// many parts), glu (SwiGLU, ReLU^2 and GeGLU, in place and not) and scale (a multiplier, and a scaled
 // residual add).
 #include <string>
 
@@ -109,7 +109,7 @@ struct GluShape {
 };
 
 void glu_body(const GluShape& s, OpRun& run) {
-  const int64_t in_width = s.activation == Activation::SwiGlu ? 2 * s.width : s.width;
+  const int64_t in_width = gated_activation(s.activation) ? 2 * s.width : s.width;
   const Rows x_rows{2, s.rows, in_width, in_width + 1};
   const TensorId x = run.tensor("x", x_rows, random_floats(s.rows * in_width, 5, 3.0f));
   const Rows y_rows = s.in_place ? x_rows : Rows{1, s.rows, s.width, s.width + 2};
@@ -196,7 +196,7 @@ void add_hybrid_cases(std::vector<OpCase>& cases) {
                        rope_body(s, run);
                      }});
   }
-  for (Activation activation : {Activation::SwiGlu, Activation::ReluSquared})
+  for (Activation activation : {Activation::SwiGlu, Activation::ReluSquared, Activation::GeluErf})
     for (const auto& [rows, width, in_place] : std::vector<std::tuple<int64_t, int64_t, bool>>{
              {1, 1, false}, {3, 17, true}, {9, 64, false}, {2, 100, true}})
       cases.push_back({"glu",

@@ -14,6 +14,7 @@
 #include "common/mamba2_reference.h"
 #include "common/model_fixture.h"
 #include "common/test_util.h"
+#include "common/zamba2_config.h"
 #include "core/error.h"
 #include "engine/generate.h"
 #include "engine/scheduler.h"
@@ -50,8 +51,8 @@ const TextModel& text_model(Architecture arch = Architecture::Mamba1) {
   return it->second;
 }
 
-// A hybrid of the same width with its byte-level tokenizer: Granite-4.0-H, Nemotron-H, Jamba or
-// Falcon-H1 (Bamba: its own test).
+// A hybrid of the same width with its byte-level tokenizer: Granite-4.0-H, Nemotron-H, Jamba,
+// Falcon-H1 or Zamba2 (Bamba: its own test).
 const TextModel& hybrid_text_model(ModelFamily family) {
   static std::map<ModelFamily, TextModel> models;
   auto it = models.find(family);
@@ -65,6 +66,7 @@ const TextModel& hybrid_text_model(ModelFamily family) {
                     ? parse_model_config(falcon_h1_family().example(64, 2, 512), "falcon-h1 example")
                     : test::nemotron_config("M*-M", 64, 512);
     if (family == ModelFamily::Bamba) o.config = test::bamba_config("M*M", 64, 512);
+    if (family == ModelFamily::Zamba2) o.config = test::zamba2_config({}, 64, 5, 512);
     o.seed = 18;
     const std::string dir = test::make_temp_dir("scheduler_hybrid");
     make_model(dir, o);
@@ -378,8 +380,8 @@ TEST(Scheduler, Mamba2ConcurrentAndCachedRequestsEqualGenerate) {
 // The hybrids' states hold KV parts that grow with the position; resumed requests still equal the
 // cold ones bit for bit.
 TEST(Scheduler, HybridConcurrentAndCachedRequestsEqualGenerate) {
-  for (ModelFamily family :
-       {ModelFamily::GraniteHybrid, ModelFamily::NemotronH, ModelFamily::Jamba, ModelFamily::FalconH1}) {
+  for (ModelFamily family : {ModelFamily::GraniteHybrid, ModelFamily::NemotronH, ModelFamily::Jamba,
+                             ModelFamily::FalconH1, ModelFamily::Zamba2}) {
     SCOPED_TRACE(static_cast<int>(family));
     expect_concurrent_and_cached_requests_equal_generate(hybrid_text_model(family));
   }
@@ -394,8 +396,8 @@ TEST(Scheduler, BambaConcurrentAndCachedRequestsEqualGenerate) {
 TEST(Scheduler, RepeatedPromptsOfMamba2AndHybridsAreServedFromTheCache) {
   const Mode seeded{"Seeded", 0.9f, true};
   expect_repeated_prompts_served_from_the_cache(text_model(Architecture::Mamba2), seeded);
-  for (ModelFamily family :
-       {ModelFamily::GraniteHybrid, ModelFamily::NemotronH, ModelFamily::Jamba, ModelFamily::FalconH1}) {
+  for (ModelFamily family : {ModelFamily::GraniteHybrid, ModelFamily::NemotronH, ModelFamily::Jamba,
+                             ModelFamily::FalconH1, ModelFamily::Zamba2}) {
     SCOPED_TRACE(static_cast<int>(family));
     expect_repeated_prompts_served_from_the_cache(hybrid_text_model(family), seeded);
   }

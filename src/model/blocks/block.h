@@ -35,6 +35,14 @@ struct LayerContext {
   std::span<const View> scratch;  // the round's scratch buffers, [m, width] each (Block::scratch_widths)
   ScanForm scan = ScanForm::Sequential;
   int64_t ssd_chunk = 0;  // 0 = the config's chunk_size
+  // [m, d_model]: the round's rows as embedded, before any block (Zamba2's shared blocks read
+  // concat(hidden, embedding)); set only in a model with a block whose reads_embedding() is true.
+  View embedding{};
+  // [m, d_model]: where set, the next Mamba-2 mixer normalizes and mixes these rows instead of the
+  // residual stream, which it still adds its output to (a Zamba2 hybrid layer feeds it hidden +
+  // the shared block's output). Set by a block for the next one only: Model::forward drops it once
+  // the block it was given to has run.
+  View mixer_input{};
 };
 
 class Block {
@@ -57,6 +65,8 @@ class Block {
   // Every op its forward issues, for the backend to say whether it can run them.
   virtual std::vector<OpQuery> ops() const = 0;
   virtual void forward(LayerContext& ctx) const = 0;
+  // Whether its forward reads LayerContext::embedding.
+  virtual bool reads_embedding() const { return false; }
   // Bytes of packed weight matrices that one row of a decode step reads: all of the block's, except
   // where a block reads only some (a mixture of experts, its top_k chosen experts). `mambacpp
   // bench` counts a decode step's weight traffic with it.

@@ -11,6 +11,7 @@
 #include "model/blocks/mamba3_block.h"
 #include "model/blocks/mlp_block.h"
 #include "model/blocks/moe_block.h"
+#include "model/blocks/zamba2_block.h"
 #include "model/weight_binder.h"
 
 namespace mb {
@@ -43,6 +44,8 @@ std::unique_ptr<Block> make_block(const ModelConfig& config, const BlockSpec& sp
       return std::make_unique<Lfm2MlpBlock>(config, spec, binder);
     case BlockKind::Lfm2Moe:
       return std::make_unique<Lfm2MoeBlock>(config, spec, binder);
+    case BlockKind::Zamba2Shared:
+      return std::make_unique<Zamba2SharedBlock>(config, spec, binder);
     case BlockKind::Custom:
       break;
   }

@@ -111,7 +111,7 @@ void Mamba2Block::forward(LayerContext& ctx) const {
   const int64_t m = ctx.m, di = d_inner_;
   const View xn = ctx.scratch[kXn], proj = ctx.scratch[kProj], xbc = ctx.scratch[kXbc], y = ctx.scratch[kY];
 
-  const MatmulOp in_proj{.x = ctx.hidden,
+  const MatmulOp in_proj{.x = ctx.mixer_input ? ctx.mixer_input : ctx.hidden,
                          .m = m,
                          .w = matrix(kInProj),
                          .bias = values(kInProjBias),

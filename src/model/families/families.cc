@@ -17,6 +17,7 @@ const Family& jamba_family();
 const Family& falcon_h1_family();
 const Family& lfm2_family();
 const Family& lfm2_moe_family();
+const Family& zamba2_family();
 
 const std::vector<const Family*>& all_families() {
   // Built once on first use from constant declarations; the list itself never changes.
@@ -32,6 +33,7 @@ const std::vector<const Family*>& all_families() {
       &falcon_h1_family(),
       &lfm2_family(),
       &lfm2_moe_family(),
+      &zamba2_family(),
   };
   return list;
 }

@@ -149,7 +149,7 @@ void attention(const ComputeContext& ctx, const AttentionParams& p,
 }
 
 void glu(const ComputeContext& ctx, const GluArgs& a) {
-  const int64_t in_width = a.activation == Activation::SwiGlu ? 2 * a.width : a.width;
+  const int64_t in_width = gated_activation(a.activation) ? 2 * a.width : a.width;
   MB_CHECK(a.rows >= 0 && a.width >= 0 && a.ldx >= in_width && a.ldy >= a.width);
   if (a.rows == 0 || a.width == 0) return;
   MB_CHECK(a.x != nullptr && a.y != nullptr);
@@ -164,7 +164,15 @@ void scale_rows(const ComputeContext& ctx, const ScaleArgs& a) {
 }
 
 const char* activation_name(Activation activation) {
-  return activation == Activation::SwiGlu ? "swiglu" : "relu2";
+  switch (activation) {
+    case Activation::SwiGlu:
+      return "swiglu";
+    case Activation::ReluSquared:
+      return "relu2";
+    case Activation::GeluErf:
+      return "geglu";
+  }
+  return "?";
 }
 
 float exp_f32(float x) {
