@@ -24,8 +24,8 @@
 #include "model/architecture.h"
 #include "model/blocks/hybrid_config.h"
 #include "model/blocks/mamba_config.h"
-#include "model/families/jamba.h"
 #include "model/families/falcon_h1_config.h"
+#include "model/families/jamba.h"
 #include "model/families/lfm2.h"
 #include "model/families/zamba2.h"
 
@@ -98,8 +98,8 @@ struct ModelConfig {
   // Jamba's layer pattern (model/families/jamba.h).
   JambaConfig jamba;
   FalconH1Config falcon;  // Falcon-H1 (model/families/falcon_h1_config.h)
-  Lfm2Config lfm2;  // LFM2 and LFM2-MoE (model/families/lfm2.h)
-  Zamba2Config zamba2;  // family Zamba2 (model/families/zamba2.h)
+  Lfm2Config lfm2;        // LFM2 and LFM2-MoE (model/families/lfm2.h)
+  Zamba2Config zamba2;    // family Zamba2 (model/families/zamba2.h)
 
   // The blocks of the model, in order: for the pure Mamba families, every layer's mixer; for the
   // hybrids, what the layer pattern says.

@@ -5,8 +5,8 @@
 
 #include "core/error.h"
 #include "model/blocks/attention_block.h"
-#include "model/blocks/jamba_ffn_block.h"
 #include "model/blocks/falcon_h1_block.h"
+#include "model/blocks/jamba_ffn_block.h"
 #include "model/blocks/lfm2_blocks.h"
 #include "model/blocks/mamba1_block.h"
 #include "model/blocks/mamba2_block.h"
@@ -115,10 +115,10 @@ ModelTensors model_tensor_specs(const ModelConfig& c, bool hf_names, int64_t inp
   const int64_t d = c.d_model;
   // Embedding rows with RMS 2/sqrt(d) give logits of a few units against a unit-RMS final state.
   const TensorInit vocabulary{TensorInit::Uniform, 2.0 * std::sqrt(3.0 / static_cast<double>(d))};
-  // Granite-4.0-H, Bamba, Jamba, Falcon-H1 and Zamba2 name their own tensors as the Llama family does (their final
-  // norm is final_layernorm); the other families as Mamba.
+  // Granite-4.0-H, Bamba, Jamba, Falcon-H1 and Zamba2 name their own tensors as the Llama family does (their
+  // final norm is final_layernorm); the other families as Mamba.
   const bool final_layernorm = c.family == ModelFamily::Bamba || c.family == ModelFamily::Jamba ||
-                     c.family == ModelFamily::FalconH1 || c.family == ModelFamily::Zamba2;
+                               c.family == ModelFamily::FalconH1 || c.family == ModelFamily::Zamba2;
   const bool granite = c.family == ModelFamily::GraniteHybrid || final_layernorm;
   // LFM2 names them as Llama does too, but its final norm is model.embedding_norm (GGUF
   // token_embd_norm): applied after the last layer, never to the embeddings, despite both names.
@@ -140,8 +140,8 @@ ModelTensors model_tensor_specs(const ModelConfig& c, bool hf_names, int64_t inp
   TensorSpec input_bias{
       .name = "input_proj.bias", .shape = {d}, .init = {TensorInit::Uniform, 0.1}, .wanted = input_dim > 0};
   TensorSpec norm_f{.name = final_layernorm ? "model.final_layernorm.weight"
-                            : granite ? "model.norm.weight"
-                                      : "backbone.norm_f.weight",
+                            : granite       ? "model.norm.weight"
+                                            : "backbone.norm_f.weight",
                     .shape = {d},
                     .gguf = "output_norm.weight"};
   if (lfm2) {

@@ -20,9 +20,9 @@
 #include "engine/scheduler.h"
 #include "engine/state_file.h"
 #include "io/mapped_file.h"
+#include "model/families/falcon_h1.h"
 #include "model/families/jamba.h"
 #include "model/family.h"
-#include "model/families/falcon_h1.h"
 
 namespace mb {
 namespace {
@@ -59,12 +59,12 @@ const TextModel& hybrid_text_model(ModelFamily family) {
   if (it == models.end()) {
     MakeModelOptions o;
     o.config = family == ModelFamily::GraniteHybrid ? test::granite_config("M*M", 64, 512)
-                : family == ModelFamily::Jamba
-                    // Mamba-1 mixers with attention at layer 1 and experts on layers 1 and 3.
-                    ? parse_model_config(jamba_family().example(64, 4, 512), "jamba example")
-                : family == ModelFamily::FalconH1
-                    ? parse_model_config(falcon_h1_family().example(64, 2, 512), "falcon-h1 example")
-                    : test::nemotron_config("M*-M", 64, 512);
+               : family == ModelFamily::Jamba
+                   // Mamba-1 mixers with attention at layer 1 and experts on layers 1 and 3.
+                   ? parse_model_config(jamba_family().example(64, 4, 512), "jamba example")
+                   : family == ModelFamily::FalconH1
+                         ? parse_model_config(falcon_h1_family().example(64, 2, 512), "falcon-h1 example")
+                         : test::nemotron_config("M*-M", 64, 512);
     if (family == ModelFamily::Bamba) o.config = test::bamba_config("M*M", 64, 512);
     if (family == ModelFamily::Zamba2) o.config = test::zamba2_config({}, 64, 5, 512);
     o.seed = 18;

@@ -105,9 +105,9 @@ TEST(StateFiles, VersionOneFilesAreRefusedAsAnOlderVersions) {
     reseal(bytes, 0, bytes.size() - 8);
     put_bytes(dir + "/" + name, bytes);
   }
-  for (const auto& load : std::vector<std::function<void()>>{
-           [&] { load_state(dir + "/a.state", files_model()); },
-           [&] { load_slot_file(dir + "/a.mbslot", files_model()); }}) {
+  for (const auto& load :
+       std::vector<std::function<void()>>{[&] { load_state(dir + "/a.state", files_model()); },
+                                          [&] { load_slot_file(dir + "/a.mbslot", files_model()); }}) {
     try {
       load();
       ADD_FAILURE() << "a version 1 file was accepted";

@@ -84,28 +84,26 @@ TEST_P(Golden, PrefillAndDecodeStepsMatchTheOtherEngine) {
   }
 }
 
-// Zamba2 runs in no other engine: its golden is a float64 implementation's (README.txt).
-INSTANTIATE_TEST_SUITE_P(FloatReference, Golden, ::testing::Values("zamba2"));
+// The name of a golden folder as a test name.
+std::string golden_case_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param;
+  for (char& c : name)
+    if (c == '-' || c == '.') c = '_';
+  return name;
+}
 
 INSTANTIATE_TEST_SUITE_P(LlamaCpp, Golden,
                          ::testing::Values("mamba1-hf", "mamba2-hf-g2", "granite-4.0-h-dense",
-                                           "nemotron-h-dense", "jamba-dense"),
-                                           "nemotron-h-dense", "lfm2-dense"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& c : name)
-                             if (c == '-' || c == '.') c = '_';
-                           return name;
-                         });
+                                           "nemotron-h-dense", "jamba-dense", "lfm2-dense"),
+                         golden_case_name);
 
-// Bamba's logits are a float64 implementation's of transformers' code, not llama.cpp's (README.txt:
-// llama.cpp pairs the partially rotated channels differently).
-INSTANTIATE_TEST_SUITE_P(Float64Reference, Golden, ::testing::Values("bamba"),
-                         [](const auto& info) { return info.param; });
+// Zamba2 runs in no other engine, and llama.cpp pairs Bamba's partially rotated channels
+// differently: their goldens are a float64 implementation's of transformers' code (README.txt).
+INSTANTIATE_TEST_SUITE_P(Float64Reference, Golden, ::testing::Values("zamba2", "bamba"), golden_case_name);
+
 // Falcon-H1: attention || Mamba-2 with every muP multiplier far from 1, two groups in the gated
 // norm (mamba_rms_norm, gate before norm: llama.cpp's only form), head_dim != hidden / heads.
-INSTANTIATE_TEST_SUITE_P(FalconH1, Golden, ::testing::Values("falcon-h1"),
-                         [](const auto&) { return std::string("falcon_h1"); });
+INSTANTIATE_TEST_SUITE_P(FalconH1, Golden, ::testing::Values("falcon-h1"), golden_case_name);
 
 }  // namespace
 }  // namespace mb

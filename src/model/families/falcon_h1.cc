@@ -21,6 +21,7 @@
 #include "core/json_text.h"
 #include "io/gguf.h"
 #include "model/config_reader.h"
+#include "model/families/families.h"
 #include "model/weight_schema.h"
 
 namespace mb {

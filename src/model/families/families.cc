@@ -22,18 +22,9 @@ const Family& zamba2_family();
 const std::vector<const Family*>& all_families() {
   // Built once on first use from constant declarations; the list itself never changes.
   static const std::vector<const Family*> list = {
-      &mamba1_family(),
-      &falcon_mamba_family(),
-      &mamba2_family(),
-      &mamba3_family(),
-      &granite_hybrid_family(),
-      &nemotron_h_family(),
-      &bamba_family(),
-      &jamba_family(),
-      &falcon_h1_family(),
-      &lfm2_family(),
-      &lfm2_moe_family(),
-      &zamba2_family(),
+      &mamba1_family(),         &falcon_mamba_family(), &mamba2_family(),   &mamba3_family(),
+      &granite_hybrid_family(), &nemotron_h_family(),   &bamba_family(),    &jamba_family(),
+      &falcon_h1_family(),      &lfm2_family(),         &lfm2_moe_family(), &zamba2_family(),
   };
   return list;
 }
