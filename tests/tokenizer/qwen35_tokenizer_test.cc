@@ -138,6 +138,12 @@ TEST(Qwen35Tokenizer, SplitKeepsCombiningMarksWithTheirLetters) {
   // Devanagari's virama and vowel sign (Mn) stay inside the word.
   EXPECT_EQ(qwen35_pieces(kQwen35SplitRegex, hindi + " " + hindi), (Pieces{hindi, " " + hindi}));
   EXPECT_GT(qwen35_pieces(tok::kQwen2PatternRegex, hindi).size(), 1u);
+  // Hugging Face's (?i:'s|...) folds case as Unicode does, so LONG S (U+017F) ends a contraction;
+  // llama.cpp's spelling of it ('[sS]|...) leaves "'\u017Ft" one word. The engine follows HF.
+  const std::string llama_cpp_regex =
+      R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  EXPECT_EQ(qwen35_pieces(kQwen35SplitRegex, "a'\xC5\xBFt"), (Pieces{"a", "'\xC5\xBF", "t"}));
+  EXPECT_EQ(qwen35_pieces(llama_cpp_regex, "a'\xC5\xBFt"), (Pieces{"a", "'\xC5\xBFt"}));
   // The rest is Qwen2's: single digits, contractions, newlines.
   EXPECT_EQ(qwen35_pieces(kQwen35SplitRegex, "I'LL 123\n\n x"),
             (Pieces{"I", "'LL", " ", "1", "2", "3", "\n\n", " x"}));
