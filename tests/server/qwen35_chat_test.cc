@@ -2,7 +2,8 @@
 // A model whose chat template is Qwen3.5's (tests/data/chat_templates/qwen3.5.jinja) through the
 // server's request and reply paths: the template asks for the Qwen3-Coder XML call form and opens
 // a thinking block in its generation prompt, so a reply starts as reasoning, and its calls come
-// back as tool_calls whole and streamed (every split of the text); a call the server returned
+// back as tool_calls whole and streamed (every split of the text), and a forced call is constrained
+// to that form; a call the server returned
 // renders back as the model wrote it; chat_template_kwargs reach the template from chat
 // completions, the Responses API and the Anthropic Messages API, and a keyword the template does
 // not read changes nothing.
@@ -175,6 +176,17 @@ TEST(Qwen35Chat, ChatCompletionsReturnReasoningAndToolCallsWholeAndStreamed) {
   EXPECT_EQ(names, (std::vector<std::string>{"get_weather", "get_time"}));
   EXPECT_EQ(arguments, (std::vector<std::string>{R"({"city":"Paris","days":3})", "{}"}));
   EXPECT_EQ(finish, "tool_calls");
+}
+
+TEST(Qwen35Chat, AForcedCallIsConstrainedToTheXmlForm) {
+  const ApiRequest required =
+      qwen35_user_request(std::string(kQwen35Tools) + R"(, "tool_choice": "required")");
+  ASSERT_TRUE(required.grammar.has_value());
+  EXPECT_NE(required.grammar->find("<function=get_weather>"), std::string::npos) << *required.grammar;
+  EXPECT_NE(required.grammar->find("<parameter=city>"), std::string::npos) << *required.grammar;
+  EXPECT_NE(required.serve.constraint, nullptr);
+  // The prompt opened the thinking block, so the reply may think before its call.
+  EXPECT_TRUE(required.reply.starts_in_thinking);
 }
 
 TEST(Qwen35Chat, AReturnedCallRendersBackAsTheModelWroteIt) {
