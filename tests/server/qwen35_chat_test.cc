@@ -1,12 +1,11 @@
 // SPDX-License-Identifier: MIT
 // A model whose chat template is Qwen3.5's (tests/data/chat_templates/qwen3.5.jinja) through the
 // server's request and reply paths: the template asks for the Qwen3-Coder XML call form and opens
-// a thinking block in its generation prompt, so a reply starts as reasoning, and its calls come
-// back as tool_calls whole and streamed (every split of the text), and a forced call is constrained
-// to that form; a call the server returned
-// renders back as the model wrote it; chat_template_kwargs reach the template from chat
-// completions, the Responses API and the Anthropic Messages API, and a keyword the template does
-// not read changes nothing.
+// a thinking block in its generation prompt, so a reply starts as reasoning; its calls come back
+// as tool_calls whole and streamed (every split of the text), and a forced call is constrained to
+// that form; a call the server returned renders back as the model wrote it; chat_template_kwargs
+// reach the template from chat completions, the Responses API and the Anthropic Messages API, and
+// a keyword the template does not read changes nothing.
 #include <gtest/gtest.h>
 
 #include <fstream>
