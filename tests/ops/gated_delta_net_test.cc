@@ -250,6 +250,10 @@ TEST(GatedDeltaNet, RefusesMalformedArguments) {
   GatedDeltaNetSequence narrow = e.sequence(0, 2);
   narrow.ldqkv = e.p.conv_width() - 1;
   EXPECT_THROW(gated_delta_net(ComputeContext{}, e.p, std::vector{narrow}), Error);
+  // An empty sequence may have no buffers at all.
+  const GatedDeltaNetSequence empty{0,       nullptr, e.p.conv_width(), nullptr, 2,
+                                    nullptr, 2,       nullptr,          nullptr, 32};
+  EXPECT_NO_THROW(gated_delta_net(ComputeContext{}, e.p, std::vector{empty, e.sequence(0, 2)}));
   e.p.a_neg = nullptr;
   EXPECT_THROW(gated_delta_net(ComputeContext{}, e.p, std::vector{e.sequence(0, 2)}), Error);
 }
