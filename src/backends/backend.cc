@@ -166,6 +166,8 @@ const char* op_kind_name(OpKind kind) {
       return "moe";
     case OpKind::ShortConv:
       return "short_conv";
+    case OpKind::GatedDeltaNet:
+      return "gated_delta_net";
   }
   return "?";
 }

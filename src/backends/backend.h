@@ -291,6 +291,21 @@ struct Mamba2ScanOp {
   PhaseId phase = 0;
 };
 
+// ops/gated_delta_net.h over the round's parts (Qwen3.5 / Qwen3-Next's linear attention); each
+// part's matrix state ([nv, dv, dk] at state_offset) is read and updated.
+struct GatedDeltaNetOp {
+  int64_t n_key_heads = 0, n_value_heads = 0, key_dim = 0, value_dim = 0;
+  bool tiled_heads = false;  // value head h reads key head h % nk (llama.cpp's GGUFs), else h / (nv / nk)
+  float l2_eps = 1e-6f;
+  View qkv{};               // [m, conv width]: q | k | v after the conv and SiLU
+  View b{}, a{};            // [m, nv] each: raw beta and decay inputs
+  View a_neg{}, dt_bias{};  // [nv] each; a_neg = -exp(A_log)
+  int64_t state_offset = 0;
+  View y{};  // [m, nv * dv]
+  std::span<const Part> parts{};
+  PhaseId phase = 0;
+};
+
 // ops/gated_rms_norm.h.
 struct GatedRmsNormOp {
   View y{}, z{};
@@ -437,7 +452,8 @@ enum class OpKind {
   Glu,
   Scale,
   Moe,
-  ShortConv
+  ShortConv,
+  GatedDeltaNet
 };
 const char* op_kind_name(OpKind kind);
 
@@ -528,6 +544,7 @@ class Backend {
   virtual void scale(Stream& stream, const ScaleOp& op) const = 0;
   virtual void moe(Stream& stream, const MoeOp& op) const = 0;
   virtual void short_conv(Stream& stream, const ShortConvOp& op) const = 0;
+  virtual void gated_delta_net(Stream& stream, const GatedDeltaNetOp& op) const = 0;
 };
 
 }  // namespace mb

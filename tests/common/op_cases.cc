@@ -37,6 +37,7 @@ const std::vector<OpCase>& op_cases() {
     add_hybrid_cases(all);
     add_moe_cases(all);
     add_short_conv_cases(all);
+    add_gdn_cases(all);
     std::set<std::string> names;
     for (const OpCase& c : all)
       if (!names.insert(c.name()).second) throw Error("two op cases are named " + c.name());
@@ -67,7 +68,7 @@ std::vector<std::string> backend_op_names() {
   return {
       "matmul", "rms_norm",   "causal_conv", "selective_scan", "mamba2_scan", "gated_rms_norm", "mamba3_scan",
       "embed",  "write_rows", "argmax",      "append_rows",    "attention",   "rope",           "glu",
-      "scale",  "moe",        "short_conv"};
+      "scale",  "moe",        "short_conv",  "gated_delta_net"};
 }
 
 std::string why_unsupported(const OpCase& c, const Backend& backend) {

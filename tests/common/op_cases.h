@@ -67,5 +67,6 @@ void add_row_op_cases(std::vector<OpCase>& cases);
 void add_hybrid_cases(std::vector<OpCase>& cases);
 void add_moe_cases(std::vector<OpCase>& cases);
 void add_short_conv_cases(std::vector<OpCase>& cases);
+void add_gdn_cases(std::vector<OpCase>& cases);
 
 }  // namespace mb::test

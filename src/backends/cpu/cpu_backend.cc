@@ -9,6 +9,7 @@
 #include "ops/attention.h"
 #include "ops/causal_conv.h"
 #include "ops/ffn.h"
+#include "ops/gated_delta_net.h"
 #include "ops/gated_rms_norm.h"
 #include "ops/mamba2_scan.h"
 #include "ops/mamba3_scan.h"
@@ -63,6 +64,7 @@ class CpuStream final : public Stream {
   std::vector<SelectiveScanArgs> scan;
   std::vector<Mamba2ScanSequence> mamba2;
   std::vector<Mamba3ScanSequence> mamba3;
+  std::vector<GatedDeltaNetSequence> gdn;
   std::vector<AttentionSequence> attention;
   std::vector<RopeSequence> rope;
   std::vector<WeightMatrix> moe_up, moe_down;  // the experts' host matrices
@@ -206,6 +208,36 @@ void CpuBackend::short_conv(Stream& stream, const ShortConvOp& op) const {
   }
   ScopedPhase timer(s.ctx.profile, op.phase);
   mb::short_conv(s.ctx, s.short_conv);
+}
+
+void CpuBackend::gated_delta_net(Stream& stream, const GatedDeltaNetOp& op) const {
+  CpuStream& s = cpu(stream);
+  GatedDeltaNetParams p;
+  p.n_key_heads = op.n_key_heads;
+  p.n_value_heads = op.n_value_heads;
+  p.key_dim = op.key_dim;
+  p.value_dim = op.value_dim;
+  p.tiled_heads = op.tiled_heads;
+  p.a_neg = data(op.a_neg);
+  p.dt_bias = data(op.dt_bias);
+  p.l2_eps = op.l2_eps;
+  s.gdn.resize(op.parts.size());
+  for (size_t i = 0; i < op.parts.size(); ++i) {
+    const Part& part = op.parts[i];
+    GatedDeltaNetSequence& a = s.gdn[i];
+    a.length = part.rows;
+    a.qkv = data(op.qkv.row(part.first_row));
+    a.ldqkv = op.qkv.ld;
+    a.b = data(op.b.row(part.first_row));
+    a.ldb = op.b.ld;
+    a.a = data(op.a.row(part.first_row));
+    a.lda = op.a.ld;
+    a.state = state_at(part, op.state_offset);  // [nv, dv, dk]
+    a.y = data(op.y.row(part.first_row));
+    a.ldy = op.y.ld;
+  }
+  ScopedPhase timer(s.ctx.profile, op.phase);
+  mb::gated_delta_net(s.ctx, p, s.gdn);
 }
 
 void CpuBackend::selective_scan(Stream& stream, const SelectiveScanOp& op) const {

@@ -49,6 +49,7 @@ class CpuBackend final : public Backend {
   void scale(Stream& stream, const ScaleOp& op) const override;
   void moe(Stream& stream, const MoeOp& op) const override;
   void short_conv(Stream& stream, const ShortConvOp& op) const override;
+  void gated_delta_net(Stream& stream, const GatedDeltaNetOp& op) const override;
 
   // ScanForm::Auto on the CPU: whether a Mamba-3 run of `positions` positions of one sequence
   // takes the chunked form with SSD chunks of `ssd_chunk` positions. (Mamba-2's Auto is always

@@ -348,6 +348,9 @@ std::string VulkanBackend::why_unsupported(const OpQuery& query) const {
     case OpKind::ShortConv:
       return "the Vulkan backend does not run LFM2's gated short convolutions yet; run this one with "
              "--device cpu";
+    case OpKind::GatedDeltaNet:
+      return "the Vulkan backend does not run Gated DeltaNet layers (Qwen3.5, Qwen3-Next) yet; run this one "
+             "with --device cpu";
     case OpKind::RmsNorm:
     case OpKind::Argmax:
     case OpKind::AppendRows:
@@ -666,6 +669,10 @@ void VulkanBackend::moe(Stream&, const MoeOp&) const {
 
 void VulkanBackend::short_conv(Stream&, const ShortConvOp&) const {
   throw Error(why_unsupported({OpKind::ShortConv}));
+}
+
+void VulkanBackend::gated_delta_net(Stream&, const GatedDeltaNetOp&) const {
+  throw Error(why_unsupported({OpKind::GatedDeltaNet}));
 }
 
 void VulkanBackend::gated_rms_norm(Stream& stream, const GatedRmsNormOp& op) const {

@@ -81,6 +81,7 @@ class VulkanBackend final : public Backend {
   void scale(Stream& stream, const ScaleOp& op) const override;
   void moe(Stream& stream, const MoeOp& op) const override;
   void short_conv(Stream& stream, const ShortConvOp& op) const override;
+  void gated_delta_net(Stream& stream, const GatedDeltaNetOp& op) const override;
 
   // The device context, for tests that read the validation layer's reports.
   Context& context() const;

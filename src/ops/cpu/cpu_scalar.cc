@@ -34,6 +34,10 @@ namespace mamba3 {
 #include "ops/cpu/mamba3_kernels.inc"
 }  // namespace mamba3
 
+namespace gdn {
+#include "ops/cpu/gdn_kernels.inc"
+}  // namespace gdn
+
 namespace hybrid {
 #include "ops/cpu/hybrid_kernels.inc"
 }  // namespace hybrid
@@ -63,6 +67,7 @@ constexpr KernelTable kTable = {
     .selective_scan = generic::selective_scan,
     .mamba2_scan = mamba2::mamba2_scan_all,
     .mamba3_scan = mamba3::mamba3_scan_all,
+    .gated_delta_net = gdn::gated_delta_net_all,
     .attention = hybrid::attention,
     .glu = hybrid::glu,
     .scale_rows = hybrid::scale_rows,

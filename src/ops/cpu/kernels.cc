@@ -135,6 +135,19 @@ void mamba3_scan(const ComputeContext& ctx, const Mamba3ScanParams& p,
   cpu::kernels_for(ctx.isa).mamba3_scan(p, sequences, ctx.n_threads);
 }
 
+void gated_delta_net(const ComputeContext& ctx, const GatedDeltaNetParams& p,
+                     std::span<const GatedDeltaNetSequence> sequences) {
+  MB_CHECK(p.n_key_heads > 0 && p.n_value_heads > 0 && p.n_value_heads % p.n_key_heads == 0);
+  MB_CHECK(p.key_dim > 0 && p.value_dim > 0 && p.a_neg != nullptr && p.dt_bias != nullptr);
+  for (const auto& s : sequences) {
+    MB_CHECK(s.length >= 0 && s.ldqkv >= p.conv_width() && s.ldb >= p.n_value_heads &&
+             s.lda >= p.n_value_heads);
+    MB_CHECK(s.ldy >= p.n_value_heads * p.value_dim);
+    MB_CHECK(s.length == 0 || (s.qkv && s.b && s.a && s.state && s.y));
+  }
+  cpu::kernels_for(ctx.isa).gated_delta_net(p, sequences, ctx.n_threads);
+}
+
 void attention(const ComputeContext& ctx, const AttentionParams& p,
                std::span<const AttentionSequence> sequences) {
   MB_CHECK(p.n_heads > 0 && p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0 && p.head_dim > 0);

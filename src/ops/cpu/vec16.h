@@ -49,6 +49,7 @@
 #include "ops/attention.h"
 #include "ops/causal_conv.h"
 #include "ops/ffn.h"
+#include "ops/gated_delta_net.h"
 #include "ops/gated_rms_norm.h"
 #include "ops/mamba2_scan.h"
 #include "ops/mamba3_scan.h"
@@ -90,6 +91,8 @@ struct KernelTable {
                       int n_threads);
   void (*mamba3_scan)(const Mamba3ScanParams& params, std::span<const Mamba3ScanSequence> sequences,
                       int n_threads);
+  void (*gated_delta_net)(const GatedDeltaNetParams& params, std::span<const GatedDeltaNetSequence> sequences,
+                          int n_threads);
   void (*attention)(const AttentionParams& params, std::span<const AttentionSequence> sequences,
                     int n_threads);
   void (*glu)(const GluArgs& args, int n_threads);
