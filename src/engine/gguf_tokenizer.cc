@@ -27,6 +27,13 @@ const json kByteLevel = {
 constexpr std::string_view kTekkenRegex =
     R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
+// The regex of Qwen3.5's tokenizer.json (llama.cpp's "qwen35"): Qwen2's with combining marks
+// (\p{M}) joined to the letters. llama.cpp writes (?i:'s|...) as explicit case classes
+// ('[sS]|...), which differs where Unicode case folding reaches past ASCII (Oniguruma's (?i)
+// also takes U+017F LONG S for s); Hugging Face's own pattern is kept, as everywhere here.
+constexpr std::string_view kQwen35Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
 // A pre-tokenizer name of llama.cpp and the tokenizer.json pipeline it stands for: ByteLevel with
 // GPT-2's regex (split_regex empty), or a Split on `split_regex` (Isolated) followed by ByteLevel
 // without a regex; NFC normalization or none; and BPE's ignore_merges, which llama.cpp ties to
@@ -49,6 +56,11 @@ constexpr PreTokenizerForm kPreTokenizerForms[] = {
     {"dbrx", tok::kLlama3PatternRegex, false, false},
     {"smaug-bpe", tok::kLlama3PatternRegex, false, false},
     {"tekken", kTekkenRegex, false, true},
+    // Qwen2's, Qwen3's and Qwen3-Next's 151,643-token vocabulary (every digit its own piece).
+    {"qwen2", tok::kQwen2PatternRegex, true, false},
+    // Qwen3.5's and Qwen3.6's 248,320-token vocabulary. Both tokenizer.json files normalize to NFC
+    // first, which llama.cpp does not (a decomposed "e\u0301" is one composed letter here).
+    {"qwen35", kQwen35Regex, true, false},
 };
 
 const PreTokenizerForm* form_named(const std::string& name) {

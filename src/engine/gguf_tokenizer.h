@@ -23,10 +23,14 @@
 //   "dbrx", "smaug-bpe"     the same without ignore_merges (Granite-4.0's files say "dbrx")
 //   "tekken"                Split on Mistral's Tekken regex, ByteLevel; ignore_merges (the
 //                           131072-token tokenizer of Mistral NeMo; Nemotron-H's looks the same)
-// llama.cpp itself applies no NFC step for "olmo" and "mpt"; Hugging Face's tokenizer.json for
-// these models does, and it is the reference the engine follows. Writing picks the first name of
-// the table whose pipeline a tokenizer.json has. SentencePiece ("llama") and other tokenizer
-// models and pre-tokenizers are refused with a message. tokenizer.ggml.add_bos_token is written
+//   "qwen2"                 NFC, Split on Qwen2's regex (Llama-3's with single digits),
+//                           ByteLevel (Qwen2, Qwen2.5, Qwen3, Qwen3-Next)
+//   "qwen35"                NFC, Split on Qwen3.5's regex (Qwen2's with \p{M} beside \p{L}),
+//                           ByteLevel (Qwen3.5 and Qwen3.6)
+// llama.cpp itself applies no NFC step for "olmo", "mpt", "qwen2" and "qwen35"; Hugging Face's
+// tokenizer.json for these models does, and it is the reference the engine follows. Writing
+// picks the first name of the table whose pipeline a tokenizer.json has. SentencePiece ("llama") and other
+// tokenizer models and pre-tokenizers are refused with a message. tokenizer.ggml.add_bos_token is written
 // false and not read: the engine adds no BOS token for a folder's tokenizer.json either.
 #pragma once
 

@@ -13,6 +13,8 @@
 //     d   = beta_h (v_h - u)                     delta rule
 //     S_h = S_h + k_kh d^T                       write
 //     o_h = S_h^T q_kh                           query the new state       [dv]
+// The kernel takes exp(max(g, -44)): a decay below e^-44 wipes the state either way, and the
+// floor keeps decayed states out of the slow subnormal range (ops/cpu/gdn_kernels.inc).
 // S_h is [dk, dv] in f32, stored transposed (for each of the dv columns its dk entries
 // contiguous), so the read and the query are dot products over dk and the write an axpy.
 //
@@ -31,11 +33,11 @@
 namespace mb {
 
 struct GatedDeltaNetParams {
-  int64_t n_key_heads = 0;    // nk
-  int64_t n_value_heads = 0;  // nv, a multiple of nk
-  int64_t key_dim = 0;        // dk
-  int64_t value_dim = 0;      // dv
-  bool tiled_heads = false;   // value head h reads key head h % nk instead of h / (nv / nk)
+  int64_t n_key_heads = 0;         // nk
+  int64_t n_value_heads = 0;       // nv, a multiple of nk
+  int64_t key_dim = 0;             // dk
+  int64_t value_dim = 0;           // dv
+  bool tiled_heads = false;        // value head h reads key head h % nk instead of h / (nv / nk)
   const float* a_neg = nullptr;    // [nv] = -exp(A_log)
   const float* dt_bias = nullptr;  // [nv]
   float l2_eps = 1e-6f;            // HF's l2norm: x * rsqrt(sum x^2 + eps)

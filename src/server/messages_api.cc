@@ -190,13 +190,19 @@ MessagesRequest translate_messages_request(std::string_view body_text, bool coun
   }
   for (const char* name : {"temperature", "top_p", "top_k", "seed", "ignore_eos"})
     if (const ojson* value = member(body, name)) chat[name] = *value;
+  // Not Anthropic's, but what llama.cpp's server also takes here: the template's own variables,
+  // passed on as chat completions take them (and checked there).
+  if (const ojson* kwargs = member(body, "chat_template_kwargs")) {
+    if (!kwargs->is_object()) throw wrong_value("chat_template_kwargs", "an object", *kwargs);
+    chat["chat_template_kwargs"] = *kwargs;
+  }
   // Extended thinking: the templates that think take it as enable_thinking.
   if (const ojson* thinking = member(body, "thinking")) {
     if (!thinking->is_object()) throw wrong_value("thinking", "an object", *thinking);
     const std::string& type = string_member(*thinking, "type", "thinking");
     if (type != "enabled" && type != "disabled")
       throw invalid_request("thinking.type must be enabled or disabled, got '" + type + "'");
-    chat["chat_template_kwargs"] = {{"enable_thinking", type == "enabled"}};
+    chat["chat_template_kwargs"]["enable_thinking"] = type == "enabled";
   }
   if (!count_only)
     if (const ojson* stream = member(body, "stream")) chat["stream"] = *stream;

@@ -133,6 +133,7 @@ TEST(GatedDeltaNet, MatchesTheDoubleReferenceOverAwkwardShapes) {
       {{2, 2, 64, 64}, 100},         {{1, 2, 128, 128}, 300},     {{2, 4, 128, 64, true}, 47},
       {{1, 1, 64, 128}, 255},        {{2, 6, 16, 16, true}, 300}, {{2, 6, 16, 16}, 64},
       {{1, 3, 128, 16, false}, 129}, {{1, 2, 20, 13}, 9},         {{2, 4, 33, 47, true}, 23},
+      {{1, 2, 64, 47}, 19},  // an odd column count: the last column alone
   };
   uint64_t seed = 100;
   for (const auto& c : cases) expect_gdn_matches_reference(c.shape, c.T, seed += 10);
@@ -159,7 +160,8 @@ TEST(GatedDeltaNet, MatchesTheDoubleReferenceWithStrongAndVanishingDecays) {
 
 // The exactness contract, bit for bit: a shape with a partial last vector, grouped heads, and one
 // of Qwen3.5's head widths with tiled heads.
-const GdnTestShape kGdnExactShapes[] = {{2, 4, 20, 13}, {1, 2, 16, 64}, {2, 4, 128, 128, true}};
+const GdnTestShape kGdnExactShapes[] = {
+    {2, 4, 20, 13}, {1, 2, 16, 64}, {2, 4, 128, 128, true}, {1, 2, 64, 47}};
 
 TEST(GatedDeltaNet, PositionsInOneCallEqualOneCallPerPositionBitForBit) {
   for (const GdnTestShape& s : kGdnExactShapes)
@@ -203,6 +205,44 @@ TEST(GatedDeltaNet, BatchOfMixedLengthsEqualsEachSequenceAloneOnOneAndTwoThreads
   }
 }
 
+uint64_t gdn_fnv1a(const std::vector<float>& values, uint64_t hash) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
+  for (size_t i = 0; i < values.size() * sizeof(float); ++i) {
+    hash ^= bytes[i];
+    hash *= 0x100000001b3ull;
+  }
+  return hash;
+}
+
+// The outputs and states of the exact shapes (every specialized width and the generic one) on
+// one instruction set and thread count.
+std::vector<float> gdn_run_all_shapes(const ComputeContext& ctx) {
+  std::vector<float> all;
+  uint64_t seed = 700;
+  for (const GdnTestShape& s : kGdnExactShapes) {
+    GdnTestData d(s, 9, seed += 10);
+    gated_delta_net(ctx, d.p, std::vector{d.sequence(0, 9)});
+    all.insert(all.end(), d.y.begin(), d.y.end());
+    all.insert(all.end(), d.state.begin(), d.state.end());
+  }
+  return all;
+}
+
+TEST(GatedDeltaNet, EveryInstructionSetGivesTheScalarBitsOnEveryMachine) {
+  const std::vector<float> scalar = gdn_run_all_shapes({1, Isa::Scalar});
+  for (Isa isa : test::supported_isas())
+    for (int threads : {1, 2}) {
+      const std::vector<float> got = gdn_run_all_shapes({threads, isa});
+      ASSERT_EQ(got.size(), scalar.size());
+      EXPECT_EQ(std::memcmp(got.data(), scalar.data(), got.size() * sizeof(float)), 0)
+          << isa_name(isa) << ", " << threads << " threads";
+    }
+  // The bits computed on x86-64, pinned like tests/model/fingerprint_test.cc's table, so NEON
+  // (the AArch64 build's op tests under qemu) is held to them too.
+  const uint64_t hash = gdn_fnv1a(scalar, 0xcbf29ce484222325ull);
+  EXPECT_EQ(hash, 0x1f4fcb92c9ff392dull) << std::hex << "computed 0x" << hash;
+}
+
 TEST(GatedDeltaNet, RefusesMalformedArguments) {
   GdnTestData d({2, 3, 16, 16}, 2, 600);  // 3 value heads over 2 key heads
   EXPECT_THROW(gated_delta_net(ComputeContext{}, d.p, std::vector{d.sequence(0, 2)}), Error);
@@ -210,6 +250,10 @@ TEST(GatedDeltaNet, RefusesMalformedArguments) {
   GatedDeltaNetSequence narrow = e.sequence(0, 2);
   narrow.ldqkv = e.p.conv_width() - 1;
   EXPECT_THROW(gated_delta_net(ComputeContext{}, e.p, std::vector{narrow}), Error);
+  // An empty sequence may have no buffers at all.
+  const GatedDeltaNetSequence empty{0,       nullptr, e.p.conv_width(), nullptr, 2,
+                                    nullptr, 2,       nullptr,          nullptr, 32};
+  EXPECT_NO_THROW(gated_delta_net(ComputeContext{}, e.p, std::vector{empty, e.sequence(0, 2)}));
   e.p.a_neg = nullptr;
   EXPECT_THROW(gated_delta_net(ComputeContext{}, e.p, std::vector{e.sequence(0, 2)}), Error);
 }

@@ -42,7 +42,7 @@ TEST_P(GgufTokenizerGolden, EncodesAndDecodesTheCorpusLikeTheTokenizerJson) {
   const GgufFile file(write_metadata_file(metadata, "gguf_tok_" + GetParam()));
   EXPECT_EQ(file.find("tokenizer.ggml.tokens")->size(), static_cast<size_t>(rows));
   const std::map<std::string, std::string> pre = {
-      {"gpt2", "gpt-2"}, {"gpt-neox-20b", "olmo"}, {"llama3", "llama-bpe"}};
+      {"gpt2", "gpt-2"}, {"gpt-neox-20b", "olmo"}, {"llama3", "llama-bpe"}, {"qwen3", "qwen2"}};
   EXPECT_EQ(*file.string_if_present("tokenizer.ggml.pre"), pre.at(GetParam()));
   const Tokenizer tokenizer = gguf_tokenizer(file);
   EXPECT_EQ(tokenizer.vocab_size(), reference.vocab_size());
@@ -69,8 +69,8 @@ TEST_P(GgufTokenizerGolden, EncodesAndDecodesTheCorpusLikeTheTokenizerJson) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, GgufTokenizerGolden, ::testing::Values("gpt-neox-20b", "gpt2", "llama3"),
-                         [](const auto& info) {
+INSTANTIATE_TEST_SUITE_P(Fixtures, GgufTokenizerGolden,
+                         ::testing::Values("gpt-neox-20b", "gpt2", "llama3", "qwen3"), [](const auto& info) {
                            std::string name = info.param;
                            for (char& ch : name)
                              if (ch == '-') ch = '_';
@@ -111,7 +111,7 @@ TEST(GgufTokenizer, UnsupportedOrMalformedMetadataIsRefusedByName) {
   const std::vector<std::pair<std::vector<std::pair<std::string, GgufValue>>, std::string>> cases = {
       {with("tokenizer.ggml.model", GgufValue::string("llama")), "'llama' is not supported"},
       {with("tokenizer.ggml.model", std::nullopt), "has no tokenizer"},
-      {with("tokenizer.ggml.pre", GgufValue::string("qwen2")), "'qwen2' is not supported"},
+      {with("tokenizer.ggml.pre", GgufValue::string("qwen9")), "'qwen9' is not supported"},
       {with("tokenizer.ggml.pre", std::nullopt), "missing required metadata 'tokenizer.ggml.pre'"},
       {with("tokenizer.ggml.tokens", GgufValue::string("x")), "must be an array of strings"},
       {with("tokenizer.ggml.merges", std::nullopt), "'tokenizer.ggml.merges'"},
@@ -135,7 +135,7 @@ TEST(GgufTokenizer, UnsupportedOrMalformedMetadataIsRefusedByName) {
 }
 
 TEST(GgufTokenizer, TokenizersGgufCannotDescribeAreNotWritten) {
-  for (const char* name : {"llama2", "qwen3", "gpt4o", "deepseek-v3"}) {
+  for (const char* name : {"llama2", "gpt4o", "deepseek-v3"}) {
     EXPECT_THROW(gguf_tokenizer_metadata(fixture_json(name), 200000, std::nullopt, name), Error) << name;
   }
   EXPECT_THROW(gguf_tokenizer_metadata(fixture_json("gpt2"), 1000, std::nullopt, "gpt2"),

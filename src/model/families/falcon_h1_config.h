@@ -28,6 +28,7 @@ struct FalconH1Config {
   bool projectors_bias = false;  // out_proj's bias (in_proj's is mamba_proj_bias)
   int64_t mamba_n_heads = 0;     // d_inner / headdim, checked against them
   std::string hidden_act = "silu";
+  int64_t max_positions = 8192;  // max_position_embeddings: only llama.cpp reads it (context_length)
 };
 
 }  // namespace mb
