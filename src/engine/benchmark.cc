@@ -61,6 +61,10 @@ const char* block_kind_name(BlockKind kind) {
       return "moe";
     case BlockKind::Zamba2Shared:
       return "zamba2 shared";
+    case BlockKind::GatedDeltaNet:
+      return "gated delta net";
+    case BlockKind::GatedAttention:
+      return "gated attention";
     case BlockKind::Custom:
       break;
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/error.h"
 #include "core/json_text.h"
@@ -95,8 +96,11 @@ void validate(const ModelConfig& config, const std::string& where) {
 
 }  // namespace
 
-ModelConfig parse_model_config(const json& object, const std::string& where) {
-  if (!object.is_object()) throw Error(where + ": config is not a JSON object");
+ModelConfig parse_model_config(const json& original, const std::string& where) {
+  if (!original.is_object()) throw Error(where + ": config is not a JSON object");
+  // A Qwen3.5 vision-language config is read as its text model's (families/qwen35.h).
+  const std::optional<json> text_model = qwen35_text_config(original);
+  const json& object = text_model ? *text_model : original;
   const ConfigReader reader(object, where);
   ModelConfig config;
   const bool hf_form = reader.has("model_type") || reader.has("hidden_size");

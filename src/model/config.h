@@ -27,6 +27,7 @@
 #include "model/families/falcon_h1_config.h"
 #include "model/families/jamba.h"
 #include "model/families/lfm2.h"
+#include "model/families/qwen35.h"
 #include "model/families/zamba2.h"
 
 namespace mb {
@@ -40,14 +41,16 @@ enum class BlockKind {
   Attention,
   Mlp,
   Moe,
-  JambaFfn,       // Jamba's SwiGLU MLP or mixture of experts (blocks/jamba_ffn_block.h)
-  FalconH1Mixer,  // Falcon-H1: attention and a Mamba-2 mixer in parallel on one norm
-  FalconH1Mlp,    // Falcon-H1: SwiGLU with its gate and down multipliers
-  ShortConv,      // LFM2's gated short convolution
-  Lfm2Attention,  // LFM2's attention: QK-norm, RoPE, out_proj
-  Lfm2Mlp,        // LFM2's SwiGLU (w1, w3, w2)
-  Lfm2Moe,        // LFM2-MoE's experts
-  Zamba2Shared,   // a use of one of Zamba2's shared transformer blocks (blocks/zamba2_block.h)
+  JambaFfn,        // Jamba's SwiGLU MLP or mixture of experts (blocks/jamba_ffn_block.h)
+  FalconH1Mixer,   // Falcon-H1: attention and a Mamba-2 mixer in parallel on one norm
+  FalconH1Mlp,     // Falcon-H1: SwiGLU with its gate and down multipliers
+  ShortConv,       // LFM2's gated short convolution
+  Lfm2Attention,   // LFM2's attention: QK-norm, RoPE, out_proj
+  Lfm2Mlp,         // LFM2's SwiGLU (w1, w3, w2)
+  Lfm2Moe,         // LFM2-MoE's experts
+  Zamba2Shared,    // a use of one of Zamba2's shared transformer blocks (blocks/zamba2_block.h)
+  GatedDeltaNet,   // Qwen3.5's Gated DeltaNet mixer (blocks/gdn_block.h)
+  GatedAttention,  // Qwen3.5's gated attention (blocks/gated_attention_block.h)
   Custom
 };
 
@@ -76,7 +79,18 @@ struct BlockSpec {
 
 // The checkpoint families: the pure Mamba models (the mixer in `arch`) and the hybrids, whose
 // Mamba layers are Mamba-2 (arch Mamba2) between attention and MLP layers.
-enum class ModelFamily { Mamba, GraniteHybrid, NemotronH, Bamba, Jamba, FalconH1, Lfm2, Lfm2Moe, Zamba2 };
+enum class ModelFamily {
+  Mamba,
+  GraniteHybrid,
+  NemotronH,
+  Bamba,
+  Jamba,
+  FalconH1,
+  Lfm2,
+  Lfm2Moe,
+  Zamba2,
+  Qwen35
+};
 
 struct ModelConfig {
   Architecture arch = Architecture::Mamba1;
@@ -100,6 +114,7 @@ struct ModelConfig {
   FalconH1Config falcon;  // Falcon-H1 (model/families/falcon_h1_config.h)
   Lfm2Config lfm2;        // LFM2 and LFM2-MoE (model/families/lfm2.h)
   Zamba2Config zamba2;    // family Zamba2 (model/families/zamba2.h)
+  Qwen35Config qwen35;    // Qwen3.5 / Qwen3.6 (model/families/qwen35.h)
 
   // The blocks of the model, in order: for the pure Mamba families, every layer's mixer; for the
   // hybrids, what the layer pattern says.

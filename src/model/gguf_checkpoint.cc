@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "model/blocks/mamba_schema.h"
+#include "model/families/qwen35_gguf.h"
 #include "model/family.h"
 #include "model/gguf_hybrid.h"
 #include "model/gguf_tensor_names.h"
@@ -92,11 +93,12 @@ std::pair<const TensorSpec*, int> find_spec(const std::vector<TensorSpec>& specs
   if (layer >= 0 && c.family != ModelFamily::Mamba && static_cast<size_t>(layer) < c.hybrid.pattern.size()) {
     const char k = c.hybrid.pattern[static_cast<size_t>(layer)];
     kind = std::string(" (layer ") + std::to_string(layer) + " is " +
-           (k == kMambaLayer       ? "a Mamba-2"
-            : k == kAttentionLayer ? "an attention"
-            : k == kMoeLayer       ? "a mixture-of-experts"
-            : k == kShortConvLayer ? "a short-convolution"
-                                   : "an MLP") +
+           (k == kMambaLayer           ? "a Mamba-2"
+            : k == kAttentionLayer     ? "an attention"
+            : k == kMoeLayer           ? "a mixture-of-experts"
+            : k == kShortConvLayer     ? "a short-convolution"
+            : k == kGatedDeltaNetLayer ? "a Gated DeltaNet"
+                                       : "an MLP") +
            " layer by its metadata)";
   }
   throw Error(where + ": tensor '" + info.name + "' is not part of a " + arch + " model" + kind);
@@ -143,6 +145,8 @@ GgufCheckpoint open_gguf_checkpoint(const GgufFile& file) {
   // Nemotron-H's attention scale, when the file sets one (its HF config has no key for it).
   if (arch == kGgufNemotronH || arch == kGgufNemotronHMoe)
     apply_gguf_hybrid_overrides(file, arch, checkpoint.config);
+  // llama.cpp's Qwen3.5 files hold their value heads in tiled order (families/qwen35_gguf.h).
+  if (checkpoint.config.family == ModelFamily::Qwen35) checkpoint.config.qwen35.tiled_heads = true;
   const ModelConfig& c = checkpoint.config;
   const std::vector<TensorSpec> specs = gguf_tensor_specs(c);
 
@@ -150,6 +154,11 @@ GgufCheckpoint open_gguf_checkpoint(const GgufFile& file) {
   std::vector<StoredTensor> stored;
   std::set<std::string> present;
   for (const GgufTensorInfo& info : file.tensors()) {
+    // The MTP layer the converter appends as the last block serves speculative decoding, which
+    // the engine does not do.
+    int64_t layer = -1;
+    std::string suffix;
+    if (split_layer_name(info.name, layer, suffix) && qwen35_is_mtp_layer(c, layer)) continue;
     const auto [spec, half] = find_spec(specs, info, c, where, arch);
     check_dims(*spec, info, c, where);
     const std::optional<DType> dtype = gguf_engine_dtype(info.type);
@@ -160,6 +169,7 @@ GgufCheckpoint open_gguf_checkpoint(const GgufFile& file) {
     // GGUF holds A = -exp(A_log), which is bound under its own name (weight_schema.h), and each
     // half of a split matrix under its half's name.
     tensor.name = spec->gguf_negexp_name.empty() ? spec->name : spec->gguf_negexp_name;
+    if (spec->zero_centred) tensor.name = gguf_plus_one_name(spec->name);  // holds 1 + w
     tensor.shape = spec->shape;
     if (spec->gguf_form == GgufForm::SplitHalves) {
       tensor.name = gguf_half_name(spec->name, half);

@@ -29,6 +29,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "model/families/qwen35_gguf.h"
 #include "model/family.h"
 #include "model/gguf_checkpoint.h"
 #include "model/gguf_hybrid.h"
@@ -319,6 +320,9 @@ void write_gguf_checkpoint(const std::string& path, const ModelConfig& c, const 
     // Hugging Face folders hold A_log; files opened by open_gguf_checkpoint hold A.
     const bool from_log = !spec.gguf_negexp_name.empty() && tensors.find(spec.gguf_negexp_name) == nullptr;
     if (!spec.gguf_negexp_name.empty() && !from_log) source = spec.gguf_negexp_name;
+    // A zero-centred norm: a folder's w becomes llama.cpp's 1 + w; a GGUF file's is copied.
+    const bool add_one = spec.zero_centred && tensors.find(gguf_plus_one_name(spec.name)) == nullptr;
+    if (spec.zero_centred && !add_one) source = gguf_plus_one_name(spec.name);
     // The LM head: the untied one, or the embedding it is tied to.
     const bool head =
         spec.name == own.tail[kLmHead].name || (c.tie_embeddings && spec.name == embedding_spec.name);
@@ -328,7 +332,9 @@ void write_gguf_checkpoint(const std::string& path, const ModelConfig& c, const 
       const std::string& name = half == 0 ? spec.gguf : spec.gguf_second;
       Content content = gguf_content(tensors, spec, half, source, shaped);
       const uint32_t type = storage_type(spec, name, ne, options.type, head, counters);
-      if (!from_log && gguf_ggml_type(content.dtype) == type) {
+      // A Qwen3.5 folder's value heads go into llama.cpp's tiled order (families/qwen35_gguf.h).
+      const bool retile = c.family == ModelFamily::Qwen35 && !c.qwen35.tiled_heads;
+      if (!from_log && !add_one && !retile && gguf_ggml_type(content.dtype) == type) {
         writer.add_tensor(name, ne, type, std::move(content.bytes));
         continue;
       }
@@ -336,6 +342,9 @@ void write_gguf_checkpoint(const std::string& path, const ModelConfig& c, const 
       // llama.cpp's converter stores A = -exp(A_log); computed in double, rounded once.
       if (from_log)
         for (float& v : values) v = static_cast<float>(-std::exp(static_cast<double>(v)));
+      if (add_one)
+        for (float& v : values) v = 1.0f + v;
+      if (retile) qwen35_tile_value_heads(c, spec, values);
       writer.add_tensor(name, ne, type, encode(values, type, ne[0]));
     }
     if (options.progress != nullptr) {

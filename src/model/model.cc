@@ -73,6 +73,8 @@ void refuse_unread_tensors(const TensorSet& tensors, const std::set<std::string>
     // Multi-token-prediction layers (Nemotron-3's "mtp.*") serve speculative decoding, which the
     // engine does not do; the model's own layers do not read them.
     if (name.rfind("mtp.", 0) == 0 || name.find(".mtp.") != std::string::npos) continue;
+    // Qwen3.5's vision tower: the engine runs the text model alone (images are not supported).
+    if (c.family == ModelFamily::Qwen35 && name.rfind("model.visual.", 0) == 0) continue;
     // A rotary cache some exporters save; the engine computes it from rope_theta.
     if (name.ends_with(".rotary_emb.inv_freq")) continue;
     throw Error(
@@ -167,8 +169,8 @@ void Model::bind(const ModelConfig& config, std::shared_ptr<const TensorSet> ten
     weights_[kHead].host_matrix = binder.packed_rows(
         binder.tensor_rows_in(lm_head.name, {c.vocab_rows, c.vocab_size}, c.d_model), c.vocab_size);
   }
-  weights_[kNormF].host_values = binder.f32(specs.tail[kFinalNorm].name, {c.d_model});
-  weights_[kNormF].count = c.d_model;
+  // Bound by its spec, so a zero-centred norm (Qwen3.5's) is folded as the blocks' are.
+  weights_[kNormF] = bind_weights(binder, {specs.tail[kFinalNorm]}).front();
   if (input_dim_ > 0) {
     weights_[kInputProj].host_matrix = binder.matrix(input_proj, c.d_model, input_dim_);
     weights_[kInputProjBias].host_values =

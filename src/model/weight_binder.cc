@@ -149,6 +149,21 @@ WeightMatrix WeightBinder::pack_matrix(const std::string& name, int64_t rows, in
   return w;
 }
 
+WeightMatrix WeightBinder::matrix_in_row_order(const std::string& name, int64_t rows, int64_t cols,
+                                               const std::vector<int64_t>& order) {
+  MB_CHECK(static_cast<int64_t>(order.size()) == rows);
+  const StoredTensor& tensor = require(name, {rows, cols});
+  const size_t row_bytes = tensor.byte_size / static_cast<size_t>(rows);
+  std::vector<uint8_t> bytes(tensor.byte_size);
+  for (int64_t i = 0; i < rows; ++i)
+    std::memcpy(bytes.data() + static_cast<size_t>(i) * row_bytes,
+                tensor.data + static_cast<size_t>(order[static_cast<size_t>(i)]) * row_bytes, row_bytes);
+  const WeightMatrix w =
+      pack(tensor, bytes.data(), rows, cols, storable_dtype(matrix_dtype_.value_or(*tensor.dtype), cols));
+  finished(tensor);
+  return w;
+}
+
 WeightMatrix WeightBinder::matrix(const std::string& name, int64_t rows, int64_t cols, DType dtype) {
   const StoredTensor& tensor = require(name, {rows, cols});
   const WeightMatrix w = pack(tensor, tensor.data, rows, cols, dtype);

@@ -39,6 +39,11 @@ class WeightBinder {
   WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols);
   // The same, packed in `dtype` whatever the requested matrix dtype (a MoE router, in f32).
   WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols, DType dtype);
+  // The [rows, cols] matrix `name` with its rows reordered before packing: row i of the result
+  // is stored row order[i] (Qwen3.5's q_proj, per head [query | gate], bound as all queries then
+  // all gates). Stored rows are whole blocks of any dtype, so the rows move as bytes.
+  WeightMatrix matrix_in_row_order(const std::string& name, int64_t rows, int64_t cols,
+                                   const std::vector<int64_t>& order);
   // `experts` matrices of [rows, cols], each packed on its own: one 2-D tensor per expert, named
   // expert_name with "{e}" for its index, where expert_name is given and the checkpoint holds
   // expert 0's; else the stacked 3-D tensor `name` [experts, rows, cols] (or its two halves).

@@ -6,6 +6,8 @@
 #include "core/error.h"
 #include "model/blocks/attention_block.h"
 #include "model/blocks/falcon_h1_block.h"
+#include "model/blocks/gated_attention_block.h"
+#include "model/blocks/gdn_block.h"
 #include "model/blocks/jamba_ffn_block.h"
 #include "model/blocks/lfm2_blocks.h"
 #include "model/blocks/mamba1_block.h"
@@ -33,6 +35,10 @@ std::string expert_tensor_name(const std::string& expert_name, int64_t expert) {
   return name.replace(at, 3, std::to_string(expert));
 }
 
+std::string gguf_plus_one_name(const std::string& name) {
+  return name + " (1 + w)";
+}
+
 std::string gguf_half_name(const std::string& name, int half) {
   return name + (half == 0 ? " (first half)" : " (second half)");
 }
@@ -52,6 +58,9 @@ Weight bind_one(WeightBinder& binder, const TensorSpec& spec) {
   // A GGUF file's A = -exp(A_log), or the checkpoint's other name for the tensor.
   if (!spec.gguf_negexp_name.empty() && binder.has(spec.gguf_negexp_name)) {
     name = spec.gguf_negexp_name;
+    w.bound_alt = true;
+  } else if (spec.zero_centred && binder.has(gguf_plus_one_name(name))) {
+    name = gguf_plus_one_name(name);
     w.bound_alt = true;
   } else if (!spec.alt_name.empty() && !binder.has(name) && binder.has(spec.alt_name)) {
     name = spec.alt_name;
@@ -73,6 +82,11 @@ Weight bind_one(WeightBinder& binder, const TensorSpec& spec) {
     case TensorRole::Vector:
       w.host_values = binder.f32(name, shape);
       w.count = element_count(shape);
+      if (spec.zero_centred && !w.bound_alt) {
+        std::vector<float> folded(w.host_values, w.host_values + w.count);
+        for (float& v : folded) v = 1.0f + v;
+        w.host_values = binder.keep(std::move(folded));
+      }
       break;
     case TensorRole::ConvTaps:
       w.host_values = binder.conv_taps(name, shape[0], shape[2]);
@@ -148,6 +162,14 @@ ModelTensors model_tensor_specs(const ModelConfig& c, bool hf_names, int64_t inp
     norm_f.name = "model.embedding_norm.weight";
     norm_f.gguf = "token_embd_norm.weight";
   }
+  // Qwen3.5: its text model's prefix (model.language_model. in the vision-language checkpoints)
+  // and a zero-centred final norm.
+  if (c.family == ModelFamily::Qwen35) {
+    embedding.name = c.qwen35.prefix + "embed_tokens.weight";
+    embedding.alt_name.clear();
+    norm_f.name = c.qwen35.prefix + "norm.weight";
+    norm_f.zero_centred = true;
+  }
   TensorSpec lm_head{.name = "lm_head.weight",
                      .shape = {c.vocab_rows, d},
                      .role = TensorRole::Matrix,
@@ -187,6 +209,10 @@ std::vector<TensorSpec> block_tensor_specs(const ModelConfig& config, const Bloc
       return Lfm2MoeBlock::schema(config, block);
     case BlockKind::Zamba2Shared:
       return Zamba2SharedBlock::schema(config, block);
+    case BlockKind::GatedDeltaNet:
+      return GdnBlock::schema(config, block);
+    case BlockKind::GatedAttention:
+      return GatedAttentionBlock::schema(config, block);
     case BlockKind::Custom:
       break;
   }

@@ -93,7 +93,14 @@ struct TensorSpec {
   // GGUF stores A = -exp(A_log) rather than A_log; the reader binds it under this name (the
   // engine uses A as given), and the writer computes it from A_log.
   std::string gguf_negexp_name{};
+  // A zero-centred norm weight (Qwen3.5's (1 + w) RMSNorms): the checkpoint holds w, the engine
+  // binds 1 + w (rounded once in f32, as the reference computes it) and runs a plain RMSNorm.
+  // llama.cpp's files hold 1 + w already: the GGUF reader binds it under gguf_plus_one_name(name),
+  // used as it is (never adding 1 twice), and the writer adds 1 to a folder's w.
+  bool zero_centred = false;
 };
+
+std::string gguf_plus_one_name(const std::string& name);
 
 // A bound tensor: its host form and, after upload, the backend's copy.
 struct Weight {

@@ -6,6 +6,8 @@
 //   ReluSquared: x = [width],                                         y = max(x, 0)^2
 //   GeluErf:     x = gate [width] | up [width] (Zamba2's MLP),         y = gelu(gate) * up, with
 //                the exact (erf) GELU, 0.5 g (1 + erf(g / sqrt 2)), as torch's default
+//   SigmoidGlu:  x = gate [width] | up [width] (Qwen3.5's attention output gate),
+//                y = up * sigmoid(gate), sigmoid(g) = 1 / (1 + exp(-g))
 // scale_rows: y = x * scale, or y + x * scale with accumulate (two roundings, as the reference
 // models compute a scaled residual branch `residual + branch * multiplier`; never an fma).
 // Each element is one fixed sequence of f32 operations (silu is the engine's, ops/activations.h),
@@ -18,7 +20,7 @@
 
 namespace mb {
 
-enum class Activation { SwiGlu, ReluSquared, GeluErf };
+enum class Activation { SwiGlu, ReluSquared, GeluErf, SigmoidGlu };
 const char* activation_name(Activation activation);
 // Whether x holds gate | up (2 x width per row) rather than width.
 inline bool gated_activation(Activation activation) {

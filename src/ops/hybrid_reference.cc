@@ -70,6 +70,8 @@ void glu_reference(const GluArgs& a) {
       if (a.activation == Activation::SwiGlu) {
         const double g = x[c];
         out = g / (1.0 + std::exp(-g)) * x[a.width + c];
+      } else if (a.activation == Activation::SigmoidGlu) {
+        out = static_cast<double>(x[a.width + c]) / (1.0 + std::exp(-static_cast<double>(x[c])));
       } else if (a.activation == Activation::GeluErf) {
         const double g = x[c];
         out = 0.5 * g * std::erfc(-g / std::numbers::sqrt2) * x[a.width + c];

@@ -196,7 +196,8 @@ void add_hybrid_cases(std::vector<OpCase>& cases) {
                        rope_body(s, run);
                      }});
   }
-  for (Activation activation : {Activation::SwiGlu, Activation::ReluSquared, Activation::GeluErf})
+  for (Activation activation :
+       {Activation::SwiGlu, Activation::ReluSquared, Activation::GeluErf, Activation::SigmoidGlu})
     for (const auto& [rows, width, in_place] : std::vector<std::tuple<int64_t, int64_t, bool>>{
              {1, 1, false}, {3, 17, true}, {9, 64, false}, {2, 100, true}})
       cases.push_back({"glu",

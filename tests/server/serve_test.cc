@@ -603,8 +603,8 @@ TEST(Serve, ARequestWithToolsPrefillsWhatTransformersRenders) {
 // the previous one (the Mamba layers' snapshot plus the attention layers' KV prefix) and answers
 // exactly what a cold server answers: the same tokens with the same log-probabilities, printed to
 // the last bit. The first prompt is shorter than any cache interval, so only the entry made at the
-// end of every request can serve it. A dense Granite-4.0-H, both kinds of mixture of experts, and
-// LFM2 (dense and MoE).
+// end of every request can serve it. A dense Granite-4.0-H, both kinds of mixture of experts,
+// LFM2 (dense and MoE) and Qwen3.5.
 TEST(Serve, AHybridFollowUpResumedFromTheCacheEqualsAColdServersAnswer) {
   const std::string dir = test::make_temp_dir("serve_hybrid_follow_up");
   const std::string common = " --d-model 40 --vocab 301 --d-state 16 --headdim 16 --seed 4 >/dev/null 2>&1";
@@ -618,7 +618,9 @@ TEST(Serve, AHybridFollowUpResumedFromTheCacheEqualsAColdServersAnswer) {
        "--expert-width 24 --shared-width 30"},
       // LFM2's short convolutions carry a history of B * x; LFM2-MoE adds sigmoid-routed experts.
       {"lfm2", "--arch lfm2 --n-layer 3"},
-      {"lfm2_moe", "--arch lfm2-moe --n-layer 3 --set num_experts=5 --set num_experts_per_tok=2"}};
+      {"lfm2_moe", "--arch lfm2-moe --n-layer 3 --set num_experts=5 --set num_experts_per_tok=2"},
+      // Qwen3.5's Gated DeltaNet layers carry a conv history and a matrix state per value head.
+      {"qwen35", "--arch qwen3.5 --n-layer 4"}};
   for (const auto& [name, flags] : models) {
     SCOPED_TRACE(name);
     const std::string model = dir + "/" + name;

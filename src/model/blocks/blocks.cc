@@ -4,6 +4,8 @@
 #include "model/blocks/attention_block.h"
 #include "model/blocks/block.h"
 #include "model/blocks/falcon_h1_block.h"
+#include "model/blocks/gated_attention_block.h"
+#include "model/blocks/gdn_block.h"
 #include "model/blocks/jamba_ffn_block.h"
 #include "model/blocks/lfm2_blocks.h"
 #include "model/blocks/mamba1_block.h"
@@ -46,6 +48,10 @@ std::unique_ptr<Block> make_block(const ModelConfig& config, const BlockSpec& sp
       return std::make_unique<Lfm2MoeBlock>(config, spec, binder);
     case BlockKind::Zamba2Shared:
       return std::make_unique<Zamba2SharedBlock>(config, spec, binder);
+    case BlockKind::GatedDeltaNet:
+      return std::make_unique<GdnBlock>(config, spec, binder);
+    case BlockKind::GatedAttention:
+      return std::make_unique<GatedAttentionBlock>(config, spec, binder);
     case BlockKind::Custom:
       break;
   }

@@ -38,6 +38,7 @@ std::vector<TensorSpec> MlpBlock::schema(const ModelConfig& c, const BlockSpec& 
     return fused ? block.gguf(std::string("ffn_up") + suffix) : "";
   };
   TensorSpec norm{.name = block.norm(), .shape = {d}, .gguf = block.gguf(block.names.gguf_norm)};
+  norm.zero_centred = c.family == ModelFamily::Qwen35;  // (1 + w)
   TensorSpec up_w{.name = block.tensor(up + ".weight"),
                   .shape = {rows, d},
                   .role = TensorRole::Matrix,

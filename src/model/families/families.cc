@@ -18,6 +18,7 @@ const Family& falcon_h1_family();
 const Family& lfm2_family();
 const Family& lfm2_moe_family();
 const Family& zamba2_family();
+const Family& qwen35_family();
 
 const std::vector<const Family*>& all_families() {
   // Built once on first use from constant declarations; the list itself never changes.
@@ -25,6 +26,7 @@ const std::vector<const Family*>& all_families() {
       &mamba1_family(),         &falcon_mamba_family(), &mamba2_family(),   &mamba3_family(),
       &granite_hybrid_family(), &nemotron_h_family(),   &bamba_family(),    &jamba_family(),
       &falcon_h1_family(),      &lfm2_family(),         &lfm2_moe_family(), &zamba2_family(),
+      &qwen35_family(),
   };
   return list;
 }

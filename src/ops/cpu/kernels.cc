@@ -184,6 +184,8 @@ const char* activation_name(Activation activation) {
       return "relu2";
     case Activation::GeluErf:
       return "geglu";
+    case Activation::SigmoidGlu:
+      return "sigmoid-gate";
   }
   return "?";
 }
