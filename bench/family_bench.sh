@@ -9,7 +9,7 @@
 #   bench/family_bench.sh [BUILD_DIR] [MODELS_DIR] [OUT_DIR]
 # Environment: LLAMA_BENCH (default /work/llama.cpp/build/bin/llama-bench; empty: ours only),
 # NAMES ("falcon jamba zamba2 lfm2 bamba"), THREADS ("1 2"), TYPES ("bf16 q4_k_m").
-# Prefill: T = 512 (3 repeats) and T = 2048 (1 repeat; Bamba: 512 only), chunks of 512 in both
+# Prefill: T = 512 (3 repeats; llama-bench 2) and T = 2048 (1; llama-bench 2); Bamba: T = 512 only, 1 repeat each, chunks of 512 in both
 # engines (llama-bench's default ubatch is 512). Decode: 32 tokens, ours after the 512-token
 # prompt, llama-bench's tg32 after an empty context (the attention layers read 512 more keys in
 # ours). bench/family_table.py renders the medians.
@@ -91,13 +91,14 @@ for name in $names; do
       echo "$tag ($(uptime | sed 's/.*load/load/'))" >&2
       uptime >>"$out/load.txt"
       for len in $lengths; do
-        reps=$([ "$len" = 512 ] && echo 3 || echo 1)
-        gen=$([ "$len" = 512 ] && echo 32 || echo 0)
+        reps=$([ "$len" = 512 ] && [ "$name" != bamba ] && echo 3 || echo 1)
+        gen=$([ "$len" = 512 ] && echo 32 || echo 1)
+        [ -s "$out/ours-$tag-p$len.json" ] && continue  # a rerun keeps what a stopped run measured
         "$cli" bench -m "$file" --prompt-len "$len" --gen-len "$gen" --step-tokens 1 -t "$t" \
           --repeats "$reps" --chunk 512 --json >"$out/ours-$tag-p$len.json"
       done
-      if [ -n "$llama" ] && [ "$name" != zamba2 ]; then
-        "$llama" -m "$file" -t "$t" -p "${lengths// /,}" -n 32 -r 2 -b 2048 -ub 512 -o json \
+      if [ -n "$llama" ] && [ "$name" != zamba2 ] && [ ! -s "$out/llama-$tag.json" ]; then
+        "$llama" -m "$file" -t "$t" -p "${lengths// /,}" -n 32 -r "$([ "$name" = bamba ] && echo 1 || echo 2)" -b 2048 -ub 512 -o json \
           >"$out/llama-$tag.json" 2>"$out/llama-$tag.err" || echo "llama-bench failed on $tag" >&2
       fi
     done

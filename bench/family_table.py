@@ -19,7 +19,7 @@ LABELS = {
 
 def ours(out, tag, length):
     path = out / f"ours-{tag}-p{length}.json"
-    if not path.exists():
+    if not path.exists() or not path.read_text().strip():
         return None
     return json.loads(path.read_text())
 
@@ -29,7 +29,11 @@ def llama(out, tag):
     if not path.exists() or not path.read_text().strip():
         return {}
     runs = {}
-    for r in json.loads(path.read_text()):
+    try:
+        results = json.loads(path.read_text())
+    except json.JSONDecodeError:  # a run still writing, or stopped
+        return {}
+    for r in results:
         key = f"pp{r['n_prompt']}" if r["n_gen"] == 0 else f"tg{r['n_gen']}"
         runs[key] = statistics.median(r["samples_ts"])
     return runs

@@ -92,8 +92,8 @@ std::vector<ConfigKey> falcon_h1_keys() {
           "mamba_d_head", "", [](ModelConfig& c) { return &c.ssm.headdim; }, 64, 1, 1 << 16, E::State),
       // llama.cpp refuses a file without context_length; FalconH1Config's default.
       int_key(
-          "max_position_embeddings", "context_length", [](ModelConfig& c) { return &c.falcon.max_positions; }, 8192,
-          1, 1 << 30, E::None),
+          "max_position_embeddings", "context_length", [](ModelConfig& c) { return &c.falcon.max_positions; },
+          8192, 1, 1 << 30, E::None),
       int_key(
           "mamba_n_groups", "ssm.group_count", [](ModelConfig& c) { return &c.ssm.ngroups; }, 1, 1, 1 << 16,
           E::State),
